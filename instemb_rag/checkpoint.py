@@ -1,0 +1,85 @@
+"""The InstEmb checkpoint folder.
+
+    instemb_config.json     EncoderConfig: base model reference + fingerprint, template,
+                            look-ahead length, pooling, format version
+    lookahead.safetensors   the L look-ahead vectors
+    adapted.safetensors     (optional) backbone tensors that training changed, by name
+    lora/                   (optional) a peft LoRA adapter over the backbone
+
+The base model's weights are never copied; loading checks the base fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .errors import CheckpointError
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "instemb_config.json"
+ADAPTED_FILE = "adapted.safetensors"
+LORA_DIR = "lora"
+
+
+class EncoderConfig(BaseModel):
+    format_version: int = FORMAT_VERSION
+    base_model: str
+    base_fingerprint: str
+    template: dict
+    lookahead_length: int = Field(ge=0)
+    pooling: str = "daap"
+    max_length: int = Field(default=512, ge=8)
+    training: dict = Field(default_factory=dict)  # free-form provenance (config, steps, data)
+
+
+def is_checkpoint(folder: str | os.PathLike) -> bool:
+    return (Path(folder) / CONFIG_FILE).is_file()
+
+
+def read_config(folder: str | os.PathLike) -> EncoderConfig:
+    path = Path(folder) / CONFIG_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{path} not found: {folder} is not an InstEmb checkpoint.") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path} is not valid JSON ({exc}). The checkpoint is damaged; save it again.") from exc
+    version = raw.get("format_version")
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has format_version {version}, newer than this instemb-rag understands "
+            f"({FORMAT_VERSION}). Upgrade instemb-rag: pip install -U instemb-rag"
+        )
+    try:
+        return EncoderConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise CheckpointError(f"{path} is invalid: {exc}") from exc
+
+
+def write_folder_atomically(target: Path, fill) -> None:
+    """Call ``fill(staging_folder)`` then swap the staging folder into ``target``.
+
+    A reader never sees a half-written checkpoint; an interrupted save leaves the previous
+    checkpoint in place.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    try:
+        fill(staging)
+        if target.exists():
+            retired = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
+            os.replace(target, retired / "old")
+            os.replace(staging, target)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
