@@ -1,0 +1,15 @@
+"""LlamaIndex integration for InstEmb instruction-following embeddings."""
+
+from .base import DEFAULT_QUERY_INSTRUCTION, InstEmbEmbedding
+from .cache import QueryEmbeddingCache, QueryKey
+from .query import InstructionQueryBundle
+from .retriever import InstEmbRetriever
+
+__all__ = [
+    "DEFAULT_QUERY_INSTRUCTION",
+    "InstEmbEmbedding",
+    "InstEmbRetriever",
+    "InstructionQueryBundle",
+    "QueryEmbeddingCache",
+    "QueryKey",
+]

@@ -1,0 +1,164 @@
+"""InstEmbRetriever: a LlamaIndex retriever that takes an instruction with every call.
+
+    retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
+    retriever.retrieve("best tent for storms", instruction="Focus on durability.")
+    await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
+
+The query is embedded once under the instruction (cached), and the embedding goes to a
+search backend: a LlamaIndex VectorStoreIndex (FAISS, Qdrant, the simple store, ...) or an
+index folder written by ``instemb-rag index``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Protocol
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
+
+from instemb_rag.errors import InstEmbError
+
+from .base import InstEmbEmbedding
+from .query import InstructionQueryBundle
+
+_UNSET: Any = object()
+
+
+class SearchBackend(Protocol):
+    """Finds the nodes nearest to a finished query embedding."""
+
+    def search(self, query: QueryBundle) -> List[NodeWithScore]: ...
+
+    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]: ...
+
+
+class VectorStoreIndexBackend:
+    """Searches a LlamaIndex VectorStoreIndex with LlamaIndex's own VectorIndexRetriever."""
+
+    def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: Optional[MetadataFilters]):
+        self._retriever = index.as_retriever(similarity_top_k=similarity_top_k, filters=filters)
+
+    def search(self, query: QueryBundle) -> List[NodeWithScore]:
+        return self._retriever.retrieve(query)
+
+    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]:
+        return await self._retriever.aretrieve(query)
+
+
+class InstEmbRetriever(BaseRetriever):
+    """Retrieve with a per-call instruction over a VectorStoreIndex or an instemb-rag index.
+
+    Use the constructors ``from_vector_store_index`` and ``from_instemb_index``.
+    ``retrieve(query, instruction=None)``: None means the embed model's ``query_instruction``,
+    "" means no instruction. A plain QueryBundle or an InstructionQueryBundle works too.
+    """
+
+    def __init__(
+        self,
+        embed_model: InstEmbEmbedding,
+        backend: SearchBackend,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ):
+        if not isinstance(embed_model, InstEmbEmbedding):
+            raise InstEmbError(
+                f"InstEmbRetriever needs an InstEmbEmbedding, got {type(embed_model).__name__}."
+            )
+        self.embed_model = embed_model
+        self.backend = backend
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_vector_store_index(
+        cls,
+        index: VectorStoreIndex,
+        embed_model: Optional[InstEmbEmbedding] = None,
+        similarity_top_k: int = 5,
+        filters: Optional[MetadataFilters] = None,
+        **kwargs: Any,
+    ) -> "InstEmbRetriever":
+        """Search ``index`` (any vector store). Its documents must come from the same encoder."""
+        index_model = getattr(index, "_embed_model", None)
+        if embed_model is None:
+            if not isinstance(index_model, InstEmbEmbedding):
+                raise InstEmbError(
+                    f"The index was built with {type(index_model).__name__}, not InstEmbEmbedding: "
+                    "pass embed_model=InstEmbEmbedding(...) when you build the VectorStoreIndex "
+                    "(or set Settings.embed_model) so documents and queries share one embedding space."
+                )
+            embed_model = index_model
+        _check_same_space(embed_model, index_model)
+        backend = VectorStoreIndexBackend(index, similarity_top_k, filters)
+        return cls(embed_model, backend, **kwargs)
+
+    # ------------------------------------------------------------------ public API
+    def retrieve(self, query: str | QueryBundle, instruction: Optional[str] = _UNSET) -> List[NodeWithScore]:
+        return super().retrieve(self._bundle(query, instruction))
+
+    async def aretrieve(self, query: str | QueryBundle, instruction: Optional[str] = _UNSET) -> List[NodeWithScore]:
+        return await super().aretrieve(self._bundle(query, instruction))
+
+    def _bundle(self, query: str | QueryBundle, instruction: Optional[str]) -> QueryBundle:
+        """Attach the call's instruction; an explicit argument wins over the bundle's own."""
+        if isinstance(query, str):
+            return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
+        if not isinstance(query, QueryBundle):
+            raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
+        if instruction is _UNSET:
+            return query
+        if query.embedding is not None:
+            raise InstEmbError(
+                "The QueryBundle already carries an embedding, so an instruction cannot change it. "
+                "Pass the query string with instruction=..., or a bundle without an embedding."
+            )
+        return InstructionQueryBundle(
+            query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
+        )
+
+    # ------------------------------------------------------------------ BaseRetriever hooks
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        if query_bundle.embedding is None:
+            query_bundle = self._with_embedding(
+                query_bundle, self.embed_model.get_query_embedding_for(*self._embedding_input(query_bundle))
+            )
+        return self.backend.search(query_bundle)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        if query_bundle.embedding is None:
+            embedding = await self.embed_model.aget_query_embedding_for(*self._embedding_input(query_bundle))
+            query_bundle = self._with_embedding(query_bundle, embedding)
+        return await self.backend.asearch(query_bundle)
+
+    @staticmethod
+    def _embedding_input(query_bundle: QueryBundle) -> tuple[str, Optional[str]]:
+        strings = query_bundle.embedding_strs
+        if len(strings) > 1:
+            raise InstEmbError(
+                "InstEmbRetriever embeds one query string; this QueryBundle has "
+                f"{len(strings)} custom_embedding_strs. Retrieve them one at a time."
+            )
+        if not strings:
+            raise InstEmbError("The query is empty: give a non-empty query string.")
+        return strings[0], getattr(query_bundle, "instruction", None)
+
+    @staticmethod
+    def _with_embedding(query_bundle: QueryBundle, embedding: List[float]) -> InstructionQueryBundle:
+        return InstructionQueryBundle(
+            query_str=query_bundle.query_str,
+            instruction=getattr(query_bundle, "instruction", None),
+            embedding=embedding,
+        )
+
+
+def _check_same_space(embed_model: InstEmbEmbedding, index_model: Any) -> None:
+    """Queries and documents must come from the same weights, or scores mean nothing."""
+    if isinstance(index_model, InstEmbEmbedding) and index_model.fingerprint != embed_model.fingerprint:
+        raise InstEmbError(
+            f"The index's documents were embedded by encoder {index_model.fingerprint}, but the "
+            f"query model is encoder {embed_model.fingerprint}. Use the index's own embed model "
+            "(leave embed_model=None) or re-index with this one."
+        )

@@ -1,0 +1,58 @@
+"""Fixtures for the integration's tests.
+
+The tiny random Llama builder lives in the repository's tests/conftest.py; it is loaded from
+there (not copied) so both test suites build the same model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_CONFTEST = REPO_ROOT / "tests" / "conftest.py"
+
+
+def _repo_test_helpers():
+    if not REPO_CONFTEST.is_file():
+        pytest.skip(f"{REPO_CONFTEST} is absent: run these tests from an instemb-rag checkout.")
+    spec = importlib.util.spec_from_file_location("instemb_repo_test_helpers", REPO_CONFTEST)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    return _repo_test_helpers().build_tiny_model_folder(tmp_path_factory.mktemp("tiny_llama_li"))
+
+
+@pytest.fixture()
+def tiny_embed_model(tiny_model_dir):
+    from instemb_rag import InstEmbEncoder
+    from llama_index.embeddings.instemb import InstEmbEmbedding
+
+    encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
+    return InstEmbEmbedding.from_encoder(encoder, query_instruction="focus on weight", embed_batch_size=4)
+
+
+@pytest.fixture(scope="session")
+def default_embed_model():
+    """The real default model, loaded once (slow tests only)."""
+    from llama_index.embeddings.instemb import InstEmbEmbedding
+
+    return InstEmbEmbedding(device="cpu", embed_batch_size=8)
+
+
+@pytest.fixture()
+def tiny_docs() -> list[str]:
+    """Short texts in the tiny model's word-level vocabulary (tests/conftest.py WORDS)."""
+    return [
+        "this tent is light and packed size is compact .",
+        "this stove is heavy but the burner is durable .",
+        "the backpack frame and strap are durable in rain and wind .",
+        "a nylon tent with a pole and floor seam for cold night .",
+        "the gas fuel stove is good for a camp trip .",
+    ]
