@@ -1,0 +1,62 @@
+"""`instemb-rag train` and `instemb-rag build-data`: thin wrappers over instemb_rag.training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def train_command(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or JSON config (model/data/training sections)."),
+    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Overrides training.output_dir."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Overrides training.max_steps."),
+    train_file: Optional[str] = typer.Option(None, "--train-file", help="JSONL records; overrides data.train_file."),
+    model: Optional[str] = typer.Option(None, "--model", help="Backbone or checkpoint; overrides model.model_name_or_path."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:1..."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
+    set_: list[str] = typer.Option([], "--set", help="Any option as key=value (e.g. training.batch_size=4)."),
+) -> None:
+    """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss)."""
+    from ..errors import InstEmbError
+    from ..training.args import load_config, parse_set_option
+    from ..training.trainer import train
+
+    try:
+        overrides = dict(parse_set_option(item) for item in set_)
+        flags = {"training.output_dir": output_dir, "training.max_steps": max_steps,
+                 "data.train_file": train_file, "model.model_name_or_path": model, "training.device": device}
+        overrides.update({key: value for key, value in flags.items() if value is not None})
+        if resume:
+            overrides["training.resume"] = True
+        final = train(load_config(config, overrides))
+    except InstEmbError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"Final checkpoint: {final}")
+
+
+def build_data_command(
+    out: Path = typer.Option(..., "--out", help="Folder for train.jsonl and heldout.jsonl."),
+    data_root: Path = typer.Option(Path("../shared/data"), "--data-root", help="Folder holding the source sets."),
+    sets: list[str] = typer.Option([], "--set-name", help="Sets to use (repeatable); default all."),
+    heldout_fraction: float = typer.Option(0.1, "--heldout-fraction"),
+    seed: int = typer.Option(0, "--seed"),
+    max_per_set: Optional[int] = typer.Option(None, "--max-per-set", help="Cap on training records per set."),
+) -> None:
+    """Build (text, instruction, output) training records from the development sets."""
+    from ..errors import InstEmbError
+    from ..training.builders import build_data_folder
+
+    try:
+        counts = build_data_folder(out, data_root, sets or None, heldout_fraction, seed, max_per_set)
+    except InstEmbError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+    app.command("build-data")(build_data_command)

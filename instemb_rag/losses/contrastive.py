@@ -1,0 +1,34 @@
+"""Multi-view supervised contrastive loss (paper, eq. 3; Khosla et al., 2020).
+
+Each instance contributes V views (student input under two dropout masks, teacher input,
+student output). For an anchor view z of instance i the positives are the other views of
+i and the candidates are every other embedding of the batch:
+
+    loss_z = -log( sum_{z+ in P_i \\ z} exp(sim(z, z+)/tau) / sum_{z' in A \\ z} exp(sim(z, z')/tau) )
+
+Eq. 3 sums the positives inside the log (the "L_in" form), so it is implemented that way.
+The loss averages over the views of an instance, then over instances.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
+    """views: [N, V, d] embeddings (V >= 2 views of N instances); sim is cosine similarity."""
+    if views.dim() != 3 or views.shape[1] < 2:
+        raise ValueError(f"views must be [N, V>=2, d]; got shape {tuple(views.shape)}")
+    count, per_instance, _ = views.shape
+    flat = F.normalize(views.float().reshape(count * per_instance, -1), dim=-1)
+    logits = flat @ flat.T / temperature
+    owner = torch.arange(count, device=views.device).repeat_interleave(per_instance)
+    itself = torch.eye(len(owner), dtype=torch.bool, device=views.device)
+    positive = (owner[:, None] == owner[None, :]) & ~itself
+    excluded = torch.finfo(logits.dtype).min
+    log_positive = torch.logsumexp(logits.masked_fill(~positive, excluded), dim=1)
+    log_all = torch.logsumexp(logits.masked_fill(itself, excluded), dim=1)
+    per_anchor = log_all - log_positive  # [N*V]
+    # Every instance has V views, so the per-instance mean then batch mean is a plain mean.
+    return per_anchor.mean()

@@ -1,0 +1,169 @@
+"""Training arguments as dataclasses (Tevatron style), loaded from YAML/JSON and overridden by flags.
+
+A config file has up to three sections, ``model``, ``data`` and ``training``, each mapping
+onto one dataclass. Overrides are ``key=value`` pairs where ``key`` is ``section.field`` or a
+bare field name (field names are unique across the three classes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InstEmbError
+
+VIEW_NAMES = ("student_input", "student_input_dropout", "teacher_input", "student_output")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = None  # None = the default backbone (SmolLM2-135M-Instruct)
+    lookahead_length: int = 8
+    max_length: int = 192
+    pooling: str = "daap"
+    # Layers trained (from the top); the rest are frozen. The paper trains the top 8 of 32
+    # (25 %); 6 of SmolLM2's 30 (20 %) keeps the same spirit at a similar cost.
+    trainable_top_layers: int = 6
+    train_final_norm: bool = True
+    # LoRA on the trainable top layers instead of training them fully (0 = full training).
+    lora_rank: int = 0
+    lora_alpha: float = 32.0
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+@dataclass
+class DataArguments:
+    train_file: str | None = None  # JSONL of records; None = build from build_sets below
+    data_root: str = "../shared/data"
+    build_sets: list[str] = field(default_factory=lambda: ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"])
+    build_dir: str | None = None  # where built records go; None = <output_dir>/data
+    heldout_fraction: float = 0.1
+    data_seed: int = 0
+    max_per_set: int | None = None
+
+
+@dataclass
+class TrainingArguments:
+    output_dir: str = "runs/instemb"
+    max_steps: int = 100  # optimizer steps
+    batch_size: int = 8  # examples per micro-batch (the contrastive loss sees one micro-batch)
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 5e-5  # backbone parameters (full layers, norm or LoRA)
+    lookahead_learning_rate: float = 1e-3  # the look-ahead vectors are new parameters
+    weight_decay: float = 0.0
+    warmup_steps: int = 10
+    max_grad_norm: float = 1.0
+    distill_loss: str = "mse"  # "mse" (eq. 1) or "kl" (eq. 2)
+    mse_normalize_by_dim: bool = True
+    kl_temperature: float = 1.0
+    distill_weight: float = 1.0
+    contrastive_weight: float = 1.0
+    temperature: float = 0.1
+    views: list[str] = field(default_factory=lambda: list(VIEW_NAMES))
+    view_dropout: float = 0.2
+    teacher_cache: bool = True  # False = run the frozen teacher every step (benchmarks only)
+    teacher_cache_dir: str | None = None  # None = <output_dir>/teacher_cache
+    seed: int = 42
+    device: str = "auto"
+    bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
+    logging_steps: int = 1
+    save_steps: int = 50
+    save_total_limit: int = 2
+    save_dtype: str = "float32"  # dtype of adapted.safetensors / LoRA weights in checkpoints
+    resume: bool = False
+    show_progress: bool = True
+
+
+@dataclass
+class TrainConfig:
+    model: ModelArguments = field(default_factory=ModelArguments)
+    data: DataArguments = field(default_factory=DataArguments)
+    training: TrainingArguments = field(default_factory=TrainingArguments)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> "TrainConfig":
+        t, m = self.training, self.model
+        checks = [
+            (t.distill_loss in ("mse", "kl"), f"training.distill_loss must be 'mse' or 'kl', got '{t.distill_loss}'"),
+            (set(t.views) <= set(VIEW_NAMES), f"training.views must be drawn from {list(VIEW_NAMES)}, got {t.views}"),
+            (t.contrastive_weight == 0 or len(set(t.views)) >= 2,
+             "training.views needs at least two views for the contrastive loss (or contrastive_weight: 0)"),
+            (t.save_dtype in ("float32", "bfloat16", "float16"), "training.save_dtype must be float32, bfloat16 or float16"),
+            (t.max_steps >= 1 and t.batch_size >= 1 and t.gradient_accumulation_steps >= 1,
+             "training.max_steps, batch_size and gradient_accumulation_steps must be >= 1"),
+            (t.batch_size >= 2 or t.contrastive_weight == 0, "the contrastive loss needs batch_size >= 2"),
+            (m.lookahead_length >= 1, "model.lookahead_length must be >= 1 for distillation"),
+            (m.trainable_top_layers >= 0, "model.trainable_top_layers must be >= 0"),
+            (0 <= t.view_dropout < 1, "training.view_dropout must be in [0, 1)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise InstEmbError(f"Invalid training config: {message}.")
+        return self
+
+
+def _section_of(key: str) -> tuple[str, str]:
+    if "." in key:
+        section, name = key.split(".", 1)
+        return section, name
+    owners = [s.name for s in dataclasses.fields(TrainConfig)
+              if key in {f.name for f in dataclasses.fields(s.default_factory)}]  # type: ignore[misc]
+    if not owners:
+        raise InstEmbError(f"Unknown training option '{key}'. See instemb_rag/training/args.py for the fields.")
+    return owners[0], key
+
+
+def _build_section(cls, values: dict, source: str):
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise InstEmbError(f"{source}: unknown option(s) {unknown} for {cls.__name__}; known: {sorted(known)}.")
+    return cls(**values)
+
+
+def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
+    sections = {s.name: s.default_factory for s in dataclasses.fields(TrainConfig)}  # type: ignore[misc]
+    unknown = sorted(set(raw) - set(sections))
+    if unknown:
+        raise InstEmbError(f"{source}: unknown section(s) {unknown}; use 'model', 'data' and 'training'.")
+    built = {name: _build_section(cls, raw.get(name) or {}, f"{source} [{name}]") for name, cls in sections.items()}
+    return TrainConfig(**built).validate()
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read a YAML or JSON config (or start from defaults) and apply ``overrides``."""
+    raw: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise InstEmbError(f"Training config {path} not found.")
+        try:
+            raw = (json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())) or {}
+        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise InstEmbError(f"Training config {path} cannot be parsed: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise InstEmbError(f"Training config {path} must be a mapping with model/data/training sections.")
+    for key, value in (overrides or {}).items():
+        section, name = _section_of(key)
+        raw.setdefault(section, {})
+        raw[section] = dict(raw[section] or {})
+        raw[section][name] = value
+    return config_from_dict(raw, str(path) if path else "config")
+
+
+def parse_set_option(item: str) -> tuple[str, Any]:
+    """``key=value`` with the value read as YAML (numbers, booleans, lists, null)."""
+    if "=" not in item:
+        raise InstEmbError(f"--set expects key=value, got '{item}'.")
+    key, value = item.split("=", 1)
+    return key.strip(), yaml.safe_load(value)

@@ -1,0 +1,188 @@
+"""Turn the development sets in ``../shared/data`` into (text, instruction, output) records.
+
+    msmarco_qa      passage, question, free-form answer
+    pubmedqa        joined context paragraphs, question, long answer
+    condaqa         passage, question, label (YES / NO / DON'T KNOW or a span)
+    scifact_stance  title + abstract, stance instruction + claim, stance sentence
+
+Each set keeps a seeded held-out slice. The split is by group (one passage, one claim) so
+that no held-out text was seen in training under another question.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import InstEmbError
+from .records import TrainingRecord, write_records
+
+DEFAULT_DATA_ROOT = Path("../shared/data")
+
+
+@dataclass(frozen=True)
+class GroupedRecord:
+    group: str  # records sharing a group land on the same side of the split
+    record: TrainingRecord
+
+
+def _read_jsonl(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _require(folder: Path, *names: str) -> None:
+    for name in names:
+        if not (folder / name).is_file():
+            raise InstEmbError(
+                f"{folder / name} not found. The builders read the development data from "
+                f"{folder.parent} (see its README.md); pass --data-root to point elsewhere."
+            )
+
+
+def build_msmarco_qa(folder: Path) -> list[GroupedRecord]:
+    _require(folder, "queries.jsonl", "corpus.jsonl", "qrels.tsv")
+    passages = {row["_id"]: row["text"] for row in _read_jsonl(folder / "corpus.jsonl")}
+    passage_of: dict[str, str] = {}
+    with open(folder / "qrels.tsv", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            if int(row["score"]) > 0:
+                passage_of.setdefault(row["query-id"], row["corpus-id"])
+    grouped = []
+    for query in _read_jsonl(folder / "queries.jsonl"):
+        answers = [a for a in query.get("answers", []) if a.strip() and a.strip() != "No Answer Present."]
+        passage = passages.get(passage_of.get(query["_id"], ""))
+        if not answers or not passage:
+            continue
+        record = TrainingRecord(text=passage, instruction=query["text"], output=answers[0],
+                                source=f"msmarco_qa:{query['_id']}")
+        grouped.append(GroupedRecord(passage_of[query["_id"]], record))
+    return grouped
+
+
+def build_pubmedqa(folder: Path) -> list[GroupedRecord]:
+    _require(folder, "pqal.jsonl")
+    grouped = []
+    for row in _read_jsonl(folder / "pqal.jsonl"):
+        record = TrainingRecord(text=" ".join(row["contexts"]), instruction=row["question"],
+                                output=row["long_answer"], source=f"pubmedqa:{row['_id']}")
+        grouped.append(GroupedRecord(row["_id"], record))
+    return grouped
+
+
+def build_condaqa(folder: Path, split_file: str = "dev.jsonl") -> list[GroupedRecord]:
+    """CondaQA's edited passages differ from the original by a negation cue: keep all edits
+    of one original passage in the same split."""
+    _require(folder, split_file)
+    grouped = []
+    for row in _read_jsonl(folder / split_file):
+        label = str(row["label"]).strip()
+        if not label:
+            continue
+        output = {"YES": "Yes.", "NO": "No.", "DON'T KNOW": "The passage does not say."}.get(label, label)
+        record = TrainingRecord(text=row["sentence1"], instruction=row["sentence2"], output=output,
+                                source=f"condaqa:{row['QuestionID']}:{row['PassageEditID']}")
+        group = hashlib.sha1(row["original passage"].encode()).hexdigest()
+        grouped.append(GroupedRecord(group, record))
+    return grouped
+
+
+def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
+    _require(folder, "stance.jsonl", "corpus.jsonl")
+    needed = {row["doc_id"] for row in _read_jsonl(folder / "stance.jsonl")}
+    abstracts = {
+        row["_id"]: f"{row.get('title', '')}\n{row['text']}".strip()
+        for row in _read_jsonl(folder / "corpus.jsonl")
+        if row["_id"] in needed
+    }
+    grouped = []
+    for row in _read_jsonl(folder / "stance.jsonl"):
+        abstract = abstracts.get(row["doc_id"])
+        if not abstract:
+            continue
+        verb = "support" if row["label"] == "SUPPORT" else "contradict"
+        record = TrainingRecord(
+            text=abstract,
+            instruction=f"{row['instruction_match']} Claim: {row['claim']}",
+            output=f"The findings {verb} the claim: {row['claim']}",
+            source=f"scifact_stance:{row['claim_id']}:{row['doc_id']}",
+        )
+        grouped.append(GroupedRecord(row["claim_id"], record))
+    return grouped
+
+
+BUILDERS: dict[str, tuple[str, Callable[[Path], list[GroupedRecord]]]] = {
+    "msmarco_qa": ("msmarco_qa", build_msmarco_qa),
+    "pubmedqa": ("pubmedqa", build_pubmedqa),
+    "condaqa": ("condaqa", build_condaqa),
+    "scifact_stance": ("scifact", build_scifact_stance),
+}
+
+
+def split_by_group(
+    grouped: list[GroupedRecord], heldout_fraction: float, seed: int
+) -> tuple[list[TrainingRecord], list[TrainingRecord]]:
+    """Seeded split: a group goes to held-out when its shuffled rank falls in the first slice."""
+    groups = sorted({item.group for item in grouped})
+    random.Random(seed).shuffle(groups)
+    heldout_groups = set(groups[: round(len(groups) * heldout_fraction)])
+    train = [item.record for item in grouped if item.group not in heldout_groups]
+    heldout = [item.record for item in grouped if item.group in heldout_groups]
+    return train, heldout
+
+
+def build_records(
+    data_root: str | Path = DEFAULT_DATA_ROOT,
+    sets: list[str] | None = None,
+    heldout_fraction: float = 0.1,
+    seed: int = 0,
+    max_per_set: int | None = None,
+) -> tuple[list[TrainingRecord], list[TrainingRecord]]:
+    """Records of the chosen sets, split into (train, heldout); train is shuffled across sets."""
+    data_root = Path(data_root)
+    if not data_root.is_dir():
+        raise InstEmbError(
+            f"Data folder {data_root.resolve()} not found. The builders need the development "
+            "data (../shared/data relative to the project root); pass data_root / --data-root."
+        )
+    sets = list(sets or BUILDERS)
+    unknown = [name for name in sets if name not in BUILDERS]
+    if unknown:
+        raise InstEmbError(f"Unknown data set(s) {unknown}; choose from {sorted(BUILDERS)}.")
+    if not 0 <= heldout_fraction < 1:
+        raise InstEmbError(f"heldout_fraction must be in [0, 1); got {heldout_fraction}.")
+    train: list[TrainingRecord] = []
+    heldout: list[TrainingRecord] = []
+    for name in sets:
+        folder_name, builder = BUILDERS[name]
+        set_train, set_heldout = split_by_group(builder(data_root / folder_name), heldout_fraction, seed)
+        if max_per_set is not None:
+            set_train = set_train[:max_per_set]
+        train += set_train
+        heldout += set_heldout
+    random.Random(seed).shuffle(train)
+    return train, heldout
+
+
+def build_data_folder(
+    out: str | Path,
+    data_root: str | Path = DEFAULT_DATA_ROOT,
+    sets: list[str] | None = None,
+    heldout_fraction: float = 0.1,
+    seed: int = 0,
+    max_per_set: int | None = None,
+) -> dict[str, int]:
+    """Write ``out/train.jsonl`` and ``out/heldout.jsonl``; returns the record counts."""
+    train, heldout = build_records(data_root, sets, heldout_fraction, seed, max_per_set)
+    out = Path(out)
+    return {
+        "train": write_records(out / "train.jsonl", train),
+        "heldout": write_records(out / "heldout.jsonl", heldout),
+    }

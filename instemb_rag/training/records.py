@@ -1,0 +1,94 @@
+"""Training records: one JSON object per line, ``{"text", "instruction", "output"}``.
+
+``text`` is the input text, ``instruction`` what the user asks about it (may be null), and
+``output`` the answer a generating model would give; the teacher reads its first L tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from ..errors import InstEmbError
+
+
+class RecordError(InstEmbError):
+    """A training file holds a record that cannot be used (the message names file and line)."""
+
+
+class TrainingRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str
+    instruction: str | None = None
+    output: str
+    source: str = ""  # provenance, e.g. "pubmedqa:21645374"; not used by the losses
+
+    @field_validator("text", "output")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be a non-empty string")
+        return value
+
+    @field_validator("instruction")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value if value and value.strip() else None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(piece) for piece in error["loc"]) or "record"
+        parts.append(f"field '{field}': {error['msg']}")
+    return "; ".join(parts)
+
+
+def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
+    """Read and validate a JSONL file; the first bad line raises RecordError with its number."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordError(f"Training file {path} not found. Build one with `instemb-rag build-data --out DIR`.")
+    records: list[TrainingRecord] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno}).") from exc
+            if not isinstance(raw, dict):
+                raise RecordError(
+                    f"{path}, line {number}: expected a JSON object with 'text', 'instruction', 'output', "
+                    f"got {type(raw).__name__}."
+                )
+            try:
+                records.append(TrainingRecord.model_validate(raw))
+            except ValidationError as exc:
+                raise RecordError(
+                    f"{path}, line {number}: {_describe(exc)}. Each line needs 'text' and 'output' "
+                    "(non-empty strings) and optionally 'instruction' and 'source'."
+                ) from exc
+    if not records:
+        raise RecordError(f"{path} holds no records.")
+    return records
+
+
+def write_records(path: str | os.PathLike, records: Iterable[TrainingRecord]) -> int:
+    """Write records as JSONL atomically (a crash never leaves a half-written file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    count = 0
+    with open(staging, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record.model_dump(exclude_defaults=False), ensure_ascii=False) + "\n")
+            count += 1
+    os.replace(staging, path)
+    return count

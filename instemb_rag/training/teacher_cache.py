@@ -1,0 +1,170 @@
+"""Teacher targets, computed once per data set and cached on disk.
+
+The teacher is the frozen initial model reading ``[x; y_1..y_L]``. Its targets never
+change during training, so they are computed before the first step and the trainer holds
+no teacher copy. Per record the cache stores:
+
+    lookahead [L, d]  final-layer states (after the final norm) at positions |x|+1..|x|+L
+    mask      [L]     False where the answer has fewer than L tokens
+    anchor    [d]     the state at |x| (last input token), contrastive view 3
+
+For the KL loss the teacher logits are recomputed from ``lookahead`` through the frozen,
+tied LM head, which is cheaper than storing [L, vocab] per record.
+
+Files: ``<key>.safetensors`` (the tensors plus a ``filled`` flag per record, so a longer
+run only computes the records it has not seen) and ``<key>.json`` (what the key covers).
+The key hashes the data file, the teacher weights, the template, L and max_length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..errors import InstEmbError
+from .records import TrainingRecord
+
+CACHE_FORMAT = 1
+
+
+@dataclass
+class TeacherTargets:
+    lookahead: torch.Tensor  # [N, L, d] float32
+    mask: torch.Tensor  # [N, L] bool
+    anchor: torch.Tensor  # [N, d] float32
+
+    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> "TeacherTargets":
+        index = torch.as_tensor(list(indices), dtype=torch.long)
+        return TeacherTargets(self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device))
+
+
+def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: int) -> list[int]:
+    """Ids of x (template + text + instruction), truncated exactly as the student's input is."""
+    ids = encoder.build_ids(record.text, record.instruction, lookahead_length)
+    return ids[: len(ids) - lookahead_length]
+
+
+def teacher_input_ids(encoder, record: TrainingRecord, lookahead_length: int) -> tuple[list[int], int, int]:
+    """``[x; first L tokens of y]``, |x| and how many answer tokens were appended."""
+    x_ids = input_ids_without_slots(encoder, record, lookahead_length)
+    y_ids = encoder.tokenizer(record.output, add_special_tokens=False).input_ids[:lookahead_length]
+    return x_ids + y_ids, len(x_ids), len(y_ids)
+
+
+def autocast_for(device: torch.device, bf16: bool):
+    if device.type == "cuda" and bf16:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+@torch.no_grad()
+def compute_teacher_targets(
+    encoder, records: Sequence[TrainingRecord], lookahead_length: int, batch_size: int = 8, bf16: bool = True
+) -> TeacherTargets:
+    """Run the (frozen) encoder's backbone on ``[x; y[:L]]`` and gather the target states."""
+    dim = encoder.dimension
+    lookahead = torch.zeros(len(records), lookahead_length, dim)
+    mask = torch.zeros(len(records), lookahead_length, dtype=torch.bool)
+    anchor = torch.zeros(len(records), dim)
+    for start in range(0, len(records), batch_size):
+        chunk = records[start : start + batch_size]
+        built = [teacher_input_ids(encoder, record, lookahead_length) for record in chunk]
+        batch = encoder.collate([ids for ids, _, _ in built], padding_side="right")
+        with autocast_for(encoder.device, bf16):
+            hidden = encoder.hidden_states(batch).float().cpu()
+        for row, (_, x_len, y_len) in enumerate(built):
+            anchor[start + row] = hidden[row, x_len - 1]
+            lookahead[start + row, :y_len] = hidden[row, x_len : x_len + y_len]
+            mask[start + row, :y_len] = True
+    return TeacherTargets(lookahead, mask, anchor)
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_length: int) -> dict:
+    return {
+        "format": CACHE_FORMAT,
+        "data_sha256": file_digest(data_file),
+        "teacher": teacher_identity,
+        "template": encoder.template.get_config_dict(),
+        "lookahead_length": lookahead_length,
+        "max_length": encoder.max_length,
+    }
+
+
+class TeacherCache:
+    """Teacher targets of one data file under one teacher, filled on demand and reused."""
+
+    def __init__(self, folder: str | os.PathLike, key_fields: dict, size: int, lookahead_length: int, dim: int):
+        self.folder = Path(folder)
+        self.key_fields = key_fields
+        self.key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:24]
+        self.path = self.folder / f"{self.key}.safetensors"
+        self.targets, self.filled = self._load_or_empty(size, lookahead_length, dim)
+        self.computed_last = 0  # how many records the last ensure() had to compute
+
+    def _load_or_empty(self, size: int, lookahead_length: int, dim: int):
+        if self.path.is_file():
+            try:
+                tensors = load_file(str(self.path))
+                targets = TeacherTargets(tensors["lookahead"], tensors["mask"].bool(), tensors["anchor"])
+                if targets.lookahead.shape == (size, lookahead_length, dim):
+                    return targets, tensors["filled"].bool()
+            except (OSError, KeyError, RuntimeError):
+                pass  # unreadable or foreign file: rebuilt below and replaced atomically on save
+        empty = TeacherTargets(
+            torch.zeros(size, lookahead_length, dim),
+            torch.zeros(size, lookahead_length, dtype=torch.bool),
+            torch.zeros(size, dim),
+        )
+        return empty, torch.zeros(size, dtype=torch.bool)
+
+    def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int],
+               batch_size: int = 8, bf16: bool = True) -> TeacherTargets:
+        """Compute targets for the records in ``indices`` not yet cached; save; return all targets."""
+        missing = sorted({i for i in indices if not bool(self.filled[i])})
+        self.computed_last = len(missing)
+        if missing:
+            lookahead_length = self.targets.lookahead.shape[1]
+            fresh = compute_teacher_targets(encoder, [records[i] for i in missing], lookahead_length, batch_size, bf16)
+            index = torch.as_tensor(missing)
+            self.targets.lookahead[index] = fresh.lookahead
+            self.targets.mask[index] = fresh.mask
+            self.targets.anchor[index] = fresh.anchor
+            self.filled[index] = True
+            self._save()
+        return self.targets
+
+    def _save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_name(f".{self.path.name}.tmp")
+        save_file(
+            {
+                "lookahead": self.targets.lookahead.contiguous(),
+                "mask": self.targets.mask.to(torch.uint8),
+                "anchor": self.targets.anchor.contiguous(),
+                "filled": self.filled.to(torch.uint8),
+            },
+            str(staging),
+        )
+        os.replace(staging, self.path)
+        (self.folder / f"{self.key}.json").write_text(json.dumps(self.key_fields, indent=2))
+
+
+def check_targets_complete(cache: TeacherCache, indices: Sequence[int]) -> None:
+    if not all(bool(cache.filled[i]) for i in indices):
+        raise InstEmbError(f"Teacher cache {cache.path} lacks targets for some records; delete it and rerun.")

@@ -1,0 +1,399 @@
+"""The InstEmb distillation trainer: ``train(config) -> final checkpoint folder``.
+
+One optimizer step = ``gradient_accumulation_steps`` micro-batches of ``batch_size`` records.
+Per micro-batch the student runs:
+
+    1. ``[x; s]``                 look-ahead states (distillation) and the |x| state (view 1)
+    2. ``x`` with embedding dropout  view 2 (Llama has no dropout layers, so the SimCSE-style
+                                   second mask is dropout on the input embeddings); the
+                                   look-ahead slots are left out because a causal model's
+                                   |x| state cannot see them
+    3. ``y`` as input text        view 4 (InputLast of the answer)
+
+View 3 and the distillation targets come from the teacher cache (see teacher_cache.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..checkpoint import LORA_DIR, is_checkpoint, write_folder_atomically
+from ..errors import InstEmbError
+from ..losses import kl_distillation_loss, mse_distillation_loss, multiview_supcon_loss
+from ..models.pooling import anchor_positions, last_valid_positions
+from .args import TrainConfig
+from .builders import build_data_folder
+from .lora import apply_lora, save_lora_adapter
+from .records import TrainingRecord, read_records
+from .state import latest_checkpoint, read_trainer_state, write_trainer_state
+from .teacher_cache import (
+    TeacherCache,
+    TeacherTargets,
+    autocast_for,
+    cache_key_fields,
+    compute_teacher_targets,
+    file_digest,
+    input_ids_without_slots,
+)
+
+SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+FINAL_DIR = "final"
+
+
+# ---------------------------------------------------------------------------- data
+def resolve_train_file(config: TrainConfig) -> Path:
+    """The records file: ``data.train_file``, or records built from ``data.build_sets`` once."""
+    data = config.data
+    if data.train_file:
+        return Path(data.train_file)
+    build_dir = Path(data.build_dir or Path(config.training.output_dir) / "data")
+    train_file = build_dir / "train.jsonl"
+    if not train_file.is_file():
+        build_data_folder(build_dir, data.data_root, data.build_sets, data.heldout_fraction,
+                          data.data_seed, data.max_per_set)
+    return train_file
+
+
+class DataOrder:
+    """Record indices per optimizer step: epochs are seeded permutations laid end to end, so
+    the data order is a pure function of (step, seed) and a resumed run sees the same batches."""
+
+    def __init__(self, size: int, per_step: int, seed: int):
+        self.size, self.per_step, self.seed = size, per_step, seed
+        self._epochs: dict[int, list[int]] = {}
+
+    def _perm(self, epoch: int) -> list[int]:
+        if epoch not in self._epochs:
+            generator = torch.Generator().manual_seed(self.seed + epoch)
+            self._epochs[epoch] = torch.randperm(self.size, generator=generator).tolist()
+        return self._epochs[epoch]
+
+    def step(self, step: int) -> list[int]:
+        positions = range(step * self.per_step, (step + 1) * self.per_step)
+        return [self._perm(p // self.size)[p % self.size] for p in positions]
+
+
+# ---------------------------------------------------------------------------- model
+def load_student(config: TrainConfig, device: torch.device):
+    """Float32 master weights (bf16 only inside autocast), on ``device``."""
+    from ..encoder import InstEmbEncoder
+
+    model_args = config.model
+    reference = model_args.model_name_or_path
+    if reference and is_checkpoint(reference):
+        encoder = InstEmbEncoder.from_pretrained(reference, device="cpu", max_length=model_args.max_length)
+        if encoder.lookahead.length != model_args.lookahead_length:
+            raise InstEmbError(
+                f"{reference} has {encoder.lookahead.length} look-ahead vectors but the config asks for "
+                f"model.lookahead_length={model_args.lookahead_length}; make them equal."
+            )
+    else:
+        encoder = InstEmbEncoder.from_backbone(
+            reference, lookahead_length=model_args.lookahead_length, pooling=model_args.pooling,
+            max_length=model_args.max_length, device="cpu",
+        )
+    encoder.max_length = model_args.max_length
+    return encoder.to(device)
+
+
+def teacher_identity(config: TrainConfig, encoder) -> str:
+    """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
+    reference = config.model.model_name_or_path
+    identity = encoder.backbone.fingerprint
+    if reference and is_checkpoint(reference):
+        for path in sorted(Path(reference).rglob("*.safetensors")):
+            if path.name != "lookahead.safetensors":
+                identity += ":" + file_digest(path)[:16]
+    return identity
+
+
+@dataclass
+class TrainableParts:
+    named: dict[str, torch.nn.Parameter]  # every trainable tensor (for trainer state)
+    adapted_names: list[str]  # plain backbone tensors written to adapted.safetensors
+    peft_model: object | None  # set when LoRA is on
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    return model.base_model.layers
+
+
+def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
+    """Freeze the backbone, then open the top layers (fully or through LoRA) and the final norm."""
+    model_args = config.model
+    model = encoder.model
+    for param in model.parameters():
+        param.requires_grad_(False)
+    layer_count = len(decoder_layers(model))
+    top = list(range(max(0, layer_count - model_args.trainable_top_layers), layer_count))
+    peft_model = None
+    if model_args.lora_rank > 0 and top:
+        peft_model = apply_lora(model, top, model_args.lora_rank, model_args.lora_alpha,
+                                model_args.lora_dropout, model_args.lora_target_modules)
+    elif top:
+        for index in top:
+            for param in decoder_layers(model)[index].parameters():
+                param.requires_grad_(True)
+    if model_args.train_final_norm:
+        model.base_model.norm.weight.requires_grad_(True)
+    encoder.lookahead.vectors.requires_grad_(True)
+    named = {f"lookahead.{n}": p for n, p in encoder.lookahead.named_parameters()}
+    backbone_named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    named.update({f"model.{n}": p for n, p in backbone_named.items()})
+    adapted = [n for n in backbone_named if "lora_" not in n]
+    return TrainableParts(named, adapted, peft_model)
+
+
+def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
+    from transformers import get_linear_schedule_with_warmup
+
+    t = config.training
+    backbone = [p for n, p in parts.named.items() if not n.startswith("lookahead.")]
+    groups = [{"params": [encoder.lookahead.vectors], "lr": t.lookahead_learning_rate, "weight_decay": 0.0}]
+    if backbone:
+        groups.append({"params": backbone, "lr": t.learning_rate, "weight_decay": t.weight_decay})
+    optimizer = torch.optim.AdamW(groups)
+    scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
+    return optimizer, scheduler
+
+
+# ---------------------------------------------------------------------------- losses
+def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float = 0.0) -> torch.Tensor:
+    """Final-layer state at each sequence's last token, optionally with input-embedding dropout."""
+    batch = {k: v.to(encoder.device) for k, v in encoder.collate(id_lists, padding_side="right").items()}
+    embeds = encoder.input_embeddings(batch["input_ids"])
+    if embed_dropout > 0:
+        embeds = F.dropout(embeds, p=embed_dropout, training=True)
+    hidden = encoder.model.base_model(
+        inputs_embeds=embeds, attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"], use_cache=False,
+    ).last_hidden_state
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    return hidden[rows, last_valid_positions(batch["attention_mask"])]
+
+
+def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig) -> dict:
+    """Distillation + multi-view contrastive loss of one micro-batch; returns the terms."""
+    t = config.training
+    length = encoder.lookahead.length
+    ids = [encoder.build_ids(r.text, r.instruction, length) for r in records]
+    batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
+    hidden = encoder.hidden_states(batch)
+    input_last, lookahead_idx = anchor_positions(batch["attention_mask"], length)
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    student_lookahead = hidden[rows[:, None], lookahead_idx]  # [B, L, d]
+    terms: dict[str, torch.Tensor] = {}
+    if t.distill_weight > 0:
+        if t.distill_loss == "kl":
+            head = encoder.model.get_output_embeddings()
+            with torch.no_grad():
+                teacher_logits = head(targets.lookahead.to(student_lookahead.dtype))
+            terms["distill"] = kl_distillation_loss(head(student_lookahead), teacher_logits, targets.mask,
+                                                    t.kl_temperature)
+        else:
+            terms["distill"] = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask,
+                                                     t.mse_normalize_by_dim)
+    if t.contrastive_weight > 0:
+        views = []
+        for view in t.views:
+            if view == "student_input":
+                views.append(hidden[rows, input_last])
+            elif view == "student_input_dropout":
+                x_ids = [input_ids_without_slots(encoder, r, length) for r in records]
+                views.append(_last_token_states(encoder, x_ids, t.view_dropout))
+            elif view == "teacher_input":
+                views.append(targets.anchor)
+            elif view == "student_output":
+                y_ids = [encoder.template.build_ids(encoder.tokenizer, r.output, None, 0, encoder.max_length)
+                         for r in records]
+                views.append(_last_token_states(encoder, y_ids))
+        terms["contrastive"] = multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature)
+    total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()), torch.zeros((), device=hidden.device))
+    return {"loss": total, **terms}
+
+
+# ---------------------------------------------------------------------------- saving
+def _adapted_tensors(encoder, parts: TrainableParts, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    params = dict(encoder.model.named_parameters())
+    return {name: params[name].detach().to(dtype).cpu().contiguous() for name in parts.adapted_names}
+
+
+def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainConfig,
+                    optimizer=None, scheduler=None, info: dict | None = None) -> None:
+    """An encoder checkpoint folder (loadable by InstEmbEncoder.from_pretrained), plus the
+    trainer state when ``optimizer`` is given; written atomically as one folder."""
+    dtype = SAVE_DTYPES[config.training.save_dtype]
+
+    def fill(staging: Path) -> None:
+        encoder.save(staging, adapted=_adapted_tensors(encoder, parts, dtype))
+        if parts.peft_model is not None:
+            save_lora_adapter(parts.peft_model, staging / LORA_DIR, dtype)
+        if optimizer is not None:
+            write_trainer_state(staging, parts.named, optimizer, scheduler, info or {})
+
+    write_folder_atomically(folder, fill)
+
+
+def prune_checkpoints(output_dir: Path, keep: int) -> None:
+    found = sorted(
+        (int(p.name.split("-", 1)[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()
+    )
+    for _, folder in found[: max(0, len(found) - keep)]:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class MetricsLog:
+    """metrics.jsonl (one line per logged step) and loss_curve.png, rewound on resume."""
+
+    def __init__(self, output_dir: Path, resume_step: int):
+        self.path = output_dir / "metrics.jsonl"
+        self.rows: list[dict] = []
+        if resume_step and self.path.is_file():
+            self.rows = [r for r in map(json.loads, self.path.read_text().splitlines()) if r["step"] <= resume_step]
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+    def plot(self) -> Path | None:
+        if not self.rows:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axis = plt.subplots(figsize=(6, 3.5))
+        steps = [r["step"] for r in self.rows]
+        for key in ("loss", "distill", "contrastive"):
+            if key in self.rows[0]:
+                axis.plot(steps, [r[key] for r in self.rows], label=key)
+        axis.set_xlabel("optimizer step")
+        axis.set_ylabel("loss")
+        axis.legend()
+        axis.grid(alpha=0.3)
+        figure.tight_layout()
+        out = self.path.with_name("loss_curve.png")
+        figure.savefig(out, dpi=100)
+        plt.close(figure)
+        return out
+
+
+# ---------------------------------------------------------------------------- the loop
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), disable=not enabled)
+
+
+def train(config: TrainConfig) -> Path:
+    """Train and return the final checkpoint folder (``<output_dir>/final``)."""
+    from ..encoder import resolve_device
+
+    config.validate()
+    t = config.training
+    output_dir = Path(t.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(t.device)
+    torch.manual_seed(t.seed)
+
+    train_file = resolve_train_file(config)
+    records = read_records(train_file)
+    per_step = t.batch_size * t.gradient_accumulation_steps
+    order = DataOrder(len(records), per_step, t.seed)
+
+    encoder = load_student(config, device)
+    length = encoder.lookahead.length
+    teacher_model = None
+    cache = None
+    if t.teacher_cache:
+        cache = TeacherCache(
+            t.teacher_cache_dir or output_dir / "teacher_cache",
+            cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length),
+            len(records), length, encoder.dimension,
+        )
+        needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
+        encoder.eval()
+        cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16)
+    else:
+        teacher_model = copy.deepcopy(encoder).eval()  # frozen initial weights, run every step
+        for param in teacher_model.parameters():
+            param.requires_grad_(False)
+
+    parts = make_trainable(encoder, config)
+    optimizer, scheduler = build_optimizer(encoder, parts, config)
+    data_info = {"train_file": str(train_file), "data_sha256": file_digest(train_file),
+                 "records": len(records), "seed": t.seed, "examples_per_step": per_step}
+
+    start_step = 0
+    if t.resume:
+        last = latest_checkpoint(output_dir)
+        if last is not None:
+            state = read_trainer_state(last, parts.named, optimizer, scheduler)
+            if state.get("data_sha256") != data_info["data_sha256"] or state.get("seed") != t.seed:
+                raise InstEmbError(f"Cannot resume from {last}: it was trained on other data or another seed.")
+            start_step = int(state["step"])
+    metrics = MetricsLog(output_dir, start_step)
+    (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    encoder.training_info = {"config": config.to_dict(), "data": data_info}
+
+    encoder.train()
+    started = time.perf_counter()
+    with _progress(t.show_progress) as bar:
+        task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
+        for step in range(start_step, t.max_steps):
+            indices = order.step(step)
+            optimizer.zero_grad(set_to_none=True)
+            sums: dict[str, float] = {}
+            tokens = 0
+            for start in range(0, per_step, t.batch_size):
+                chunk = indices[start : start + t.batch_size]
+                chunk_records = [records[i] for i in chunk]
+                if cache is not None:
+                    targets = cache.targets.select(chunk, device)
+                else:
+                    targets = compute_teacher_targets(teacher_model, chunk_records, length, t.batch_size, t.bf16)
+                    targets = targets.select(range(len(chunk)), device)
+                with autocast_for(device, t.bf16):
+                    terms = compute_losses(encoder, chunk_records, targets, config)
+                (terms["loss"] / t.gradient_accumulation_steps).backward()
+                for name, value in terms.items():
+                    sums[name] = sums.get(name, 0.0) + float(value.detach()) / t.gradient_accumulation_steps
+                tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
+            grad_norm = torch.nn.utils.clip_grad_norm_(list(parts.named.values()), t.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            done = step + 1
+            bar.update(task, completed=done, loss=f"{sums['loss']:.4f}")
+            if done % t.logging_steps == 0 or done == t.max_steps:
+                metrics.add({"step": done, **{k: round(v, 6) for k, v in sums.items()},
+                             "grad_norm": round(float(grad_norm), 4), "lr": scheduler.get_last_lr()[-1],
+                             "input_tokens": tokens, "elapsed_s": round(time.perf_counter() - started, 2)})
+            if done % t.save_steps == 0 and done < t.max_steps:
+                save_checkpoint(output_dir / f"checkpoint-{done}", encoder, parts, config, optimizer, scheduler,
+                                {"step": done, **data_info})
+                prune_checkpoints(output_dir, t.save_total_limit)
+                metrics.plot()
+    encoder.eval()
+    encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
+    save_checkpoint(output_dir / f"checkpoint-{t.max_steps}", encoder, parts, config, optimizer, scheduler,
+                    {"step": t.max_steps, **data_info})
+    prune_checkpoints(output_dir, t.save_total_limit)
+    final = output_dir / FINAL_DIR
+    save_checkpoint(final, encoder, parts, config)
+    metrics.plot()
+    return final
