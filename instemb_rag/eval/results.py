@@ -1,0 +1,64 @@
+"""The JSON-able result of one evaluation, shared by the CLI, the API and the ablation report."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RESULT_FORMAT_VERSION = 1
+
+
+@dataclass
+class TaskResult:
+    task: str
+    kind: str                      # retrieval | paired-instruction | sts
+    metrics: dict[str, float]
+    main_metric: str
+    encoder: dict                  # fingerprint, base model, pooling, look-ahead length, label
+    counts: dict[str, int]         # queries / documents / pairs actually used
+    limits: dict                   # max_queries, max_docs, seed as requested
+    instruction: str | None = None
+    notes: list[str] = field(default_factory=list)
+    corpus_from_cache: bool = False
+    seconds: float = 0.0
+    format_version: int = RESULT_FORMAT_VERSION
+
+    @property
+    def main_score(self) -> float:
+        return self.metrics[self.main_metric]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TaskResult":
+        return cls(**data)
+
+
+def encoder_description(encoder, label: str | None = None) -> dict:
+    return {
+        "label": label or f"{encoder.pooling.mode}, L={encoder.lookahead_length}",
+        "fingerprint": encoder.fingerprint,
+        "base_model": str(encoder.backbone.reference),
+        "pooling": encoder.pooling.mode,
+        "lookahead_length": encoder.lookahead_length,
+        "trained": bool(encoder.training_info),
+    }
+
+
+def write_results_json(results: list[dict], path: str | Path) -> Path:
+    """Write a list of result dicts atomically (a crash never leaves a truncated file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump({"format_version": RESULT_FORMAT_VERSION, "results": results}, stream, indent=2)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,230 @@
+"""Evaluation tasks and the runner behind ``evaluate(encoder, task_name, **limits)``.
+
+Tasks
+- ``scifact``: SciFact train claims -> 5,183 abstracts, nDCG@10 (BEIR folder ../shared/data/scifact).
+- ``vaswani``: NPL/Vaswani physics abstracts, nDCG@10.
+- ``scifact-stance``: the "SciFact stance p-MRR" task, built from ``scifact/stance.jsonl``.
+  Each record is (claim, abstract, label) with ``instruction_match`` (e.g. "Find a study whose
+  findings contradict this claim." for a CONTRADICT pair) and ``instruction_mismatch``. We embed
+  the claim twice, once under each instruction, and rank the *whole SciFact abstract pool* (or a
+  sub-sample that keeps every stance abstract). Under the matching instruction the abstract is
+  what the user asked for; under the mismatching one it is not, which is exactly FollowIR's
+  "relevant under the original instruction, not relevant under the altered one". So
+  R_og = rank under the matching instruction, R_new = rank under the mismatching one, and p-MRR
+  > 0 means the encoder pushes the abstract down when the instruction stops asking for it.
+  Ranking against the full pool (rather than the single pair) keeps ranks meaningful: a change
+  of similarity only counts when it moves the abstract past other abstracts. Pairwise accuracy is
+  the direct comparison: sim(claim + matching instruction, abstract) > sim(claim + mismatching
+  instruction, abstract).
+- ``stsb``: STS Benchmark test split, Spearman correlation of cosine similarity with gold scores.
+- any folder path in BEIR layout (corpus.jsonl, queries.jsonl with optional ``instruction``,
+  qrels.tsv): retrieval metrics.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import metrics as metric_lib
+from .cache import EmbeddingCache, embed_corpus
+from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_sts, load_stance
+from .results import TaskResult, encoder_description
+from .sampling import sample_in_order, subsample_corpus
+
+RUN_DEPTH = 100  # documents kept per query in the run handed to ranx
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    kind: str
+    relative_path: str
+    default_instruction: str | None
+    main_metric: str
+    description: str
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec("scifact", "retrieval", "scifact",
+                 "Find a scientific study whose findings support or contradict this claim.",
+                 "ndcg@10", "SciFact train claims over 5,183 abstracts"),
+        TaskSpec("scifact-stance", "paired-instruction", "scifact/stance.jsonl", None,
+                 "p-mrr", "SciFact stance: matching vs mismatching instruction"),
+        TaskSpec("vaswani", "retrieval", "vaswani",
+                 "Find physics abstracts relevant to this search query.",
+                 "ndcg@10", "NPL/Vaswani physics abstracts"),
+        TaskSpec("stsb", "sts", "stsb/test.jsonl", None, "spearman", "STS Benchmark test"),
+    )
+}
+
+
+def default_data_root() -> Path:
+    """``$INSTEMB_EVAL_DATA`` or ../shared/data beside the project checkout (development data)."""
+    configured = os.environ.get("INSTEMB_EVAL_DATA")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def resolve_task(task_name: str, data_root: str | Path | None = None) -> tuple[TaskSpec, Path]:
+    """A registered task name, or a path to a BEIR folder."""
+    if task_name in TASKS:
+        spec = TASKS[task_name]
+        location = Path(data_root or default_data_root()) / spec.relative_path
+        if not location.exists():
+            raise EvalDataError(
+                f"Task '{task_name}' needs {location}, which is absent. Point --data-root "
+                "(or INSTEMB_EVAL_DATA) at the folder holding the evaluation sets."
+            )
+        return spec, location
+    folder = Path(task_name).expanduser()
+    if folder.is_dir():
+        return TaskSpec(folder.name, "retrieval", str(folder), None, "ndcg@10", f"BEIR folder {folder}"), folder
+    raise EvalDataError(
+        f"Unknown task '{task_name}': use one of {', '.join(TASKS)} or a path to a BEIR folder "
+        "(corpus.jsonl, queries.jsonl, qrels.tsv)."
+    )
+
+
+def evaluate(
+    encoder,
+    task_name: str,
+    max_queries: int | None = None,
+    max_docs: int | None = None,
+    seed: int = 0,
+    data_root: str | Path | None = None,
+    instruction: str | None = None,
+    cache: EmbeddingCache | bool | None = True,
+    batch_size: int = 16,
+    show_progress: bool = False,
+    label: str | None = None,
+) -> dict:
+    """Evaluate an encoder on one task; returns a JSON-able dict (see :class:`TaskResult`).
+
+    ``max_queries`` limits queries (stance records, STS pairs); ``max_docs`` limits the corpus to
+    every judged document plus a seeded sample of the rest. ``instruction`` overrides the task's
+    default query instruction ("" means none). ``cache=True`` uses INSTEMB_HOME's embedding cache.
+    """
+    spec, location = resolve_task(task_name, data_root)
+    if cache is True:
+        cache = EmbeddingCache()
+    elif cache is False:
+        cache = None
+    query_instruction = spec.default_instruction if instruction is None else (instruction or None)
+    started = time.perf_counter()
+    context = _RunContext(encoder, cache, batch_size, show_progress, seed)
+    limits = {"max_queries": max_queries, "max_docs": max_docs, "seed": seed}
+    if spec.kind == "retrieval":
+        data = load_beir(location, instruction=query_instruction, name=spec.name)
+        metrics, counts, notes, from_cache = _run_retrieval(context, data, max_queries, max_docs)
+    elif spec.kind == "paired-instruction":
+        metrics, counts, notes, from_cache = _run_stance(context, location, max_queries, max_docs)
+    else:
+        metrics, counts, notes, from_cache = _run_sts(context, location, max_queries, query_instruction)
+    result = TaskResult(
+        task=spec.name,
+        kind=spec.kind,
+        metrics=metrics,
+        main_metric=spec.main_metric,
+        encoder=encoder_description(encoder, label),
+        counts=counts,
+        limits=limits,
+        instruction=query_instruction,
+        notes=notes,
+        corpus_from_cache=from_cache,
+        seconds=round(time.perf_counter() - started, 2),
+    )
+    return result.to_dict()
+
+
+@dataclass
+class _RunContext:
+    encoder: object
+    cache: EmbeddingCache | None
+    batch_size: int
+    show_progress: bool
+    seed: int
+
+    def documents(self, corpus: dict[str, str], doc_ids: list[str], name: str) -> tuple[np.ndarray, bool]:
+        return embed_corpus(self.encoder, doc_ids, [corpus[doc_id] for doc_id in doc_ids], None,
+                            self.cache, self.batch_size, self.show_progress, name)
+
+    def queries(self, texts: list[str], instructions) -> np.ndarray:
+        return self.encoder.encode_queries(texts, instructions, batch_size=self.batch_size,
+                                           show_progress=self.show_progress)
+
+
+def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_docs):
+    query_ids = sample_in_order(list(data.queries), max_queries, context.seed)
+    judged = {doc_id for qid in query_ids for doc_id in data.qrels.get(qid, {})}
+    doc_ids, note = subsample_corpus(list(data.corpus), judged, max_docs, context.seed)
+    notes = list(data.notes) + ([note] if note else [])
+    if max_queries is not None and len(query_ids) < len(data.queries):
+        notes.append(f"queries sub-sampled: {len(query_ids)} of {len(data.queries)} (seed {context.seed})")
+    doc_matrix, from_cache = context.documents(data.corpus, doc_ids, data.name)
+    query_matrix = context.queries([data.queries[qid] for qid in query_ids],
+                                   [data.instruction_for(qid) for qid in query_ids])
+    run = _top_k_run(query_ids, doc_ids, query_matrix @ doc_matrix.T, RUN_DEPTH)
+    metrics = metric_lib.retrieval_metrics({qid: data.qrels[qid] for qid in query_ids}, run)
+    return metrics, {"queries": len(query_ids), "documents": len(doc_ids)}, notes, from_cache
+
+
+def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, dict[str, float]]:
+    depth = min(depth, scores.shape[1])
+    top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+    return {
+        qid: {doc_ids[column]: float(scores[row, column]) for column in top[row]}
+        for row, qid in enumerate(query_ids)
+    }
+
+
+def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
+    records = sample_in_order(load_stance(stance_path), max_records, context.seed)
+    corpus_path = stance_path.parent / "corpus.jsonl"
+    corpus = load_corpus(corpus_path)
+    missing = sorted({record.doc_id for record in records} - corpus.keys())
+    if missing:
+        raise EvalDataError(f"{stance_path} names abstracts absent from {corpus_path}: {missing[:3]}.")
+    doc_ids, note = subsample_corpus(list(corpus), {record.doc_id for record in records}, max_docs, context.seed)
+    doc_matrix, from_cache = context.documents(corpus, doc_ids, "scifact")
+    claims = [record.claim for record in records]
+    matching = context.queries(claims, [record.instruction_match for record in records])
+    mismatching = context.queries(claims, [record.instruction_mismatch for record in records])
+    position = {doc_id: index for index, doc_id in enumerate(doc_ids)}
+    targets = np.array([position[record.doc_id] for record in records])
+    scores_match, scores_mismatch = matching @ doc_matrix.T, mismatching @ doc_matrix.T
+    rows = np.arange(len(records))
+    original_ranks = [metric_lib.rank_of(scores_match[row], targets[row]) for row in rows]
+    new_ranks = [metric_lib.rank_of(scores_mismatch[row], targets[row]) for row in rows]
+    changes = [(f"{record.claim_id}/{record.doc_id}", og, new)
+               for record, og, new in zip(records, original_ranks, new_ranks)]
+    metrics = {
+        "p-mrr": metric_lib.p_mrr(changes),
+        "pairwise_accuracy": metric_lib.pairwise_accuracy(scores_match[rows, targets], scores_mismatch[rows, targets]),
+        "mrr_matching": float(np.mean(1.0 / np.array(original_ranks))),
+        "mrr_mismatching": float(np.mean(1.0 / np.array(new_ranks))),
+    }
+    notes = [note] if note else []
+    if max_records is not None:
+        notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
+    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache
+
+
+def _run_sts(context: _RunContext, sts_path: Path, max_pairs, instruction):
+    all_pairs = load_sts(sts_path)
+    pairs = sample_in_order(all_pairs, max_pairs, context.seed)
+    if len(pairs) < 2:
+        raise EvalDataError(f"STS needs at least two pairs; max_queries={max_pairs} leaves {len(pairs)}.")
+    first = context.queries([pair.sentence1 for pair in pairs], instruction)
+    second = context.queries([pair.sentence2 for pair in pairs], instruction)
+    similarity = np.sum(first * second, axis=1)
+    metrics = {"spearman": metric_lib.spearman(similarity, [pair.score for pair in pairs])}
+    notes = [f"pairs sub-sampled: {len(pairs)} of {len(all_pairs)} (seed {context.seed})"] if len(pairs) < len(all_pairs) else []
+    return metrics, {"pairs": len(pairs)}, notes, False
