@@ -11,6 +11,7 @@ index folder written by ``instemb-rag index``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, List, Optional, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -40,11 +41,16 @@ class VectorStoreIndexBackend:
 
     def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: Optional[MetadataFilters]):
         self._retriever = index.as_retriever(similarity_top_k=similarity_top_k, filters=filters)
+        # Qdrant stores opened with a sync client only (the usual in-memory / local-path set-up)
+        # raise on aquery; search those in a worker thread instead.
+        self._sync_only = getattr(index.vector_store, "_aclient", _UNSET) is None
 
     def search(self, query: QueryBundle) -> List[NodeWithScore]:
         return self._retriever.retrieve(query)
 
     async def asearch(self, query: QueryBundle) -> List[NodeWithScore]:
+        if self._sync_only:
+            return await asyncio.to_thread(self._retriever.retrieve, query)
         return await self._retriever.aretrieve(query)
 
 
