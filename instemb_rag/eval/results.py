@@ -39,13 +39,17 @@ class TaskResult:
 
 
 def encoder_description(encoder, label: str | None = None) -> dict:
+    """Identity of the encoder behind a result; any object with the encoder contract works."""
+    pooling = getattr(getattr(encoder, "pooling", None), "mode", None)
+    lookahead = getattr(encoder, "lookahead_length", None)
+    backbone = getattr(encoder, "backbone", None)
     return {
-        "label": label or f"{encoder.pooling.mode}, L={encoder.lookahead_length}",
+        "label": label or (f"{pooling}, L={lookahead}" if pooling else type(encoder).__name__),
         "fingerprint": encoder.fingerprint,
-        "base_model": str(encoder.backbone.reference),
-        "pooling": encoder.pooling.mode,
-        "lookahead_length": encoder.lookahead_length,
-        "trained": bool(encoder.training_info),
+        "base_model": str(getattr(backbone, "reference", "")),
+        "pooling": pooling,
+        "lookahead_length": lookahead,
+        "trained": bool(getattr(encoder, "training_info", None)),
     }
 
 

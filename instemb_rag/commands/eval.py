@@ -1,0 +1,65 @@
+"""`instemb-rag eval`: evaluate any encoder on built-in tasks or a BEIR folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
+
+
+def eval_command(
+    tasks: list[str] = typer.Argument(None, help="Task names (scifact, scifact-stance, vaswani, stsb) or BEIR folder paths. Default: all four."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Checkpoint folder or HF model folder; default: the shipped default."),
+    untrained: bool = typer.Option(False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."),
+    pooling: Optional[str] = typer.Option(None, help="Override pooling: daap | input_last | special_first | special_mean | all_mean."),
+    lookahead: Optional[int] = typer.Option(None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."),
+    max_queries: Optional[int] = typer.Option(50, help="Queries (stance records, STS pairs) per task; 0 = all."),
+    max_docs: Optional[int] = typer.Option(500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."),
+    seed: int = typer.Option(0, help="Seed for sub-sampling."),
+    instruction: Optional[str] = typer.Option(None, help="Query instruction for every query without its own ('' = none)."),
+    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets (default: ../shared/data or $INSTEMB_EVAL_DATA)."),
+    output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
+    batch_size: int = typer.Option(16, help="Texts per forward pass."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
+    from rich.console import Console
+
+    from ..errors import InstEmbError
+    from ..eval import evaluate, write_results_json
+    from ..eval.report import results_table
+    from ..encoder import InstEmbEncoder
+
+    console = Console()
+    try:
+        if untrained:
+            encoder = InstEmbEncoder.from_backbone(model, lookahead_length=8 if lookahead is None else lookahead,
+                                                   pooling=pooling or "daap", device=device)
+        else:
+            encoder = InstEmbEncoder.from_pretrained(model, device=device, pooling=pooling, lookahead_length=lookahead)
+        results = []
+        for task in tasks or DEFAULT_TASKS:
+            console.print(f"[bold]{task}[/bold] …")
+            results.append(evaluate(
+                encoder, task,
+                max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
+                data_root=data_root, instruction=instruction, cache=not no_cache,
+                batch_size=batch_size, show_progress=progress,
+            ))
+            for note in results[-1]["notes"]:
+                console.print(f"  [yellow]note:[/yellow] {note}")
+    except InstEmbError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(code=2) from None
+    console.print(results_table(results))
+    write_results_json(results, output)
+    console.print(f"results written to {output}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
