@@ -102,8 +102,10 @@ def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
         for row in _read_jsonl(folder / "corpus.jsonl")
         if row["_id"] in needed
     }
+    rows = list(_read_jsonl(folder / "stance.jsonl"))
+    component = _connected_components([(f"claim:{r['claim_id']}", f"doc:{r['doc_id']}") for r in rows])
     grouped = []
-    for row in _read_jsonl(folder / "stance.jsonl"):
+    for row in rows:
         abstract = abstracts.get(row["doc_id"])
         if not abstract:
             continue
@@ -114,8 +116,26 @@ def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
             output=f"The findings {verb} the claim: {row['claim']}",
             source=f"scifact_stance:{row['claim_id']}:{row['doc_id']}",
         )
-        grouped.append(GroupedRecord(row["claim_id"], record))
+        # One claim cites several abstracts and one abstract serves several claims: split by
+        # connected component so neither a claim nor an abstract crosses the split.
+        grouped.append(GroupedRecord(component[f"claim:{row['claim_id']}"], record))
     return grouped
+
+
+def _connected_components(edges: list[tuple[str, str]]) -> dict[str, str]:
+    """Union-find over the edges: node -> a representative of its component."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        parent.setdefault(node, node)
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for left, right in edges:
+        parent[root(left)] = root(right)
+    return {node: root(node) for node in parent}
 
 
 BUILDERS: dict[str, tuple[str, Callable[[Path], list[GroupedRecord]]]] = {

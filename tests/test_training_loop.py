@@ -1,0 +1,160 @@
+"""The trainer on the tiny random Llama: loss goes down, exact resume, teacher cache, LoRA."""
+
+import json
+import random
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from instemb_rag import InstEmbEncoder
+from instemb_rag.errors import InstEmbError
+from instemb_rag.training.args import load_config
+from instemb_rag.training.records import TrainingRecord, read_records, write_records
+from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields
+from instemb_rag.training.trainer import compute_losses, load_student, train
+from instemb_rag.training.teacher_cache import compute_teacher_targets
+
+TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
+WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+    rng = random.Random(0)
+    records = [
+        TrainingRecord(
+            text=" ".join(rng.choice(WORDS) for _ in range(10)),
+            instruction=rng.choice(["what is the weight ?", "does it do well in rain ?", None]),
+            output=" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6))),
+        )
+        for _ in range(16)
+    ]
+    path = tmp_path_factory.mktemp("records") / "train.jsonl"
+    write_records(path, records)
+    return path
+
+
+def _config(tiny_model_dir, train_file, output_dir, **overrides):
+    values = {"model.model_name_or_path": str(tiny_model_dir), "data.train_file": str(train_file),
+              "training.output_dir": str(output_dir), **overrides}
+    return load_config(TINY_RECIPE, values)
+
+
+def _metrics(folder):
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_dir, train_file, tmp_path):
+    # No dropout view, so the loss on a fixed batch is deterministic before and after.
+    views = ["student_input", "teacher_input", "student_output"]
+    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views,
+                     "training.max_steps": 8, "training.save_steps": 100})
+    records = read_records(train_file)[:4]
+
+    def fixed_batch_loss(encoder):
+        targets = compute_teacher_targets(teacher, records, 4)
+        with torch.no_grad():
+            return compute_losses(encoder, records, targets, config)["loss"].item()
+
+    teacher = load_student(config, torch.device("cpu"))
+    before = fixed_batch_loss(teacher)
+    final = train(config)
+    trained = InstEmbEncoder.from_pretrained(final, device="cpu")
+    after = fixed_batch_loss(trained)
+    assert after < before * 0.9
+    assert (tmp_path / "run" / "loss_curve.png").stat().st_size > 1000
+    assert [row["step"] for row in _metrics(tmp_path / "run")] == list(range(1, 9))
+    # The look-ahead vectors moved; the frozen bottom layer did not.
+    assert not torch.equal(trained.lookahead.vectors, teacher.lookahead.vectors)
+    bottom = "model.layers.0.mlp.down_proj.weight"
+    assert torch.equal(dict(trained.model.named_parameters())[bottom], dict(teacher.model.named_parameters())[bottom])
+    assert "model.layers.0.mlp.down_proj.weight" not in load_file(str(final / "adapted.safetensors"))
+
+
+def test_resume_after_interruption_matches_an_uninterrupted_run(tiny_model_dir, train_file, tmp_path):
+    full = tmp_path / "full"
+    train(_config(tiny_model_dir, train_file, full, **{"training.save_total_limit": 5}))
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    # An interruption right after step 3's checkpoint: only that checkpoint and its log exist.
+    shutil.copytree(full / "checkpoint-3", interrupted / "checkpoint-3")
+    (interrupted / "metrics.jsonl").write_text((full / "metrics.jsonl").read_text())
+    train(_config(tiny_model_dir, train_file, interrupted, **{"training.resume": True}))
+    expected = load_file(str(full / "checkpoint-6" / "trainer_params.safetensors"))
+    resumed = load_file(str(interrupted / "checkpoint-6" / "trainer_params.safetensors"))
+    assert expected.keys() == resumed.keys()
+    for name in expected:
+        assert torch.allclose(expected[name], resumed[name], atol=1e-6), name
+    # The log is rewound to the checkpoint and continues with the same losses.
+    assert [r["loss"] for r in _metrics(interrupted)] == [r["loss"] for r in _metrics(full)]
+
+
+def test_teacher_cache_is_reused_and_keyed(tiny_model_dir, train_file, tmp_path):
+    config = _config(tiny_model_dir, train_file, tmp_path / "a", **{"training.teacher_cache_dir": str(tmp_path / "tc")})
+    encoder = load_student(config, torch.device("cpu"))
+    records = read_records(train_file)
+    fields = cache_key_fields(train_file, encoder, encoder.backbone.fingerprint, 4)
+    first = TeacherCache(tmp_path / "tc", fields, len(records), 4, encoder.dimension)
+    first.ensure(encoder, records, range(6))
+    assert first.computed_last == 6
+    again = TeacherCache(tmp_path / "tc", fields, len(records), 4, encoder.dimension)
+    again.ensure(encoder, records, range(8))
+    assert again.computed_last == 2  # only the two records not cached before
+    assert torch.equal(again.targets.lookahead[:6], first.targets.lookahead[:6])
+    # Any change to what the teacher reads gives another key.
+    assert TeacherCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 16, 3, 64).key != first.key
+    other_file = tmp_path / "other.jsonl"
+    write_records(other_file, records[::-1])
+    assert cache_key_fields(other_file, encoder, encoder.backbone.fingerprint, 4)["data_sha256"] != fields["data_sha256"]
+    # Short answers: mask marks exactly the answer tokens.
+    for index in range(8):
+        answer_tokens = len(encoder.tokenizer(records[index].output, add_special_tokens=False).input_ids)
+        assert int(again.targets.mask[index].sum()) == min(4, answer_tokens)
+
+
+def test_cached_and_uncached_teacher_give_the_same_first_loss(tiny_model_dir, train_file, tmp_path):
+    common = {"training.max_steps": 1, "training.views": ["student_input", "teacher_input", "student_output"]}
+    train(_config(tiny_model_dir, train_file, tmp_path / "cached", **common))
+    train(_config(tiny_model_dir, train_file, tmp_path / "live", **common, **{"training.teacher_cache": False}))
+    assert _metrics(tmp_path / "cached")[0]["loss"] == pytest.approx(_metrics(tmp_path / "live")[0]["loss"], abs=1e-5)
+
+
+def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model_dir, train_file, tmp_path):
+    config = _config(tiny_model_dir, train_file, tmp_path / "lora",
+                     **{"model.lora_rank": 4, "training.max_steps": 3, "training.learning_rate": 5e-2})
+    final = train(config)
+    assert (final / "lora" / "adapter_model.safetensors").is_file()
+    adapted = load_file(str(final / "adapted.safetensors"))
+    assert set(adapted) == {"model.norm.weight"}  # LoRA weights live in lora/, not here
+    loaded = InstEmbEncoder.from_pretrained(final, device="cpu")
+    assert not any("lora" in name for name, _ in loaded.model.named_parameters())
+    base = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
+    top = "model.layers.1.self_attn.q_proj.weight"
+    assert not torch.allclose(dict(loaded.model.named_parameters())[top], dict(base.model.named_parameters())[top])
+    # The merged weight is W + (alpha / r) * B @ A with the adapter's saved A and B.
+    lora = load_file(str(final / "lora" / "adapter_model.safetensors"))
+    stem = "base_model.model.model.layers.1.self_attn.q_proj"
+    delta = (32.0 / 4) * lora[f"{stem}.lora_B.weight"] @ lora[f"{stem}.lora_A.weight"]
+    merged = dict(loaded.model.named_parameters())[top]
+    assert torch.allclose(merged, dict(base.model.named_parameters())[top] + delta, atol=1e-6)
+
+
+def test_bfloat16_checkpoints_are_about_half_the_size(tiny_model_dir, train_file, tmp_path):
+    sizes = {}
+    for dtype in ("float32", "bfloat16"):
+        final = train(_config(tiny_model_dir, train_file, tmp_path / dtype,
+                              **{"training.max_steps": 1, "training.save_dtype": dtype}))
+        sizes[dtype] = (final / "adapted.safetensors").stat().st_size
+        InstEmbEncoder.from_pretrained(final, device="cpu")  # loads either way
+    assert sizes["bfloat16"] < 0.6 * sizes["float32"]
+
+
+def test_bad_config_is_rejected_with_the_field_named(tiny_model_dir, train_file, tmp_path):
+    with pytest.raises(InstEmbError, match="distill_loss"):
+        _config(tiny_model_dir, train_file, tmp_path, **{"training.distill_loss": "cosine"})
+    with pytest.raises(InstEmbError, match="Unknown training option 'max_stepz'"):
+        _config(tiny_model_dir, train_file, tmp_path, max_stepz=3)
+    with pytest.raises(InstEmbError, match="two views"):
+        _config(tiny_model_dir, train_file, tmp_path, **{"training.views": ["student_input"]})

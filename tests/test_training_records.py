@@ -1,0 +1,73 @@
+"""Training records: validation with line numbers, round trip, builders over ../shared/data."""
+
+import json
+
+import pytest
+
+from instemb_rag.training.builders import build_data_folder, build_records
+from instemb_rag.training.records import RecordError, TrainingRecord, read_records, write_records
+from conftest import shared_data_or_skip
+
+
+def _write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+GOOD = json.dumps({"text": "a tent", "instruction": "weight?", "output": "2 kg"})
+
+
+@pytest.mark.parametrize(
+    "bad_line, words",
+    [
+        ("{not json", ["line 2", "not valid JSON"]),
+        (json.dumps({"text": "t", "instruction": "i"}), ["line 2", "'output'"]),
+        (json.dumps({"text": "  ", "output": "o"}), ["line 2", "'text'", "non-empty"]),
+        (json.dumps(["text", "output"]), ["line 2", "JSON object"]),
+        (json.dumps({"text": "t", "output": "o", "answer": "typo"}), ["line 2", "'answer'"]),
+    ],
+)
+def test_bad_record_names_file_line_and_field(tmp_path, bad_line, words):
+    path = _write_lines(tmp_path / "train.jsonl", [GOOD, bad_line, GOOD])
+    with pytest.raises(RecordError) as caught:
+        read_records(path)
+    message = str(caught.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message
+
+
+def test_missing_and_empty_files_are_explained(tmp_path):
+    with pytest.raises(RecordError, match="build-data"):
+        read_records(tmp_path / "absent.jsonl")
+    with pytest.raises(RecordError, match="no records"):
+        read_records(_write_lines(tmp_path / "empty.jsonl", [""]))
+
+
+def test_round_trip_keeps_records_and_blank_instruction_becomes_none(tmp_path):
+    records = [TrainingRecord(text="x", instruction="", output="y"), TrainingRecord(text="p", instruction="q", output="a")]
+    write_records(tmp_path / "r.jsonl", records)
+    loaded = read_records(tmp_path / "r.jsonl")
+    assert loaded == records and loaded[0].instruction is None
+
+
+def test_builders_read_every_set_and_split_held_out_by_group(tmp_path):
+    root = shared_data_or_skip("scifact").parent
+    train, heldout = build_records(root, heldout_fraction=0.1, seed=3)
+    sources = {r.source.split(":")[0] for r in train}
+    assert sources == {"msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"}
+    assert 0.05 < len(heldout) / (len(train) + len(heldout)) < 0.15
+    # No held-out text (passage / abstract) is trained on under another question.
+    assert not {r.text for r in train} & {r.text for r in heldout if not r.source.startswith("condaqa")}
+    stance = next(r for r in train if r.source.startswith("scifact_stance"))
+    assert "Claim:" in stance.instruction and stance.output.startswith("The findings")
+    again, _ = build_records(root, heldout_fraction=0.1, seed=3)
+    assert again == train  # seeded: same split and order
+
+
+def test_build_data_folder_writes_readable_files(tmp_path):
+    root = shared_data_or_skip("pubmedqa").parent
+    counts = build_data_folder(tmp_path / "data", root, ["pubmedqa"], heldout_fraction=0.2, seed=0)
+    assert counts == {"train": 800, "heldout": 200}
+    assert len(read_records(tmp_path / "data" / "train.jsonl")) == 800
+    assert len(read_records(tmp_path / "data" / "heldout.jsonl")) == 200
