@@ -1,0 +1,37 @@
+"""Index documents once, search them with an instruction.
+
+Build (same as `instemb-rag index docs/ --index-dir .instemb`)::
+
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.index import Indexer, IndexOptions, StoreOptions
+    encoder = InstEmbEncoder.from_pretrained()
+    report = Indexer(encoder, IndexOptions(index_dir=".instemb", stores=StoreOptions(store="faiss"))).run("docs/")
+
+Search (what the LlamaIndex retriever uses)::
+
+    from instemb_rag.index import Index
+    with Index.open(".instemb") as index:            # loads the encoder the index was built with
+        hits = index.search("Which tent should I buy?", instruction="focus on packed weight",
+                            k=5, filter={"source": "tents/*"})
+        for hit in hits:                                 # SearchHit: score, source, position, text,
+            print(hit.score, hit.source, hit.text)       # chunk_id, extra (e.g. PDF page)
+    index.search(vector)                                 # a precomputed query vector works too
+
+`Index.open(dir, encoder=enc)` reuses an encoder already loaded; its fingerprint must match
+the manifest's. An index folder holds manifest.json, catalog.sqlite (the source of truth:
+chunks, vectors, file hashes), and either vectors-g<N>.faiss (a cache) or qdrant/ (embedded
+shard); a Qdrant server index keeps its points in the named collection.
+"""
+
+from .documents import SUPPORTED_SUFFIXES
+from .errors import BadInputError, IndexBusyError, IndexFolderError
+from .indexer import DEFAULT_MAX_FILE_BYTES, Indexer, IndexOptions, IndexReport
+from .manifest import FORMAT_VERSION, Manifest, read_manifest
+from .search import Index, SearchHit, parse_filters
+from .stores import StoreOptions
+
+__all__ = [
+    "BadInputError", "DEFAULT_MAX_FILE_BYTES", "FORMAT_VERSION", "Index", "IndexBusyError", "IndexFolderError",
+    "IndexOptions", "IndexReport", "Indexer", "Manifest", "SUPPORTED_SUFFIXES", "SearchHit", "StoreOptions",
+    "parse_filters", "read_manifest",
+]

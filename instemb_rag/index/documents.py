@@ -1,0 +1,158 @@
+"""Finding, reading and splitting the files to index (LlamaIndex readers and node parsers).
+
+Every file that cannot be used is reported with a reason instead of stopping the run:
+binary, not UTF-8, too large, unreadable, unsupported type, empty, or reached through a
+symlink loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
+MARKUP_SUFFIXES = {".html", ".htm"}
+STRUCTURED_SUFFIXES = {".json", ".csv"}
+PDF_SUFFIXES = {".pdf"}
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | MARKUP_SUFFIXES | STRUCTURED_SUFFIXES | PDF_SUFFIXES
+SNIFF_BYTES = 8192
+
+
+@dataclass
+class Skipped:
+    path: str
+    reason: str
+    keep_previous: bool = False  # the file still exists but could not be read this time
+
+
+@dataclass
+class Discovery:
+    """Files found under the indexed root, keyed by their path relative to it (posix)."""
+
+    root: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass
+class Chunk:
+    position: int  # order of the chunk within its file
+    text: str
+    extra: dict = field(default_factory=dict)  # e.g. the PDF page
+
+
+def discover(root: Path, max_bytes: int) -> Discovery:
+    """Walk root (a folder or one file), following symlinks but never around a loop."""
+    root = Path(root)
+    if root.is_file():
+        found = Discovery(root=root.parent)
+        _consider(found, root, root.name, max_bytes)
+        return found
+    found = Discovery(root=root)
+    visited_dirs: set[str] = set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in visited_dirs:
+            # os.walk with followlinks would otherwise recurse until the path is too long.
+            found.skipped.append(Skipped(_relative(root, Path(folder)), "symlink loop: folder already visited"))
+            subfolders[:] = []
+            continue
+        visited_dirs.add(real)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = Path(folder) / name
+            _consider(found, path, _relative(root, path), max_bytes)
+    return found
+
+
+def _relative(root: Path, path: Path) -> str:
+    return Path(os.path.relpath(path, root)).as_posix()
+
+
+def _consider(found: Discovery, path: Path, relative: str, max_bytes: int) -> None:
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        found.skipped.append(Skipped(relative, f"unsupported type '{path.suffix or 'no extension'}' "
+                                               f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})"))
+        return
+    try:
+        size = path.stat().st_size
+    except OSError as error:  # dangling symlink, permission denied, symlink loop on a file
+        found.skipped.append(Skipped(relative, f"cannot stat: {error.strerror or error}", keep_previous=True))
+        return
+    if size > max_bytes:
+        found.skipped.append(Skipped(relative, f"too large: {size:,} bytes > --max-file-size {max_bytes:,}"))
+        return
+    found.files[relative] = path
+
+
+def content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def unusable_reason(path: Path) -> str | None:
+    """Why a file cannot be indexed before any reader sees it, or None."""
+    suffix = path.suffix.lower()
+    with open(path, "rb") as stream:
+        data = stream.read() if suffix not in PDF_SUFFIXES else stream.read(SNIFF_BYTES)
+    if suffix in PDF_SUFFIXES:
+        return None if data.startswith(b"%PDF") else "not a PDF (no %PDF header)"
+    if b"\x00" in data[:SNIFF_BYTES]:
+        return "binary file (NUL bytes) with a text extension"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return (f"not UTF-8 text (invalid byte 0x{data[error.start]:02x} at offset {error.start}); "
+                "convert it, e.g. `iconv -f latin1 -t utf-8`")
+    return None
+
+
+def _file_extractors() -> dict:
+    from llama_index.core.readers.json import JSONReader
+    from llama_index.readers.file import CSVReader, HTMLTagReader, PDFReader
+
+    html = HTMLTagReader(tag="body")
+    return {".pdf": PDFReader(), ".json": JSONReader(), ".csv": CSVReader(), ".html": html, ".htm": html}
+
+
+def read_texts(path: Path) -> list[tuple[str, dict]]:
+    """(text, extra metadata) per LlamaIndex document of the file (one per page for PDF)."""
+    from llama_index.core import SimpleDirectoryReader
+
+    reader = SimpleDirectoryReader(
+        input_files=[str(path)], file_extractor=_file_extractors(), encoding="utf-8",
+        errors="strict", raise_on_error=True, filename_as_id=False,
+    )
+    texts = []
+    for document in reader.load_data():
+        extra = {"page": document.metadata["page_label"]} if "page_label" in document.metadata else {}
+        texts.append((document.text, extra))
+    return texts
+
+
+class ChunkSplitter:
+    """Token-aware splitting with the encoder's own tokenizer (LlamaIndex SentenceSplitter)."""
+
+    def __init__(self, tokenizer, chunk_size: int, chunk_overlap: int):
+        from llama_index.core.node_parser import SentenceSplitter
+
+        self.splitter = SentenceSplitter(
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
+        )
+
+    def split(self, texts: list[tuple[str, dict]]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for text, extra in texts:
+            for piece in self.splitter.split_text(text):
+                if piece.strip():
+                    chunks.append(Chunk(position=len(chunks), text=piece, extra=extra))
+        return chunks

@@ -1,0 +1,93 @@
+"""FAISS vector store: a derived cache of the catalog's vectors, one file per generation.
+
+The file is named after the catalog generation it reflects (``vectors-g17.faiss``) and is
+written to a temporary name then renamed, so a reader finds either a complete file for
+the current generation or none, in which case the index is rebuilt from the catalog.
+Inner product on L2-normalised vectors = cosine. ``flat`` is exact; ``hnsw`` and ``ivf``
+are approximate, for large corpora.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+FAISS_KINDS = ("flat", "hnsw", "ivf")
+CACHE_PATTERN = re.compile(r"^vectors-g(\d+)\.faiss$")
+HNSW_NEIGHBOURS = 32
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 128
+IVF_POINTS_PER_LIST = 39  # faiss warns below ~39 training points per centroid
+
+
+def cache_path(index_dir: Path, generation: int) -> Path:
+    return Path(index_dir) / f"vectors-g{generation}.faiss"
+
+
+def build_index(kind: str, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> faiss.Index:
+    if kind not in FAISS_KINDS:
+        raise ValueError(f"faiss index kind must be one of {FAISS_KINDS}, got {kind!r}")
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dimension)
+    if kind == "flat" or (kind == "ivf" and len(vectors) < 2 * IVF_POINTS_PER_LIST):
+        # Too few points to train IVF centroids: exact search is both correct and fast here.
+        inner = faiss.IndexFlatIP(dimension)
+    elif kind == "hnsw":
+        inner = faiss.IndexHNSWFlat(dimension, HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        inner.hnsw.efSearch = HNSW_EF_SEARCH
+    else:
+        lists = max(1, min(int(np.sqrt(len(vectors)) * 4), len(vectors) // IVF_POINTS_PER_LIST))
+        quantizer = faiss.IndexFlatIP(dimension)
+        inner = faiss.IndexIVFFlat(quantizer, dimension, lists, faiss.METRIC_INNER_PRODUCT)
+        inner.train(vectors)
+        inner.nprobe = max(1, lists // 8)
+    index = faiss.IndexIDMap(inner)
+    if len(vectors):
+        index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+    return index
+
+
+def save_cache(index: faiss.Index, index_dir: Path, generation: int) -> Path:
+    """Write atomically, then drop the files of older generations."""
+    target = cache_path(index_dir, generation)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    faiss.write_index(index, str(temporary))
+    with open(temporary, "rb") as stream:
+        os.fsync(stream.fileno())
+    os.replace(temporary, target)
+    for path in Path(index_dir).iterdir():
+        match = CACHE_PATTERN.match(path.name)
+        if match and int(match.group(1)) != generation:
+            path.unlink(missing_ok=True)
+    return target
+
+
+def load_cache(index_dir: Path, generation: int) -> faiss.Index | None:
+    """The cache of exactly this generation, or None (missing, stale or unreadable)."""
+    path = cache_path(index_dir, generation)
+    if not path.is_file():
+        return None
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError:
+        return None  # damaged cache: the caller rebuilds it from the catalog
+
+
+def search(index: faiss.Index, vector: np.ndarray, k: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]:
+    """Top-k (id, score); allowed_ids restricts the search exactly (filter before ranking)."""
+    if index.ntotal == 0 or (allowed_ids is not None and len(allowed_ids) == 0):
+        return []
+    params = None
+    if allowed_ids is not None:
+        selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed_ids, dtype=np.int64))
+        inner = faiss.downcast_index(index.index)
+        if isinstance(inner, faiss.IndexIVF):
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=inner.nprobe)
+        else:
+            params = faiss.SearchParameters(sel=selector)
+    scores, ids = index.search(np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1), k, params=params)
+    return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]

@@ -1,0 +1,189 @@
+"""Searching an index folder: `Index.open(dir).search(text, instruction, k, filter)`."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import faiss_store
+from .catalog import Catalog
+from .errors import BadInputError, IndexBusyError, IndexFolderError
+from .indexer import hold_index_lock
+from .manifest import Manifest, check_encoder, read_manifest
+from .stores import StoreOptions, open_qdrant
+
+FILTER_KEYS = ("source",)
+
+
+@dataclass
+class SearchHit:
+    score: float
+    source: str
+    position: int
+    text: str
+    chunk_id: int
+    extra: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_filters(expressions: list[str] | None) -> dict[str, str]:
+    """'source=tents/*.md' -> {'source': 'tents/*.md'}; several expressions must all hold."""
+    parsed: dict[str, str] = {}
+    for expression in expressions or []:
+        key, sign, value = expression.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sign or not value:
+            raise BadInputError(f"--filter '{expression}' is not KEY=VALUE; e.g. --filter source=tents/ridgeline.md")
+        if key not in FILTER_KEYS:
+            raise BadInputError(f"--filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)}")
+        parsed[key] = value
+    return parsed
+
+
+class Index:
+    """An index folder opened for search.
+
+    FAISS: the cache file of the catalog's current generation is loaded, or rebuilt in
+    memory from the catalog when an `index` run has moved past it. Embedded Qdrant: the
+    shard is opened under the index lock (held until ``close()``); while an `index` run
+    holds the lock, or the shard lags the catalog, search runs exactly over the catalog's
+    vectors instead, so a query always sees the last committed state.
+    """
+
+    def __init__(self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None):
+        self.index_dir = Path(index_dir)
+        self.manifest = manifest
+        self.catalog = catalog
+        self.encoder = encoder
+        self.stores = stores or StoreOptions()
+        self.fallback_reason: str | None = None
+        self._faiss = None
+        self._faiss_generation = -1
+        self._qdrant = None
+        self._lock = None
+        if manifest.store == "qdrant":
+            self._open_qdrant()
+
+    @classmethod
+    def open(cls, index_dir: str | Path = ".instemb", encoder=None, model: str | None = None,
+             qdrant_url: str | None = None, qdrant_api_key: str | None = None, device: str = "auto") -> "Index":
+        """Open index_dir; load the encoder it was built with unless one is given."""
+        index_dir = Path(index_dir)
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise IndexFolderError(
+                f"No index in {index_dir} (no manifest.json). Build one first: "
+                f"`instemb-rag index PATH --index-dir {index_dir}`."
+            )
+        label = model or manifest.encoder_reference
+        if encoder is None:
+            from ..encoder import InstEmbEncoder
+
+            reference = model or (None if manifest.encoder_reference == "default" else manifest.encoder_reference)
+            encoder = InstEmbEncoder.from_pretrained(reference, device=device)
+        check_encoder(manifest, encoder.fingerprint, encoder.dimension, index_dir, label)
+        stores = StoreOptions(
+            store=manifest.store,
+            qdrant_url=qdrant_url or manifest.store_options.get("qdrant_url"),
+            qdrant_api_key=qdrant_api_key,
+            qdrant_collection=manifest.store_options.get("qdrant_collection", "instemb"),
+        )
+        return cls(index_dir, manifest, Catalog.open(index_dir), encoder, stores)
+
+    def _open_qdrant(self) -> None:
+        if self.stores.qdrant_url:
+            self._qdrant = open_qdrant(self.index_dir, self.stores, self.manifest.dimension)
+            return
+        try:
+            self._lock = hold_index_lock(self.index_dir, 0)
+        except IndexBusyError:
+            self.fallback_reason = "an index run is in progress: exact search over the last committed chunks"
+            return
+        self._qdrant = open_qdrant(self.index_dir, self.stores, self.manifest.dimension)
+
+    def close(self) -> None:
+        if self._qdrant is not None:
+            self._qdrant.close()
+            self._qdrant = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        self.catalog.close()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ search
+    def encode_query(self, query: str, instruction: str | None = None) -> np.ndarray:
+        if not isinstance(query, str) or not query.strip():
+            raise BadInputError("The query is empty: give the text to search for.")
+        if instruction is not None and not instruction.strip():
+            raise BadInputError("The instruction is empty: leave out --instruction or give one.")
+        if self.encoder is None:
+            raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
+        return self.encoder.encode_queries([query], instruction)[0]
+
+    def search(self, query: str | np.ndarray, instruction: str | None = None, k: int = 5,
+               filter: dict[str, str] | None = None) -> list[SearchHit]:
+        """Top-k chunks for a query text (embedded with one prefill) or a query vector."""
+        if k < 1:
+            raise BadInputError(f"k must be at least 1, got {k}.")
+        vector = self.encode_query(query, instruction) if isinstance(query, str) else np.asarray(query, np.float32)
+        if vector.shape != (self.manifest.dimension,):
+            raise BadInputError(f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors.")
+        with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
+            sources = self._matching_sources(filter or {})
+            ranked = self._ranked(vector, k, sources)
+            rows = self.catalog.rows([chunk_id for chunk_id, _ in ranked])
+        return [
+            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra)
+            for i, score in ranked if i in rows
+        ][:k]
+
+    def _matching_sources(self, filters: dict[str, str]) -> list[str] | None:
+        pattern = filters.get("source")
+        if pattern is None:
+            return None
+        return [source for source in self.catalog.sources() if source == pattern or fnmatch.fnmatchcase(source, pattern)]
+
+    def _ranked(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:
+        generation = self.catalog.generation
+        if self.manifest.store == "faiss":
+            return faiss_store.search(self._faiss_index(generation), vector, k, self._allowed_ids(sources))
+        if self._qdrant is not None and self.catalog.store_generation == generation:
+            return self._qdrant.search(vector, k, sources)
+        if self._qdrant is not None:
+            self.fallback_reason = "the Qdrant store lags the catalog: exact search over the committed chunks"
+        return self._exact(vector, k, sources)
+
+    def _allowed_ids(self, sources: list[str] | None) -> np.ndarray | None:
+        return None if sources is None else self.catalog.ids_of_sources(sources)
+
+    def _faiss_index(self, generation: int):
+        if self._faiss is None or self._faiss_generation != generation:
+            index = faiss_store.load_cache(self.index_dir, generation)
+            if index is None:
+                ids, vectors = self.catalog.vectors(dimension=self.manifest.dimension)
+                kind = self.manifest.store_options.get("faiss_index", "flat")
+                index = faiss_store.build_index(kind, ids, vectors, self.manifest.dimension)
+            self._faiss, self._faiss_generation = index, generation
+        return self._faiss
+
+    def _exact(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:
+        if sources is None:
+            ids, vectors = self.catalog.vectors(dimension=self.manifest.dimension)
+        else:
+            ids, vectors = self.catalog.vectors(self.catalog.ids_of_sources(sources).tolist(), self.manifest.dimension)
+        if not len(ids):
+            return []
+        scores = vectors @ vector
+        top = np.argsort(-scores)[:k]
+        return [(int(ids[i]), float(scores[i])) for i in top]
