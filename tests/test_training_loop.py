@@ -139,6 +139,14 @@ def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model
     delta = (32.0 / 4) * lora[f"{stem}.lora_B.weight"] @ lora[f"{stem}.lora_A.weight"]
     merged = dict(loaded.model.named_parameters())[top]
     assert torch.allclose(merged, dict(base.model.named_parameters())[top] + delta, atol=1e-6)
+    # ...and equals peft's own merge of the same adapter, for every weight.
+    from peft import PeftModel
+
+    reference = PeftModel.from_pretrained(base.model, str(final / "lora")).merge_and_unload()
+    ours = dict(loaded.model.named_parameters())
+    for name, weight in reference.named_parameters():
+        if name != "model.norm.weight":  # the norm was trained fully, outside the adapter
+            assert torch.allclose(ours[name], weight, atol=1e-6), name
 
 
 def test_bfloat16_checkpoints_are_about_half_the_size(tiny_model_dir, train_file, tmp_path):
