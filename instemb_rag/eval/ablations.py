@@ -1,0 +1,230 @@
+"""Ablation report: run the evaluation tasks over encoder variants, write docs/ablations.md + plots.
+
+Variants (each group is skipped with a note where it cannot be built):
+- pooling: the five poolings on one checkpoint;
+- look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
+- named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
+  loss) and ``views-*`` (contrastive-view ablation); any other checkpoint is listed as "other";
+- the untrained backbone (fresh look-ahead tokens, DAAP pooling).
+
+Run small first (CPU embeds ~400 tokens/s)::
+
+    python -m instemb_rag.eval.ablations --tasks scifact-stance --tasks stsb --max-queries 20 --max-docs 200
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+
+from ..models.pooling import POOLING_MODES
+from .results import write_results_json
+from .tasks import evaluate
+
+DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
+CHECKPOINT_GROUPS = (("loss-", "distillation loss (MSE vs KL)"), ("views-", "contrastive views"))
+
+
+@dataclass
+class AblationArgs:
+    checkpoint: Optional[str] = None          # None: the shipped default
+    checkpoints_dir: Optional[Path] = None
+    tasks: list[str] = field(default_factory=lambda: ["scifact", "scifact-stance", "vaswani", "stsb"])
+    max_queries: Optional[int] = 50
+    max_docs: Optional[int] = 500
+    seed: int = 0
+    data_root: Optional[Path] = None
+    output: Path = Path("docs/ablations.md")
+    img_dir: Path = Path("docs/img")
+    results_json: Optional[Path] = None
+    device: str = "auto"
+    lookahead_lengths: tuple[int, ...] = DEFAULT_LOOKAHEAD_LENGTHS
+    poolings: tuple[str, ...] = POOLING_MODES
+    cache: bool = True
+
+
+@dataclass
+class Variant:
+    group: str
+    label: str
+    load: Callable[[], object]
+
+
+def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
+    from ..encoder import InstEmbEncoder
+
+    notes: list[str] = []
+    device = args.device
+    reference = InstEmbEncoder.from_pretrained(args.checkpoint, device=device)
+    trained_length = reference.lookahead.length
+    base_model = reference.backbone.reference
+    del reference
+    gc.collect()
+
+    def loader(**options):
+        return lambda: InstEmbEncoder.from_pretrained(args.checkpoint, device=device, **options)
+
+    variants = [Variant("pooling", mode, loader(pooling=mode)) for mode in args.poolings]
+    for length in args.lookahead_lengths:
+        if length > trained_length:
+            notes.append(f"look-ahead L={length} skipped: the checkpoint has {trained_length} look-ahead vectors")
+            continue
+        variants.append(Variant("look-ahead length", f"L={length}", loader(lookahead_length=length)))
+    variants += _checkpoint_variants(args, notes)
+    variants.append(Variant("untrained backbone", "untrained (daap, L=8)",
+                            lambda: InstEmbEncoder.from_backbone(base_model, device=device)))
+    return variants, notes
+
+
+def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
+    from ..checkpoint import is_checkpoint
+
+    folder = args.checkpoints_dir
+    if folder is None or not Path(folder).is_dir():
+        notes.append(f"named-checkpoint ablations skipped: no checkpoints folder ({folder or 'not given'})")
+        return []
+    found = sorted(path for path in Path(folder).iterdir() if is_checkpoint(path))
+    variants = []
+    for prefix, group in CHECKPOINT_GROUPS:
+        members = [path for path in found if path.name.startswith(prefix)]
+        if not members:
+            notes.append(f"'{group}' skipped: no checkpoint named {prefix}* in {folder}")
+        variants += [Variant(group, path.name, _checkpoint_loader(path, args.device)) for path in members]
+    others = [path for path in found if not path.name.startswith(tuple(p for p, _ in CHECKPOINT_GROUPS))]
+    variants += [Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device)) for path in others]
+    return variants
+
+
+def _checkpoint_loader(path: Path, device: str):
+    from ..encoder import InstEmbEncoder
+
+    return lambda: InstEmbEncoder.from_pretrained(path, device=device)
+
+
+def run_ablations(args: AblationArgs, variants: list[Variant], echo=print) -> list[dict]:
+    results = []
+    for variant in variants:
+        encoder = variant.load()
+        for task in args.tasks:
+            echo(f"{variant.group} / {variant.label} / {task}")
+            result = evaluate(encoder, task, max_queries=args.max_queries, max_docs=args.max_docs, seed=args.seed,
+                              data_root=args.data_root, cache=args.cache, label=variant.label)
+            result["group"] = variant.group
+            results.append(result)
+        del encoder
+        gc.collect()  # one ~0.5 GB model at a time
+    return results
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def plot_group(group: str, results: list[dict], tasks: list[str], img_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(result["encoder"]["label"] for result in results))
+    figure, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 1, 3.2), squeeze=False)
+    for axis, task in zip(axes[0], tasks):
+        by_label = {r["encoder"]["label"]: r for r in results if r["task"] == task}
+        values = [by_label[label]["metrics"][by_label[label]["main_metric"]] if label in by_label else 0.0
+                  for label in labels]
+        axis.bar(range(len(labels)), values, color="tab:blue")
+        axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+        metric = next((r["main_metric"] for r in by_label.values()), "")
+        axis.set_title(f"{task} ({metric})", fontsize=9)
+        axis.axhline(0, color="black", linewidth=0.5)
+    figure.suptitle(group)
+    figure.tight_layout()
+    img_dir.mkdir(parents=True, exist_ok=True)
+    path = img_dir / f"ablation_{_slug(group)}.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, image_paths: dict[str, Path],
+                    command: str) -> str:
+    lines = [
+        "# Ablations",
+        "",
+        f"Generated by `{command}`.",
+        "",
+        f"Limits: max_queries={args.max_queries}, max_docs={args.max_docs}, seed={args.seed}. "
+        "With a limited corpus every judged document is kept plus a seeded sample of the rest, so "
+        "absolute scores are higher than on the full corpus; compare rows, not papers.",
+        "",
+    ]
+    for group in dict.fromkeys(result["group"] for result in results):
+        rows = [result for result in results if result["group"] == group]
+        tasks = list(dict.fromkeys(result["task"] for result in rows))
+        metric_names = {result["task"]: result["main_metric"] for result in rows}
+        lines += [f"## {group}", "", "| variant | " + " | ".join(f"{t} ({metric_names[t]})" for t in tasks) + " |",
+                  "|---|" + "---:|" * len(tasks)]
+        for label in dict.fromkeys(result["encoder"]["label"] for result in rows):
+            cells = []
+            for task in tasks:
+                match = next((r for r in rows if r["task"] == task and r["encoder"]["label"] == label), None)
+                cells.append(f"{match['metrics'][match['main_metric']]:.4f}" if match else "–")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        if group in image_paths:
+            relative = os.path.relpath(image_paths[group], args.output.parent)
+            lines += ["", f"![{group}]({Path(relative).as_posix()})"]
+        lines.append("")
+    if notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
+    return "\n".join(lines)
+
+
+def write_report(results: list[dict], notes: list[str], args: AblationArgs, command: str) -> Path:
+    images = {}
+    for group in dict.fromkeys(result["group"] for result in results):
+        images[group] = plot_group(group, [r for r in results if r["group"] == group], args.tasks, args.img_dir)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = args.output.with_name(f".{args.output.name}.tmp")
+    temporary.write_text(render_markdown(results, notes, args, images, command))
+    temporary.replace(args.output)
+    if args.results_json:
+        write_results_json(results, args.results_json)
+    return args.output
+
+
+def main(
+    checkpoint: Optional[str] = typer.Option(None, help="Checkpoint for the pooling / L ablations (default: shipped default)."),
+    checkpoints_dir: Optional[Path] = typer.Option(None, help="Folder of named checkpoints: loss-mse, loss-kl, views-*."),
+    tasks: list[str] = typer.Option(["scifact", "scifact-stance", "vaswani", "stsb"], "--tasks", help="Repeat for several."),
+    max_queries: int = typer.Option(50, help="0 = all."),
+    max_docs: int = typer.Option(500, help="0 = all."),
+    seed: int = 0,
+    data_root: Optional[Path] = None,
+    output: Path = Path("docs/ablations.md"),
+    img_dir: Path = Path("docs/img"),
+    results_json: Optional[Path] = typer.Option(None, help="Also write the raw results here."),
+    device: str = "auto",
+    lookahead_lengths: str = typer.Option("0,1,4,8", help="Comma-separated inference look-ahead lengths."),
+    poolings: str = typer.Option(",".join(POOLING_MODES), help="Comma-separated pooling modes."),
+) -> None:
+    """Run every variant on the chosen tasks and write the ablation report."""
+    args = AblationArgs(checkpoint, checkpoints_dir, tasks, max_queries or None, max_docs or None, seed, data_root,
+                        output, img_dir, results_json, device,
+                        tuple(int(v) for v in lookahead_lengths.split(",") if v.strip()),
+                        tuple(v.strip() for v in poolings.split(",") if v.strip()))
+    variants, notes = build_variants(args)
+    results = run_ablations(args, variants, echo=typer.echo)
+    command = "python -m instemb_rag.eval.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    typer.echo(f"wrote {write_report(results, notes, args, command)}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

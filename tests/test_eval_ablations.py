@@ -1,0 +1,40 @@
+"""The ablation script end to end on a tiny checkpoint and a tiny BEIR folder."""
+
+from __future__ import annotations
+
+import json
+
+from instemb_rag.eval.ablations import AblationArgs, build_variants, run_ablations, write_report
+from test_eval_data import write_beir_folder
+
+
+def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
+    monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
+    checkpoint = tmp_path / "ckpt"
+    tiny_encoder.save(checkpoint)  # trained look-ahead length 4
+    named = tmp_path / "named"
+    tiny_encoder.save(named / "loss-mse")
+    folder = write_beir_folder(tmp_path / "gear")
+    args = AblationArgs(
+        checkpoint=str(checkpoint), checkpoints_dir=named, tasks=[str(folder)], max_queries=2, max_docs=4,
+        output=tmp_path / "docs" / "ablations.md", img_dir=tmp_path / "docs" / "img",
+        results_json=tmp_path / "docs" / "ablations.json", device="cpu",
+    )
+    variants, notes = build_variants(args)
+    groups = [variant.group for variant in variants]
+    assert groups.count("pooling") == 5
+    assert [v.label for v in variants if v.group == "look-ahead length"] == ["L=0", "L=1", "L=4"]
+    assert any("L=8 skipped" in note for note in notes)
+    assert any("contrastive views" in note and "skipped" in note for note in notes)
+    assert "distillation loss (MSE vs KL)" in groups and "untrained backbone" in groups
+
+    results = run_ablations(args, variants, echo=lambda message: None)
+    assert len(results) == len(variants)
+    # Different poolings really produce different encoders (different fingerprints).
+    assert len({r["encoder"]["fingerprint"] for r in results if r["group"] == "pooling"}) == 5
+    report = write_report(results, notes, args, command="python -m instemb_rag.eval.ablations (test)")
+    text = report.read_text()
+    assert "## pooling" in text and "| daap |" in text and "## look-ahead length" in text
+    assert "![pooling](img/ablation_pooling.png)" in text
+    assert (tmp_path / "docs" / "img" / "ablation_pooling.png").stat().st_size > 1000
+    assert len(json.loads(args.results_json.read_text())["results"]) == len(results)
