@@ -323,6 +323,15 @@ class InstEmbEncoder(nn.Module):
         """Documents are embedded once, under one optional instruction."""
         return self.encode(documents, instruction, **kwargs)
 
+    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
+        """One text under K instructions [K, d]: the text's key/value cache is computed once.
+
+        Equals ``encode_queries([text] * K, instructions)``; see instemb_rag/fast/shared_prefix.py.
+        """
+        from .fast.shared_prefix import encode_instructions
+
+        return encode_instructions(self, text, instructions, batch_size=batch_size)
+
 
 def _apply_adapted_weights(model: nn.Module, folder: Path) -> None:
     """Overlay the tensors training changed, then merge a LoRA adapter if the checkpoint has one."""

@@ -1,0 +1,132 @@
+"""What every benchmark script shares: the machine label, timing, the matmul peak, JSON out.
+
+Convention for benchmarks/*.py (so that benchmarks/run.py can collect them): each script has
+``main(argv: list[str] | None = None) -> dict``, accepts ``--quick`` and ``--json-out PATH``,
+and returns (and writes, when asked) a JSON-serialisable dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+if str(PROJECT_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from a checkout
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and inputs (a smoke-level figure)")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the result dict here as JSON")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    return parser
+
+
+def apply_threads(threads: int | None) -> int:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(device: str = "cpu") -> dict:
+    import torch
+    import transformers
+
+    info = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "device": device,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def time_once(fn: Callable[[], object], device: str = "cpu") -> float:
+    synchronize(device)
+    started = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - started
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, list[float]]:
+    """Time several variants in alternation so that load from other processes on a shared
+    machine hits them alike; ratios of the medians are then fair even when absolutes drift."""
+    for fn in fns.values():  # warm-up: allocator, thread pool, lazy kernels
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            samples[name].append(time_once(fn, device))
+    return samples
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def matmul_peak_gflops(device: str = "cpu", quick: bool = False, dtype=None) -> dict:
+    """Best fp32 (or ``dtype``) GEMM rate over a few sizes: the machine's reachable peak."""
+    import torch
+
+    dtype = dtype or torch.float32
+    sizes = (512, 1024, 2048) if quick else (512, 1024, 2048, 3072)
+    results = {}
+    for size in sizes:
+        left = torch.randn(size, size, device=device, dtype=dtype)
+        right = torch.randn(size, size, device=device, dtype=dtype)
+        flops = 2 * size**3
+        repeats = max(3, int((1e9 if quick else 4e9) / flops))
+        best = min(time_once(lambda: torch.matmul(left, right), device) for _ in range(repeats))
+        results[str(size)] = flops / best / 1e9
+    return {"peak_gflops": max(results.values()), "by_size_gflops": results}
+
+
+def emit(result: dict, json_out: Path | None) -> dict:
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(text)
+    return result

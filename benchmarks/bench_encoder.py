@@ -1,0 +1,162 @@
+"""Encoder speed: query latency, document throughput against the matmul peak, DAAP cost.
+
+    python benchmarks/bench_encoder.py [--quick] [--json-out out.json] [--device cpu]
+
+(a) p50 latency of one query + instruction (encode_queries, batch of one);
+(b) document throughput in tokens/s, and the model FLOP rate it implies as a fraction of the
+    best fp32 torch.matmul rate measured in the same run;
+(c) DAAP with L = 8 against plain last-token pooling (L = 0) of the same text, timed in
+    alternation so load from other processes hits both alike.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bench_common import (
+    SHARED_DATA,
+    apply_threads,
+    base_parser,
+    emit,
+    interleaved_times,
+    machine_info,
+    matmul_peak_gflops,
+    median,
+    percentile,
+)
+
+QUERY = "what is the packed size and weight of the tent"
+INSTRUCTION = "Focus on the durability of the product in wind and rain."
+FALLBACK_DOC = (
+    "The two-person tent weighs 1.9 kg and packs to 45 by 15 cm. Its aluminium poles held up "
+    "in strong wind during a three-night trip, and the nylon floor stayed dry in heavy rain. "
+    "The zipper on the door snagged twice; the seams were taped well. "
+)
+
+
+def load_documents(count: int) -> tuple[list[str], str]:
+    corpus = SHARED_DATA / "scifact" / "corpus.jsonl"
+    if not corpus.is_file():
+        print(f"note: {corpus} is absent; timing a repeated product review instead")
+        return [FALLBACK_DOC * (2 + i % 3) for i in range(count)], "synthetic product reviews"
+    documents = []
+    with corpus.open() as handle:
+        for line in handle:
+            row = json.loads(line)
+            documents.append(f"{row.get('title', '')}\n{row['text']}")
+            if len(documents) == count:
+                break
+    return documents, f"first {count} SciFact abstracts"
+
+
+def forward_flops(encoder, length: int) -> float:
+    """Useful FLOPs of one sequence: 2 x non-embedding params per token + causal attention
+    (QK^T and AV, 2 FLOPs per multiply-add, each token attending to itself and earlier ones)."""
+    config = encoder.model.config
+    embedding = encoder.model.get_input_embeddings().weight.numel()
+    non_embedding = sum(p.numel() for p in encoder.model.base_model.parameters()) - embedding
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    attention_width = config.num_attention_heads * head_dim
+    attention = 2 * 2 * config.num_hidden_layers * attention_width * length * (length + 1) / 2
+    return 2 * non_embedding * length + attention
+
+
+def query_latency(encoder, repeats: int, device: str) -> dict:
+    samples = interleaved_times({"q": lambda: encoder.encode_queries([QUERY], [INSTRUCTION])}, repeats, device)["q"]
+    tokens = len(encoder.build_ids(QUERY, INSTRUCTION))
+    return {"p50_ms": 1000 * median(samples), "p90_ms": 1000 * percentile(samples, 90), "tokens": tokens,
+            "repeats": repeats}
+
+
+def document_throughput(encoder, documents: list[str], batch_sizes: list[int], repeats: int, device: str) -> dict:
+    lengths = [len(encoder.build_ids(doc, None)) for doc in documents]
+    tokens = sum(lengths)
+    flops = sum(forward_flops(encoder, n) for n in lengths)
+    runs = {
+        f"batch_{size}": (lambda size=size: encoder.encode_documents(documents, batch_size=size))
+        for size in batch_sizes
+    }
+    samples = interleaved_times(runs, repeats, device)
+    by_batch = {
+        name: {"median_tokens_per_s": tokens / median(times), "best_tokens_per_s": tokens / min(times)}
+        for name, times in samples.items()
+    }
+    best_name = max(by_batch, key=lambda name: by_batch[name]["best_tokens_per_s"])
+    best_seconds = min(samples[best_name])
+    return {
+        "documents": len(documents),
+        "tokens": tokens,
+        "mean_tokens_per_doc": tokens / len(documents),
+        "gflop": flops / 1e9,
+        "by_batch_size": by_batch,
+        "best_batch": best_name,
+        "tokens_per_s": tokens / best_seconds,
+        "model_gflops": flops / best_seconds / 1e9,
+    }
+
+
+def daap_cost(encoder, documents: list[str], repeats: int, device: str) -> dict:
+    """Same texts, same encoder, L = 8 DAAP vs L = 0 (which pools the last input token)."""
+    trained_length = encoder.lookahead_length
+
+    def with_length(length: int, work):
+        def run():
+            encoder.lookahead_length = length
+            try:
+                return work()
+            finally:
+                encoder.lookahead_length = trained_length
+
+        return run
+
+    query = lambda: encoder.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
+    docs = lambda: encoder.encode_documents(documents, batch_size=16)  # noqa: E731
+    lookahead = min(8, encoder.lookahead.length)
+    query_times = interleaved_times({"daap": with_length(lookahead, query), "last": with_length(0, query)},
+                                    repeats * 3, device)
+    doc_times = interleaved_times({"daap": with_length(lookahead, docs), "last": with_length(0, docs)},
+                                  repeats, device)
+    return {
+        "lookahead_length": lookahead,
+        "query_ratio": median(query_times["daap"]) / median(query_times["last"]),
+        "documents_ratio": median(doc_times["daap"]) / median(doc_times["last"]),
+        "query_ms": {name: 1000 * median(times) for name, times in query_times.items()},
+        "documents_s": {name: median(times) for name, times in doc_times.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="checkpoint or HF folder (default: the shipped model)")
+    args = parser.parse_args(argv)
+    threads = apply_threads(args.threads)
+    from instemb_rag import InstEmbEncoder
+
+    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
+    device = str(encoder.device)
+    documents, source = load_documents(12 if args.quick else 48)
+    repeats = 3 if args.quick else 7
+    batch_sizes = [4, 12] if args.quick else [1, 4, 16, 48]
+
+    peak_before = matmul_peak_gflops(device, quick=args.quick)
+    throughput = document_throughput(encoder, documents, batch_sizes, repeats, device)
+    peak_after = matmul_peak_gflops(device, quick=args.quick)
+    # The machine is shared: take the better of two peak measurements bracketing the run.
+    peak = max(peak_before["peak_gflops"], peak_after["peak_gflops"])
+    throughput["fraction_of_matmul_peak"] = throughput["model_gflops"] / peak
+    result = {
+        "benchmark": "encoder",
+        "machine": machine_info(device),
+        "threads": threads,
+        "quick": args.quick,
+        "documents_source": source,
+        "query_latency": query_latency(encoder, 10 if args.quick else 30, device),
+        "document_throughput": throughput,
+        "matmul_peak": {"peak_gflops": peak, "before": peak_before, "after": peak_after},
+        "daap_vs_last_token": daap_cost(encoder, documents[:8], repeats, device),
+    }
+    return emit(result, args.json_out)
+
+
+if __name__ == "__main__":
+    main()
