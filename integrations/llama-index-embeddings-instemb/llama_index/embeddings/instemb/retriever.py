@@ -6,7 +6,10 @@
 
 The query is embedded once under the instruction (cached), and the embedding goes to a
 search backend: a LlamaIndex VectorStoreIndex (FAISS, Qdrant, the simple store, ...) or an
-index folder written by ``instemb-rag index``.
+index folder written by ``instemb-rag index``:
+
+    with InstEmbRetriever.from_instemb_index(".instemb", similarity_top_k=5) as retriever:
+        retriever.retrieve("best tent for storms", instruction="Focus on durability.")
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, List, Optional, Protocol
 
+import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from instemb_rag.errors import InstEmbError
@@ -52,6 +56,39 @@ class VectorStoreIndexBackend:
         if self._sync_only:
             return await asyncio.to_thread(self._retriever.retrieve, query)
         return await self._retriever.aretrieve(query)
+
+
+class InstEmbIndexBackend:
+    """Searches an index folder written by ``instemb-rag index`` (FAISS or Qdrant inside).
+
+    Hits become TextNodes with the chunk text and metadata ``source``, ``position`` and
+    ``chunk_id`` (plus any extras such as a PDF page).
+    """
+
+    def __init__(self, index: Any, similarity_top_k: int, filter: Optional[dict[str, str]], owns_index: bool):
+        self.index = index
+        self.similarity_top_k = similarity_top_k
+        self.filter = filter
+        self._owns_index = owns_index
+
+    def search(self, query: QueryBundle) -> List[NodeWithScore]:
+        vector = np.asarray(query.embedding, dtype=np.float32)
+        hits = self.index.search(vector, k=self.similarity_top_k, filter=self.filter)
+        return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
+
+    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]:
+        # The catalog's SQLite connection belongs to the opening thread, and a search is a
+        # quick vector lookup (the query was embedded off the event loop already).
+        return self.search(query)
+
+    def close(self) -> None:
+        if self._owns_index:
+            self.index.close()
+
+
+def _hit_node(hit: Any) -> TextNode:
+    metadata = {"source": hit.source, "position": hit.position, "chunk_id": hit.chunk_id, **(hit.extra or {})}
+    return TextNode(text=hit.text, id_=f"{hit.source}#{hit.position}", metadata=metadata)
 
 
 class InstEmbRetriever(BaseRetriever):
@@ -97,9 +134,53 @@ class InstEmbRetriever(BaseRetriever):
                     "(or set Settings.embed_model) so documents and queries share one embedding space."
                 )
             embed_model = index_model
-        _check_same_space(embed_model, index_model)
+        if isinstance(index_model, InstEmbEmbedding):
+            _check_same_encoder(embed_model, index_model.fingerprint)
         backend = VectorStoreIndexBackend(index, similarity_top_k, filters)
         return cls(embed_model, backend, **kwargs)
+
+    @classmethod
+    def from_instemb_index(
+        cls,
+        index: Any,
+        embed_model: Optional[InstEmbEmbedding] = None,
+        similarity_top_k: int = 5,
+        filter: Optional[dict[str, str]] = None,
+        device: str = "auto",
+        **kwargs: Any,
+    ) -> "InstEmbRetriever":
+        """Search an ``instemb-rag index`` folder (a path) or an open ``instemb_rag.index.Index``.
+
+        Without ``embed_model`` the encoder recorded in the index is loaded; with one, its
+        fingerprint must match the index's. ``filter`` is e.g. ``{"source": "tents/*"}``.
+        Call ``close()`` (or use ``with``) to release an index folder the retriever opened.
+        """
+        from instemb_rag.index import Index
+
+        owns_index = not isinstance(index, Index)
+        if owns_index:
+            encoder = None if embed_model is None else embed_model.encoder
+            index = Index.open(index, encoder=encoder, device=device)
+        elif embed_model is not None and index.encoder is not None:
+            _check_same_encoder(embed_model, index.encoder.fingerprint)
+        if embed_model is None:
+            if index.encoder is None:
+                raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
+            embed_model = InstEmbEmbedding.from_encoder(index.encoder)
+        backend = InstEmbIndexBackend(index, similarity_top_k, filter, owns_index)
+        return cls(embed_model, backend, **kwargs)
+
+    def close(self) -> None:
+        """Release what the backend opened (the index folder's lock and catalog)."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "InstEmbRetriever":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ public API
     def retrieve(self, query: str | QueryBundle, instruction: Optional[str] = _UNSET) -> List[NodeWithScore]:
@@ -160,11 +241,11 @@ class InstEmbRetriever(BaseRetriever):
         )
 
 
-def _check_same_space(embed_model: InstEmbEmbedding, index_model: Any) -> None:
+def _check_same_encoder(embed_model: InstEmbEmbedding, documents_fingerprint: str) -> None:
     """Queries and documents must come from the same weights, or scores mean nothing."""
-    if isinstance(index_model, InstEmbEmbedding) and index_model.fingerprint != embed_model.fingerprint:
+    if documents_fingerprint != embed_model.fingerprint:
         raise InstEmbError(
-            f"The index's documents were embedded by encoder {index_model.fingerprint}, but the "
+            f"The index's documents were embedded by encoder {documents_fingerprint}, but the "
             f"query model is encoder {embed_model.fingerprint}. Use the index's own embed model "
             "(leave embed_model=None) or re-index with this one."
         )
