@@ -317,6 +317,7 @@ def train(config: TrainConfig) -> Path:
     order = DataOrder(len(records), per_step, t.seed)
 
     encoder = load_student(config, device)
+    run_info: dict = {"device": str(device), "records": len(records)}
     length = encoder.lookahead.length
     teacher_model = None
     cache = None
@@ -328,7 +329,10 @@ def train(config: TrainConfig) -> Path:
         )
         needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
         encoder.eval()
+        cache_started = time.perf_counter()
         cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16)
+        run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
+                                     "seconds": round(time.perf_counter() - cache_started, 2)}
     else:
         teacher_model = copy.deepcopy(encoder).eval()  # frozen initial weights, run every step
         for param in teacher_model.parameters():
@@ -351,6 +355,7 @@ def train(config: TrainConfig) -> Path:
     (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
     encoder.training_info = {"config": config.to_dict(), "data": data_info}
 
+    (output_dir / "run_info.json").write_text(json.dumps(run_info, indent=2))
     encoder.train()
     started = time.perf_counter()
     with _progress(t.show_progress) as bar:
