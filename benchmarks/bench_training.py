@@ -4,30 +4,28 @@ With the cache, teacher targets are computed once before training (reported sepa
 as a one-time cost); without it, the frozen initial model runs on ``[x; y[:L]]`` at every
 step, which is what a trainer holding a teacher copy would do.
 
-    python benchmarks/bench_training.py --steps 3                 # default model, CPU or CUDA
-    python benchmarks/bench_training.py --steps 3 --device cuda --batch-size 8
+    python benchmarks/bench_training.py [--quick] [--json-out out.json] [--device cpu|cuda]
+    python benchmarks/bench_training.py --steps 5 --device cuda --batch-size 8
 
-Needs ../shared/data (the records are built from it); writes runs/bench_training/results.json.
+Needs ../shared/data (the records are built from it); run folders go to runs/bench_training.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from instemb_rag.training.args import load_config
-from instemb_rag.training.builders import build_data_folder
-from instemb_rag.training.trainer import train
+from bench_common import PROJECT_ROOT, SHARED_DATA, apply_threads, base_parser, emit, machine_info
 
-ROOT = Path(__file__).resolve().parents[1]
-RECIPE = ROOT / "instemb_rag" / "training" / "recipes" / "default.yaml"
+RECIPE = PROJECT_ROOT / "instemb_rag" / "training" / "recipes" / "default.yaml"
 
 
 def measure(mode: str, args, train_file: Path, out: Path) -> dict:
+    from instemb_rag.training.args import load_config
+    from instemb_rag.training.trainer import train
+
     output_dir = out / mode
     overrides = {
         "data.train_file": str(train_file), "training.output_dir": str(output_dir),
@@ -60,30 +58,35 @@ def measure(mode: str, args, train_file: Path, out: Path) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=3)
+def main(argv: list[str] | None = None) -> dict:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per mode (default 4, quick 2)")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--model", default=None, help="backbone folder; default: the default backbone")
     parser.add_argument("--full-layers", action="store_true", help="train the top layers fully instead of LoRA")
-    parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--out", default=str(ROOT / "runs" / "bench_training"))
-    args = parser.parse_args()
-    if not Path(args.data_root).is_dir():
-        print(f"skipped: {args.data_root} is absent (development data lives in ../shared/data)")
-        return 0
+    parser.add_argument("--out", default=str(PROJECT_ROOT / "runs" / "bench_training"))
+    args = parser.parse_args(argv)
+    args.steps = args.steps or (2 if args.quick else 4)
+    threads = apply_threads(args.threads)
+    if not SHARED_DATA.is_dir():
+        return emit({"benchmark": "training", "skipped": f"{SHARED_DATA} is absent"}, args.json_out)
+    from instemb_rag.training.builders import build_data_folder
+
     out = Path(args.out)
-    build_data_folder(out / "data", args.data_root, max_per_set=50, seed=0)
-    results = [measure(mode, args, out / "data" / "train.jsonl", out) for mode in ("cached", "uncached")]
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    print("| teacher | device | s/step | examples/s | input tokens/s | one-time teacher cache (s) |")
-    print("|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['mode']} | {r['device']} | {r['seconds_per_step']} | {r['examples_per_s']} | "
-              f"{r['input_tokens_per_s']} | {r['teacher_cache_s'] if r['teacher_cache_s'] is not None else '-'} |")
-    return 0
+    build_data_folder(out / "data", SHARED_DATA, max_per_set=50, seed=0)
+    results = {mode: measure(mode, args, out / "data" / "train.jsonl", out) for mode in ("cached", "uncached")}
+    result = {
+        "benchmark": "training",
+        "machine": machine_info(args.device),
+        "threads": threads,
+        "quick": args.quick,
+        "recipe": str(RECIPE.relative_to(PROJECT_ROOT)),
+        "lora": not args.full_layers,
+        "results": results,
+        "cached_speedup": round(results["uncached"]["seconds_per_step"] / results["cached"]["seconds_per_step"], 3),
+    }
+    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
