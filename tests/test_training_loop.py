@@ -166,3 +166,40 @@ def test_bad_config_is_rejected_with_the_field_named(tiny_model_dir, train_file,
         _config(tiny_model_dir, train_file, tmp_path, max_stepz=3)
     with pytest.raises(InstEmbError, match="two views"):
         _config(tiny_model_dir, train_file, tmp_path, **{"training.views": ["student_input"]})
+
+
+def _check_teacher_aligns_with_student(encoder, records, length):
+    """At the initial weights the teacher's |x| state is the student's (causal attention: the
+    look-ahead slots after |x| cannot change it), and the first look-ahead slot sees the same
+    prefix as the teacher's first answer token."""
+    targets = compute_teacher_targets(encoder, records, length)
+    ids = [encoder.build_ids(r.text, r.instruction, length) for r in records]
+    batch = encoder.collate(ids)
+    with torch.no_grad():
+        hidden = encoder.hidden_states(batch)
+    from instemb_rag.models.pooling import anchor_positions
+
+    input_last, _ = anchor_positions(batch["attention_mask"], length)
+    student_anchor = hidden[torch.arange(len(records)), input_last]
+    assert torch.allclose(student_anchor, targets.anchor, atol=1e-4)
+    assert targets.mask[:, 0].all()
+
+
+def test_teacher_targets_align_with_student_positions(tiny_encoder, train_file):
+    _check_teacher_aligns_with_student(tiny_encoder, read_records(train_file)[:5], tiny_encoder.lookahead.length)
+
+
+@pytest.mark.slow
+def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
+    records = [
+        TrainingRecord(text="The tent weighs 1.9 kg and packs small.", instruction="How heavy is it?", output="1.9 kg."),
+        TrainingRecord(text="Spiders inject venom into other animals.", instruction="Do spiders eat animals?",
+                       output="Yes, spiders eat other animals."),
+    ]
+    _check_teacher_aligns_with_student(default_encoder, records, default_encoder.lookahead.length)
+    config = load_config(TINY_RECIPE, {"training.batch_size": 2})
+    targets = compute_teacher_targets(default_encoder, records, default_encoder.lookahead.length)
+    with torch.no_grad():
+        terms = compute_losses(default_encoder, records, targets, config)
+    assert all(torch.isfinite(value) for value in terms.values())
+    assert 0 < terms["distill"].item() and 0 < terms["contrastive"].item()
