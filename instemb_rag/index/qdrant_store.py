@@ -94,16 +94,16 @@ class EmbeddedQdrant:
 
 
 class ServerQdrant:
-    """A collection on a Qdrant server or cluster (also ``location=":memory:"`` for tests)."""
+    """A collection on a Qdrant server or cluster, through qdrant-client."""
 
-    def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, location: str | None = None):
+    def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, client=None):
         from qdrant_client import QdrantClient, models
 
         self.models = models
         self.collection = collection
         self.dimension = dimension
-        if location is not None:
-            self.client = QdrantClient(location=location)
+        if client is not None:  # an existing QdrantClient (tests pass QdrantClient(":memory:"))
+            self.client = client
         else:
             self.client = QdrantClient(url=url, api_key=api_key or os.environ.get("QDRANT_API_KEY"))
         try:

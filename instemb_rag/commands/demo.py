@@ -1,0 +1,59 @@
+"""`instemb-rag demo`: index the bundled sample catalogue and ask one question two ways.
+
+The sample documents (instemb_rag/sample_docs/) are a fictional outdoor-gear catalogue written
+for this project: tents, backpacks and stoves, described either by their durability and
+weather resistance or by their packed size and weight.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .index import exit_code_for, load_encoder, model_label
+
+SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "sample_docs"
+DEMO_QUERY = "Which tent should I buy?"
+DEMO_INSTRUCTIONS = (
+    "Focus on durability, materials and weather resistance.",
+    "Focus on packed size and weight.",
+)
+
+
+def demo_command(
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Keep the demo index here (default: a temporary folder)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the shipped default."),
+    k: int = typer.Option(3, "-k", min=1, help="Results per instruction."),
+    store: str = typer.Option("faiss", "--store", help="faiss | qdrant"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+) -> None:
+    """Index the sample documents, then run one query under two instructions."""
+    from rich.console import Console
+
+    from ..errors import InstEmbError
+    from ..index import Index, Indexer, IndexOptions, StoreOptions
+    from ..index.display import RichChunkProgress, hits_table, print_summary
+
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="instemb-demo-") as scratch:
+        target = index_dir or Path(scratch) / "index"
+        try:
+            encoder = load_encoder(model, device)
+            options = IndexOptions(index_dir=target, stores=StoreOptions(store=store), model_label=model_label(model))
+            with RichChunkProgress(console) as bar:
+                report = Indexer(encoder, options).run(SAMPLE_DOCS, bar)
+            print_summary(console, report, target)
+            with Index.open(target, encoder=encoder) as index:
+                for instruction in DEMO_INSTRUCTIONS:
+                    hits = index.search(DEMO_QUERY, instruction, k=k)
+                    console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
+        except InstEmbError as error:
+            console.print(f"[red]error:[/red] {error}")
+            raise typer.Exit(exit_code_for(error)) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo_command)

@@ -1,0 +1,58 @@
+"""`instemb-rag query "TEXT" --instruction "..."`: search an index built by `instemb-rag index`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .index import exit_code_for, model_label
+
+
+def query_command(
+    text: str = typer.Argument(..., help="What to search for."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="How to judge relevance, e.g. 'focus on packed weight'."),
+    k: int = typer.Option(5, "-k", "--top-k", min=1, help="Number of results."),
+    index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="The index folder."),
+    filters: Optional[list[str]] = typer.Option(None, "--filter", help="KEY=VALUE on metadata, e.g. source=tents/*.md (glob)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
+    qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
+    qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+) -> None:
+    """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
+    from rich.console import Console
+
+    from ..errors import InstEmbError
+    from ..index import BadInputError, Index, parse_filters
+    from ..index.display import hits_table
+
+    console = Console(stderr=as_json)
+    try:
+        if not text.strip():
+            raise BadInputError("The query is empty: give the text to search for, e.g. instemb-rag query \"light tent\".")
+        if instruction is not None and not instruction.strip():
+            raise BadInputError("--instruction is empty: leave it out or give an instruction.")
+        parsed = parse_filters(filters)
+        index = Index.open(index_dir, model=model and model_label(model), qdrant_url=qdrant_url,
+                           qdrant_api_key=qdrant_api_key, device=device)
+        with index:
+            hits = index.search(text, instruction, k=k, filter=parsed)
+            note = index.fallback_reason
+    except InstEmbError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(exit_code_for(error)) from None
+    if as_json:
+        print(json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2))
+        return
+    if note:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
+    console.print(hits_table(hits, title))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("query")(query_command)

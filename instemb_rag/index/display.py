@@ -1,0 +1,78 @@
+"""Rich output for the index, query and demo commands: progress bar, summary, result tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from .indexer import IndexReport
+from .search import SearchHit
+
+SNIPPET_CHARS = 160
+
+
+class ChunkRateColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.1f} chunks/s" if speed else "– chunks/s", style="cyan")
+
+
+class RichChunkProgress:
+    """The indexer's progress callbacks drawn as one rich bar (chunks, chunks/s, ETA)."""
+
+    def __init__(self, console: Console, enabled: bool = True):
+        self.progress = Progress(
+            TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), ChunkRateColumn(), TimeRemainingColumn(),
+            console=console, disable=not enabled,
+        )
+        self.task = None
+
+    def __enter__(self) -> "RichChunkProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def start(self, total_chunks: int) -> None:
+        self.task = self.progress.add_task("embed", total=total_chunks)
+
+    def advance(self, chunks: int) -> None:
+        self.progress.advance(self.task, chunks)
+
+
+def print_summary(console: Console, report: IndexReport, index_dir) -> None:
+    table = Table(title=f"Index {index_dir}", show_header=False)
+    table.add_row("files found", str(report.files_found))
+    table.add_row("files embedded (new or changed)", str(len(report.indexed)))
+    table.add_row("files unchanged", str(report.unchanged))
+    table.add_row("files removed (deleted)", str(len(report.removed)))
+    table.add_row("files skipped", str(len(report.skipped)))
+    table.add_row("chunks added / in index", f"{report.chunks_added} / {report.chunks_total}")
+    rate = report.chunks_added / report.seconds if report.seconds else 0.0
+    table.add_row("time", f"{report.seconds:.1f} s ({rate:.1f} chunks/s)")
+    console.print(table)
+    if report.repaired:
+        console.print(f"[yellow]{report.repaired}[/yellow]")
+    for item in report.skipped:
+        kept = " (previous chunks kept)" if item.keep_previous else ""
+        console.print(f"[yellow]skipped[/yellow] {item.path}: {item.reason}{kept}")
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def hits_table(hits: list[SearchHit], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("source")
+    table.add_column("snippet")
+    for rank, hit in enumerate(hits, start=1):
+        where = f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
+        table.add_row(str(rank), f"{hit.score:.4f}", where, snippet(hit.text))
+    return table
