@@ -46,11 +46,12 @@ def _metrics(folder):
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_dir, train_file, tmp_path):
+@pytest.mark.parametrize("distill_loss", ["mse", "kl"])
+def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_dir, train_file, tmp_path, distill_loss):
     # No dropout view, so the loss on a fixed batch is deterministic before and after.
     views = ["student_input", "teacher_input", "student_output"]
     config = _config(tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views,
-                     "training.max_steps": 8, "training.save_steps": 100})
+                     "training.max_steps": 8, "training.save_steps": 100, "training.distill_loss": distill_loss})
     records = read_records(train_file)[:4]
 
     def fixed_batch_loss(encoder):

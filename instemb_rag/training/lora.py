@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -32,7 +33,10 @@ def apply_lora(model, layer_indices: list[int], rank: int, alpha: float, dropout
         layers_to_transform=list(layer_indices),
         bias="none",
     )
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft asks transformers a deprecated question (is_gradient_checkpointing); not ours to fix.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def lora_state_dict(peft_model) -> dict[str, torch.Tensor]:
