@@ -123,6 +123,25 @@ def matmul_peak_gflops(device: str = "cpu", quick: bool = False, dtype=None) -> 
     return {"peak_gflops": max(results.values()), "by_size_gflops": results}
 
 
+PROBE_SIZE = 1024
+PROBE_REPEATS = 4
+
+
+def gemm_probe(device: str = "cpu"):
+    """(callable, flops): a short fp32 GEMM burst to time next to each model run, so that the
+    fraction of peak compares the model with the matmul rate available at that moment."""
+    import torch
+
+    left = torch.randn(PROBE_SIZE, PROBE_SIZE, device=device)
+    right = torch.randn(PROBE_SIZE, PROBE_SIZE, device=device)
+
+    def run():
+        for _ in range(PROBE_REPEATS):
+            torch.matmul(left, right)
+
+    return run, PROBE_REPEATS * 2 * PROBE_SIZE**3
+
+
 def emit(result: dict, json_out: Path | None) -> dict:
     text = json.dumps(result, indent=2, default=str)
     print(text)

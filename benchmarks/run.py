@@ -1,0 +1,214 @@
+"""Run every benchmark and regenerate the results table in benchmarks/README.md.
+
+    python benchmarks/run.py --quick            # a few minutes on a small CPU
+    python benchmarks/run.py --device cuda      # full repeats on a GPU machine
+    python benchmarks/run.py --only encoder multi_instruction
+
+Each script runs in its own process (``main(argv) -> dict``, ``--quick``, ``--json-out``, see
+bench_common.py); one that is missing or fails becomes a row saying so, never a stale figure.
+Ratios are measured inside one script run; absolute times are labelled with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+README = BENCH_DIR / "README.md"
+RESULTS_JSON = BENCH_DIR / "results.json"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+# name -> script; the order is the table's order.
+SCRIPTS = {
+    "encoder": "bench_encoder.py",
+    "multi_instruction": "bench_multi_instruction.py",
+    "generate_baseline": "bench_generate_baseline.py",
+    "index": "bench_index.py",
+    "training": "bench_training.py",
+}
+
+
+def run_script(name: str, quick: bool, device: str, timeout_s: int) -> dict:
+    script = BENCH_DIR / SCRIPTS[name]
+    if not script.is_file():
+        return {"missing": f"benchmarks/{script.name} is not in this checkout"}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / f"{name}.json"
+        command = [sys.executable, str(script), "--json-out", str(out), "--device", device]
+        if quick:
+            command.append("--quick")
+        print(f"== {name}: {' '.join(command[1:])}", flush=True)
+        try:
+            completed = subprocess.run(command, cwd=BENCH_DIR.parent, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"failed": f"timed out after {timeout_s} s"}
+        if completed.returncode != 0 or not out.is_file():
+            tail = (completed.stderr or completed.stdout).strip().splitlines()[-3:]
+            return {"failed": f"exit {completed.returncode}: " + " | ".join(tail)}
+        return json.loads(out.read_text())
+
+
+def fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def verdict(value: float | None, goal: float, higher_is_better: bool) -> str:
+    if value is None:
+        return ""
+    met = value >= goal if higher_is_better else value <= goal
+    return "yes" if met else "**no**"
+
+
+def encoder_rows(result: dict) -> list[tuple]:
+    latency, docs = result["query_latency"], result["document_throughput"]
+    daap, peak = result["daap_vs_last_token"], result["matmul_peak"]["peak_gflops"]
+    fraction = docs["fraction_of_matmul_peak"]
+    paired = docs.get("paired_fraction_of_gemm_median")
+    return [
+        ("Query + instruction latency, p50", f"{fmt(latency['p50_ms'], 1)} ms ({latency['tokens']} tokens)", "", ""),
+        ("Document throughput", f"{fmt(docs['tokens_per_s'], 0)} tokens/s ({docs['best_batch'].replace('_', ' ')}, "
+         f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)", "", ""),
+        ("Model FLOP rate / best fp32 matmul rate", f"{fmt(docs['model_gflops'], 1)} / {fmt(peak, 1)} GFLOP/s = "
+         f"{fmt(fraction)}", ">= 0.70", verdict(fraction, 0.7, True)),
+        ("Same, paired per repetition with a GEMM burst (median)", fmt(paired), ">= 0.70", verdict(paired, 0.7, True)),
+        (f"DAAP L={daap['lookahead_length']} / last token L=0, one query", f"{fmt(daap['query_ratio'])}x", "<= 1.25x",
+         verdict(daap["query_ratio"], 1.25, False)),
+        (f"DAAP L={daap['lookahead_length']} / last token L=0, documents", f"{fmt(daap['documents_ratio'])}x",
+         "<= 1.25x", verdict(daap["documents_ratio"], 1.25, False)),
+    ]
+
+
+def multi_rows(result: dict) -> list[tuple]:
+    k, tokens = result["k"], result["tokens"]
+    ratio = result["ratio_shared_k_vs_k1"]
+    return [
+        (f"K={k} instructions, shared prefix / K=1 (text {tokens['text']}, instr. ~{max(tokens['instruction'])} tokens)",
+         f"{fmt(ratio)}x (tokens run: {fmt(result['token_ratio_shared_vs_k1'])}x)", "<= 2.50x",
+         verdict(ratio, 2.5, False)),
+        (f"K={k} instructions, plain batch / K=1", f"{fmt(result['ratio_plain_k_vs_k1'])}x", "", ""),
+        ("Shared prefix speed-up over plain batch", f"{fmt(result['speedup_shared_vs_plain'])}x", "", ""),
+    ]
+
+
+def generate_rows(result: dict) -> list[tuple]:
+    return [
+        (f"Generate-then-embed ({result['new_tokens']} greedy tokens) / InstEmb, one query",
+         f"{fmt(result['ratio_generate_vs_instemb'], 1)}x ({fmt(result['ms']['generate_then_embed'], 0)} vs "
+         f"{fmt(result['ms']['instemb'], 0)} ms)", "", ""),
+    ]
+
+
+def generic_rows(name: str, result: dict, limit: int = 10) -> list[tuple]:
+    """Other engineers' scripts: their numeric figures, flattened (machine info left out)."""
+    rows = []
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if key not in {"machine", "threads", "quick", "benchmark"}:
+                    walk(f"{prefix}.{key}" if prefix else key, inner)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append((f"{name}: {prefix}", fmt(float(value)), "", ""))
+
+    walk("", result)
+    return rows[:limit]
+
+
+def training_rows(result: dict) -> list[tuple]:
+    if "results" not in result:
+        return generic_rows("training", result)
+    rows = [
+        (f"Training, teacher {mode}: examples/s, input tokens/s",
+         f"{fmt(r['examples_per_s'], 3)}, {fmt(r['input_tokens_per_s'], 1)} (batch {r['batch_size']})", "", "")
+        for mode, r in result["results"].items()
+    ]
+    rows.append(("Training speed-up from the teacher cache", f"{fmt(result['cached_speedup'])}x", "", ""))
+    return rows
+
+
+RENDERERS = {
+    "encoder": encoder_rows,
+    "multi_instruction": multi_rows,
+    "generate_baseline": generate_rows,
+    "index": lambda result: generic_rows("index", result),
+    "training": training_rows,
+}
+
+
+def rows_for(name: str, result: dict) -> list[tuple]:
+    for state in ("missing", "failed", "skipped"):
+        if state in result:
+            return [(f"{name}", f"{state}: {result[state]}", "", "")]
+    try:
+        return RENDERERS[name](result)
+    except (KeyError, TypeError) as exc:  # a script changed its output: say so in the table
+        return [(name, f"unreadable result ({type(exc).__name__}: {exc})", "", "")]
+
+
+def machine_line(results: dict) -> str:
+    machine = next((r["machine"] for r in results.values() if isinstance(r, dict) and "machine" in r), None)
+    if machine is None:
+        return "machine: unknown"
+    gpu = f", GPU {machine['gpu']}" if machine.get("gpu") else ""
+    return (f"{machine['cpu']}, {machine['cores']} cores ({machine['torch_threads']} torch threads){gpu}; "
+            f"torch {machine['torch']}, transformers {machine['transformers']}; device {machine['device']}")
+
+
+def render_table(results: dict, quick: bool, command: str) -> str:
+    lines = [
+        START,
+        f"Measured {dt.date.today().isoformat()} on: {machine_line(results)}.",
+        f"Mode: {'quick' if quick else 'full'}. Command: `{command}`. Raw figures: `benchmarks/results.json`.",
+        "",
+        "| Figure | Value | Goal | Met |",
+        "|---|---|---|---|",
+    ]
+    for name, result in results.items():
+        for figure, value, goal, met in rows_for(name, result):
+            lines.append(f"| {figure} | {value} | {goal} | {met} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def write_readme(table: str) -> None:
+    text = README.read_text() if README.is_file() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text or END not in text:
+        text = text.rstrip() + f"\n\n## Results\n\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    README.write_text(head + table + tail)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--only", nargs="*", choices=list(SCRIPTS), default=None)
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per script")
+    parser.add_argument("--no-readme", action="store_true", help="print the table, leave README.md alone")
+    args = parser.parse_args(argv)
+    names = args.only or list(SCRIPTS)
+    # Only figures from this run go into the table: no mixing with older runs.
+    results = {name: run_script(name, args.quick, args.device, args.timeout) for name in names}
+    command = "python benchmarks/run.py" + (" --quick" if args.quick else "") + (
+        f" --device {args.device}" if args.device != "cpu" else "")
+    table = render_table(results, args.quick, command)
+    print(table)
+    if not args.no_readme:
+        RESULTS_JSON.write_text(json.dumps(results, indent=2, default=str))
+        write_readme(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()
