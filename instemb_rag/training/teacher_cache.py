@@ -29,7 +29,6 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import InstEmbError
 from .records import TrainingRecord
 
 CACHE_FORMAT = 1
@@ -164,7 +163,3 @@ class TeacherCache:
         os.replace(staging, self.path)
         (self.folder / f"{self.key}.json").write_text(json.dumps(self.key_fields, indent=2))
 
-
-def check_targets_complete(cache: TeacherCache, indices: Sequence[int]) -> None:
-    if not all(bool(cache.filled[i]) for i in indices):
-        raise InstEmbError(f"Teacher cache {cache.path} lacks targets for some records; delete it and rerun.")

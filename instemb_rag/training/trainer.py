@@ -300,6 +300,65 @@ def _progress(enabled: bool):
                     TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), disable=not enabled)
 
 
+def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, order: DataOrder, run_info: dict):
+    """(cache, None) with every target the run will need computed up front, or, without the
+    cache, (None, a frozen copy of the initial model) to run at every step."""
+    t = config.training
+    length = encoder.lookahead.length
+    if not t.teacher_cache:
+        teacher = copy.deepcopy(encoder).eval()
+        for param in teacher.parameters():
+            param.requires_grad_(False)
+        return None, teacher
+    cache = TeacherCache(
+        t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache",
+        cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length),
+        len(records), length, encoder.dimension,
+    )
+    needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
+    encoder.eval()
+    started = time.perf_counter()
+    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16)
+    run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
+                                 "seconds": round(time.perf_counter() - started, 2)}
+    return cache, None
+
+
+def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler, data_info: dict) -> int:
+    """Restore the latest checkpoint's trainer state (when resuming) and return its step."""
+    last = latest_checkpoint(Path(config.training.output_dir)) if config.training.resume else None
+    if last is None:
+        return 0
+    state = read_trainer_state(last, parts.named, optimizer, scheduler)
+    if state.get("data_sha256") != data_info["data_sha256"] or state.get("seed") != data_info["seed"]:
+        raise InstEmbError(f"Cannot resume from {last}: it was trained on other data or another seed. "
+                           "Use the same data and seed, or a new output_dir.")
+    return int(state["step"])
+
+
+def run_step(encoder, config: TrainConfig, records, indices: list[int], cache, teacher) -> tuple[dict, int]:
+    """Forward/backward over the micro-batches of one optimizer step; returns mean terms and input tokens."""
+    t = config.training
+    length = encoder.lookahead.length
+    sums: dict[str, float] = {}
+    tokens = 0
+    for start in range(0, len(indices), t.batch_size):
+        chunk = indices[start : start + t.batch_size]
+        chunk_records = [records[i] for i in chunk]
+        if cache is not None:
+            targets = cache.targets.select(chunk, encoder.device)
+        else:
+            targets = compute_teacher_targets(teacher, chunk_records, length, t.batch_size, t.bf16)
+            targets = targets.select(range(len(chunk)), encoder.device)
+        with autocast_for(encoder.device, t.bf16):
+            terms = compute_losses(encoder, chunk_records, targets, config)
+        (terms["loss"] / t.gradient_accumulation_steps).backward()
+        for name, value in terms.items():
+            sums[name] = sums.get(name, 0.0) + float(value.detach()) / t.gradient_accumulation_steps
+        tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
+    return sums, tokens
+
+
 def train(config: TrainConfig) -> Path:
     """Train and return the final checkpoint folder (``<output_dir>/final``)."""
     from ..encoder import resolve_device
@@ -315,70 +374,27 @@ def train(config: TrainConfig) -> Path:
     records = read_records(train_file)
     per_step = t.batch_size * t.gradient_accumulation_steps
     order = DataOrder(len(records), per_step, t.seed)
-
     encoder = load_student(config, device)
     run_info: dict = {"device": str(device), "records": len(records)}
-    length = encoder.lookahead.length
-    teacher_model = None
-    cache = None
-    if t.teacher_cache:
-        cache = TeacherCache(
-            t.teacher_cache_dir or output_dir / "teacher_cache",
-            cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length),
-            len(records), length, encoder.dimension,
-        )
-        needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
-        encoder.eval()
-        cache_started = time.perf_counter()
-        cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16)
-        run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
-                                     "seconds": round(time.perf_counter() - cache_started, 2)}
-    else:
-        teacher_model = copy.deepcopy(encoder).eval()  # frozen initial weights, run every step
-        for param in teacher_model.parameters():
-            param.requires_grad_(False)
+    cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info)
 
     parts = make_trainable(encoder, config)
     optimizer, scheduler = build_optimizer(encoder, parts, config)
     data_info = {"train_file": str(train_file), "data_sha256": file_digest(train_file),
                  "records": len(records), "seed": t.seed, "examples_per_step": per_step}
-
-    start_step = 0
-    if t.resume:
-        last = latest_checkpoint(output_dir)
-        if last is not None:
-            state = read_trainer_state(last, parts.named, optimizer, scheduler)
-            if state.get("data_sha256") != data_info["data_sha256"] or state.get("seed") != t.seed:
-                raise InstEmbError(f"Cannot resume from {last}: it was trained on other data or another seed.")
-            start_step = int(state["step"])
+    start_step = resume_step(config, parts, optimizer, scheduler, data_info)
     metrics = MetricsLog(output_dir, start_step)
     (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    (output_dir / "run_info.json").write_text(json.dumps(run_info, indent=2))
     encoder.training_info = {"config": config.to_dict(), "data": data_info}
 
-    (output_dir / "run_info.json").write_text(json.dumps(run_info, indent=2))
     encoder.train()
     started = time.perf_counter()
     with _progress(t.show_progress) as bar:
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
-            indices = order.step(step)
             optimizer.zero_grad(set_to_none=True)
-            sums: dict[str, float] = {}
-            tokens = 0
-            for start in range(0, per_step, t.batch_size):
-                chunk = indices[start : start + t.batch_size]
-                chunk_records = [records[i] for i in chunk]
-                if cache is not None:
-                    targets = cache.targets.select(chunk, device)
-                else:
-                    targets = compute_teacher_targets(teacher_model, chunk_records, length, t.batch_size, t.bf16)
-                    targets = targets.select(range(len(chunk)), device)
-                with autocast_for(device, t.bf16):
-                    terms = compute_losses(encoder, chunk_records, targets, config)
-                (terms["loss"] / t.gradient_accumulation_steps).backward()
-                for name, value in terms.items():
-                    sums[name] = sums.get(name, 0.0) + float(value.detach()) / t.gradient_accumulation_steps
-                tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
+            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher)
             grad_norm = torch.nn.utils.clip_grad_norm_(list(parts.named.values()), t.max_grad_norm)
             optimizer.step()
             scheduler.step()
