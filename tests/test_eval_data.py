@@ -231,9 +231,9 @@ def test_default_model_on_real_scifact_stance_and_stsb(default_encoder, tmp_path
     from conftest import shared_data_or_skip
 
     root = shared_data_or_skip("scifact").parent
-    stance = evaluate(default_encoder, "scifact-stance", max_queries=4, max_docs=8, data_root=root,
+    stance = evaluate(default_encoder, "scifact-stance", max_queries=2, max_docs=3, data_root=root,
                       cache=EmbeddingCache(tmp_path))
     assert -1.0 <= stance["metrics"]["p-mrr"] <= 1.0
     assert 0.0 <= stance["metrics"]["pairwise_accuracy"] <= 1.0
-    sts = evaluate(default_encoder, "stsb", max_queries=12, data_root=root)
-    assert -1.0 <= sts["metrics"]["spearman"] <= 1.0 and sts["counts"]["pairs"] == 12
+    sts = evaluate(default_encoder, "stsb", max_queries=8, data_root=root)
+    assert -1.0 <= sts["metrics"]["spearman"] <= 1.0 and sts["counts"]["pairs"] == 8
