@@ -129,7 +129,8 @@ def training_rows(result: dict) -> list[tuple]:
         return generic_rows("training", result)
     rows = [
         (f"Training, teacher {mode}: examples/s, input tokens/s",
-         f"{fmt(r['examples_per_s'], 3)}, {fmt(r['input_tokens_per_s'], 1)} (batch {r['batch_size']})", "", "")
+         f"{fmt(r['examples_per_s'], 3)}, {fmt(r['input_tokens_per_s'], 1)} "
+         f"(batch {r.get('batch_size', result.get('batch_size', '?'))})", "", "")
         for mode, r in result["results"].items()
     ]
     rows.append(("Training speed-up from the teacher cache", f"{fmt(result['cached_speedup'])}x", "", ""))
@@ -174,6 +175,8 @@ def render_table(results: dict, quick: bool, command: str) -> str:
         "|---|---|---|---|",
     ]
     for name, result in results.items():
+        if name not in RENDERERS:
+            continue
         for figure, value, goal, met in rows_for(name, result):
             lines.append(f"| {figure} | {value} | {goal} | {met} |")
     lines.append(END)
@@ -196,7 +199,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*", choices=list(SCRIPTS), default=None)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per script")
     parser.add_argument("--no-readme", action="store_true", help="print the table, leave README.md alone")
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: rebuild the README table from benchmarks/results.json")
     args = parser.parse_args(argv)
+    if args.render_only:
+        saved = json.loads(RESULTS_JSON.read_text())
+        quick = any(isinstance(r, dict) and r.get("quick") for r in saved.values())
+        write_readme(render_table(saved, quick, saved.get("_command", "python benchmarks/run.py")))
+        return saved
     names = args.only or list(SCRIPTS)
     # Only figures from this run go into the table: no mixing with older runs.
     results = {name: run_script(name, args.quick, args.device, args.timeout) for name in names}
@@ -205,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     table = render_table(results, args.quick, command)
     print(table)
     if not args.no_readme:
-        RESULTS_JSON.write_text(json.dumps(results, indent=2, default=str))
+        RESULTS_JSON.write_text(json.dumps({**results, "_command": command}, indent=2, default=str))
         write_readme(table)
     return results
 
