@@ -7,7 +7,7 @@ import torch
 from instemb_rag import InstEmbEncoder
 from instemb_rag.checkpoint import CONFIG_FILE, read_config
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
-from conftest import build_tiny_model_folder
+from instemb_rag.testing import build_tiny_model_folder
 
 TEXTS = ["a durable tent for rain", "light stove"]
 INSTRUCTIONS = ["focus on durability", None]

@@ -138,7 +138,7 @@ def test_stance_and_sts_loaders_validate(tmp_path):
 
 
 def test_real_stance_file_loads():
-    from conftest import shared_data_or_skip
+    from instemb_rag.testing import shared_data_or_skip
 
     records = load_stance(shared_data_or_skip("scifact") / "stance.jsonl")
     assert len(records) == 564
@@ -228,7 +228,7 @@ def test_unknown_task_and_missing_data_give_clear_errors(tmp_path, tiny_encoder)
 
 @pytest.mark.slow
 def test_default_model_on_real_scifact_stance_and_stsb(default_encoder, tmp_path):
-    from conftest import shared_data_or_skip
+    from instemb_rag.testing import shared_data_or_skip
 
     root = shared_data_or_skip("scifact").parent
     stance = evaluate(default_encoder, "scifact-stance", max_queries=2, max_docs=3, data_root=root,

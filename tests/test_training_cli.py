@@ -5,7 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from conftest import shared_data_or_skip
+from instemb_rag.testing import shared_data_or_skip
 
 runner = CliRunner()
 

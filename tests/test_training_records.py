@@ -6,7 +6,7 @@ import pytest
 
 from instemb_rag.training.builders import build_data_folder, build_records
 from instemb_rag.training.records import RecordError, TrainingRecord, read_records, write_records
-from conftest import shared_data_or_skip
+from instemb_rag.testing import shared_data_or_skip
 
 
 def _write_lines(path, lines):

@@ -1,32 +1,18 @@
-"""Fixtures for the integration's tests.
-
-The tiny random Llama builder lives in the repository's tests/conftest.py; it is loaded from
-there (not copied) so both test suites build the same model.
-"""
+"""Fixtures for the integration's tests. The tiny random Llama comes from
+`instemb_rag.testing`, so both test suites build the same model."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-REPO_CONFTEST = REPO_ROOT / "tests" / "conftest.py"
-
-
-def _repo_test_helpers():
-    if not REPO_CONFTEST.is_file():
-        pytest.skip(f"{REPO_CONFTEST} is absent: run these tests from an instemb-rag checkout.")
-    spec = importlib.util.spec_from_file_location("instemb_repo_test_helpers", REPO_CONFTEST)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from instemb_rag.testing import build_tiny_model_folder
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    return _repo_test_helpers().build_tiny_model_folder(tmp_path_factory.mktemp("tiny_llama_li"))
+    return build_tiny_model_folder(tmp_path_factory.mktemp("tiny_llama_li"))
 
 
 @pytest.fixture()

@@ -1,0 +1,73 @@
+"""Helpers for tests of instemb-rag and of packages built on it: a tiny random Llama model
+folder (built in seconds, no download) and the location of the development data.
+
+Both test suites (tests/ and the LlamaIndex integration's tests/) import from here, so the
+tiny model is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+WORDS = (
+    "the a is of and to in for on with this that it tent backpack stove durable light heavy "
+    "water rain wind nylon packed size weight kg cm focus durability compact trip camp night "
+    "review good bad great poor cold warm fuel gas burner frame strap zipper pole floor seam "
+    "question answer instruction text about what which how why does do yes no maybe ."
+).split()
+
+
+def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A random 2-layer Llama + word-level tokenizer saved as an ordinary HF model folder."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3}
+    for word in WORDS + [w.capitalize() for w in WORDS] + [":", ",", "?", "!", "\n"]:
+        vocab.setdefault(word, len(vocab))
+    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=3,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def shared_data_dir() -> Path:
+    """`../shared/data` beside the checkout, or `$INSTEMB_SHARED_DATA` when set."""
+    override = os.environ.get("INSTEMB_SHARED_DATA")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data_or_skip(name: str) -> Path:
+    """The folder of one development data set; skips the calling test when it is absent."""
+    import pytest
+
+    folder = shared_data_dir() / name
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (development data lives in ../shared/data beside the checkout)")
+    return folder
