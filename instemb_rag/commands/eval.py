@@ -25,6 +25,7 @@ def eval_command(
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
+    exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
@@ -49,7 +50,7 @@ def eval_command(
                 encoder, task,
                 max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
                 data_root=data_root, instruction=instruction, cache=not no_cache,
-                batch_size=batch_size, show_progress=progress,
+                batch_size=batch_size, show_progress=progress, exclude_seen=exclude_seen,
             ))
             for note in results[-1]["notes"]:
                 console.print(f"  [yellow]note:[/yellow] {note}")

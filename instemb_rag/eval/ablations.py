@@ -27,7 +27,9 @@ import typer
 
 from ..models.pooling import POOLING_MODES
 from .results import write_results_json
-from .tasks import evaluate
+from .seen import SeenTexts
+from .shared_forward import SharedForward
+from .tasks import TASKS, evaluate
 
 DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
 CHECKPOINT_GROUPS = (("loss-", "distillation loss (MSE vs KL)"), ("views-", "contrastive views"))
@@ -49,6 +51,8 @@ class AblationArgs:
     lookahead_lengths: tuple[int, ...] = DEFAULT_LOOKAHEAD_LENGTHS
     poolings: tuple[str, ...] = POOLING_MODES
     cache: bool = True
+    exclude_seen: Optional[Path] = None  # training records: leave out queries the model read
+    sts_pairs: Optional[int] = 500  # STS tasks use this limit instead of max_queries
 
 
 @dataclass
@@ -59,29 +63,52 @@ class Variant:
 
 
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
+    """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
+    share one forward pass (shared_forward.py), as do the two untrained variants."""
     from ..encoder import InstEmbEncoder
 
     notes: list[str] = []
     device = args.device
-    reference = InstEmbEncoder.from_pretrained(args.checkpoint, device=device)
-    trained_length = reference.lookahead.length
-    base_model = reference.backbone.reference
-    del reference
-    gc.collect()
-
-    def loader(**options):
-        return lambda: InstEmbEncoder.from_pretrained(args.checkpoint, device=device, **options)
-
-    variants = [Variant("pooling", mode, loader(pooling=mode)) for mode in args.poolings]
+    trained = InstEmbEncoder.from_pretrained(args.checkpoint, device=device)
+    trained_length = trained.lookahead.length
+    lengths = []
     for length in args.lookahead_lengths:
         if length > trained_length:
             notes.append(f"look-ahead L={length} skipped: the checkpoint has {trained_length} look-ahead vectors")
-            continue
-        variants.append(Variant("look-ahead length", f"L={length}", loader(lookahead_length=length)))
+        else:
+            lengths.append(length)
+    shared = SharedForward(trained, [(mode, trained_length) for mode in args.poolings]
+                           + [("daap", length) for length in lengths] + [("daap", trained_length)])
+    untrained = _lazy(lambda: SharedForward(
+        InstEmbEncoder.from_backbone(trained.backbone.reference, lookahead_length=trained_length, device=device),
+        [("input_last", 0), ("daap", trained_length)]))
+    untrained_variants = [
+        Variant("untrained backbone", "untrained (input_last)", lambda: untrained().view("input_last", 0)),
+        Variant("untrained backbone", f"untrained (daap, L={trained_length})",
+                lambda: untrained().view("daap", trained_length)),
+    ]
+    variants = [Variant("trained vs untrained", v.label, v.load) for v in untrained_variants]
+    variants.append(Variant("trained vs untrained", f"trained (daap, L={trained_length})",
+                            lambda: shared.view("daap", trained_length)))
+    variants += [Variant("pooling", mode, lambda mode=mode: shared.view(mode, trained_length))
+                 for mode in args.poolings]
+    variants += [Variant("look-ahead length", f"L={length}", lambda length=length: shared.view("daap", length))
+                 for length in lengths]
     variants += _checkpoint_variants(args, notes)
-    variants.append(Variant("untrained backbone", "untrained (daap, L=8)",
-                            lambda: InstEmbEncoder.from_backbone(base_model, device=device)))
+    variants += untrained_variants
     return variants, notes
+
+
+def _lazy(build):
+    """``build()`` on first call, the same object afterwards."""
+    made: list = []
+
+    def get():
+        if not made:
+            made.append(build())
+        return made[0]
+
+    return get
 
 
 def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
@@ -111,12 +138,15 @@ def _checkpoint_loader(path: Path, device: str):
 
 def run_ablations(args: AblationArgs, variants: list[Variant], echo=print) -> list[dict]:
     results = []
+    seen = SeenTexts(args.exclude_seen) if args.exclude_seen else None
     for variant in variants:
         encoder = variant.load()
         for task in args.tasks:
             echo(f"{variant.group} / {variant.label} / {task}")
-            result = evaluate(encoder, task, max_queries=args.max_queries, max_docs=args.max_docs, seed=args.seed,
-                              data_root=args.data_root, cache=args.cache, label=variant.label)
+            limit = args.sts_pairs if TASKS.get(task) and TASKS[task].kind == "sts" else args.max_queries
+            result = evaluate(encoder, task, max_queries=limit, max_docs=args.max_docs, seed=args.seed,
+                              data_root=args.data_root, cache=args.cache, label=variant.label,
+                              exclude_seen=seen)
             result["group"] = variant.group
             results.append(result)
         del encoder
@@ -161,7 +191,11 @@ def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, i
         "",
         f"Generated by `{command}`.",
         "",
-        f"Limits: max_queries={args.max_queries}, max_docs={args.max_docs}, seed={args.seed}. "
+        f"Limits: max_queries={args.max_queries}, max_docs={args.max_docs}, STS pairs={args.sts_pairs}, "
+        f"seed={args.seed}. "
+        + (f"Queries whose text occurs in the training records `{args.exclude_seen}` are left out "
+           "(every encoder is scored on the same held-out queries). " if args.exclude_seen else "")
+        +
         "With a limited corpus every judged document is kept plus a seeded sample of the rest, so "
         "absolute scores are higher than on the full corpus; compare rows, not papers.",
         "",
@@ -214,12 +248,15 @@ def main(
     device: str = "auto",
     lookahead_lengths: str = typer.Option("0,1,4,8", help="Comma-separated inference look-ahead lengths."),
     poolings: str = typer.Option(",".join(POOLING_MODES), help="Comma-separated pooling modes."),
+    exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries the model read in training."),
+    sts_pairs: int = typer.Option(500, help="STS pairs per STS task (max_queries is for retrieval/stance); 0 = all."),
 ) -> None:
     """Run every variant on the chosen tasks and write the ablation report."""
     args = AblationArgs(checkpoint, checkpoints_dir, tasks, max_queries or None, max_docs or None, seed, data_root,
                         output, img_dir, results_json, device,
                         tuple(int(v) for v in lookahead_lengths.split(",") if v.strip()),
-                        tuple(v.strip() for v in poolings.split(",") if v.strip()))
+                        tuple(v.strip() for v in poolings.split(",") if v.strip()),
+                        exclude_seen=exclude_seen, sts_pairs=sts_pairs or None)
     variants, notes = build_variants(args)
     results = run_ablations(args, variants, echo=typer.echo)
     command = "python -m instemb_rag.eval.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])

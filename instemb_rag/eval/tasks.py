@@ -35,6 +35,7 @@ from .cache import EmbeddingCache, embed_corpus
 from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_sts, load_stance
 from .results import TaskResult, encoder_description
 from .sampling import sample_in_order, subsample_corpus
+from .seen import SeenTexts
 
 RUN_DEPTH = 100  # documents kept per query in the run handed to ranx
 
@@ -105,12 +106,15 @@ def evaluate(
     batch_size: int = 16,
     show_progress: bool = False,
     label: str | None = None,
+    exclude_seen: str | Path | SeenTexts | None = None,
 ) -> dict:
     """Evaluate an encoder on one task; returns a JSON-able dict (see :class:`TaskResult`).
 
     ``max_queries`` limits queries (stance records, STS pairs); ``max_docs`` limits the corpus to
     every judged document plus a seeded sample of the rest. ``instruction`` overrides the task's
     default query instruction ("" means none). ``cache=True`` uses INSTEMB_HOME's embedding cache.
+    ``exclude_seen`` (a training records file) leaves out queries whose text the model read in
+    training (retrieval and stance tasks; see seen.py).
     """
     spec, location = resolve_task(task_name, data_root)
     if cache is True:
@@ -119,8 +123,11 @@ def evaluate(
         cache = None
     query_instruction = spec.default_instruction if instruction is None else (instruction or None)
     started = time.perf_counter()
-    context = _RunContext(encoder, cache, batch_size, show_progress, seed)
-    limits = {"max_queries": max_queries, "max_docs": max_docs, "seed": seed}
+    if exclude_seen is not None and not isinstance(exclude_seen, SeenTexts):
+        exclude_seen = SeenTexts(exclude_seen)
+    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen)
+    limits = {"max_queries": max_queries, "max_docs": max_docs, "seed": seed,
+              "exclude_seen": exclude_seen.path if exclude_seen is not None else None}
     if spec.kind == "retrieval":
         data = load_beir(location, instruction=query_instruction, name=spec.name)
         metrics, counts, notes, from_cache = _run_retrieval(context, data, max_queries, max_docs)
@@ -151,6 +158,14 @@ class _RunContext:
     batch_size: int
     show_progress: bool
     seed: int
+    seen: SeenTexts | None = None
+
+    def unseen(self, items: list, text_of, what: str) -> tuple[list, list[str]]:
+        """Items whose text the model did not read in training, and a note on what was dropped."""
+        if self.seen is None:
+            return items, []
+        kept = [item for item in items if text_of(item) not in self.seen]
+        return kept, [self.seen.note(len(items) - len(kept), len(items), what)]
 
     def documents(self, corpus: dict[str, str], doc_ids: list[str], name: str) -> tuple[np.ndarray, bool]:
         return embed_corpus(self.encoder, doc_ids, [corpus[doc_id] for doc_id in doc_ids], None,
@@ -162,12 +177,13 @@ class _RunContext:
 
 
 def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_docs):
-    query_ids = sample_in_order(list(data.queries), max_queries, context.seed)
+    candidates, seen_notes = context.unseen(list(data.queries), data.queries.get, "queries")
+    query_ids = sample_in_order(candidates, max_queries, context.seed)
     judged = {doc_id for qid in query_ids for doc_id in data.qrels.get(qid, {})}
     doc_ids, note = subsample_corpus(list(data.corpus), judged, max_docs, context.seed)
-    notes = list(data.notes) + ([note] if note else [])
-    if max_queries is not None and len(query_ids) < len(data.queries):
-        notes.append(f"queries sub-sampled: {len(query_ids)} of {len(data.queries)} (seed {context.seed})")
+    notes = list(data.notes) + seen_notes + ([note] if note else [])
+    if max_queries is not None and len(query_ids) < len(candidates):
+        notes.append(f"queries sub-sampled: {len(query_ids)} of {len(candidates)} (seed {context.seed})")
     doc_matrix, from_cache = context.documents(data.corpus, doc_ids, data.name)
     query_matrix = context.queries([data.queries[qid] for qid in query_ids],
                                    [data.instruction_for(qid) for qid in query_ids])
@@ -186,7 +202,8 @@ def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, 
 
 
 def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
-    records = sample_in_order(load_stance(stance_path), max_records, context.seed)
+    candidates, seen_notes = context.unseen(load_stance(stance_path), lambda record: record.claim, "stance records")
+    records = sample_in_order(candidates, max_records, context.seed)
     corpus_path = stance_path.parent / "corpus.jsonl"
     corpus = load_corpus(corpus_path)
     missing = sorted({record.doc_id for record in records} - corpus.keys())
@@ -211,7 +228,7 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
         "mrr_matching": float(np.mean(1.0 / np.array(original_ranks))),
         "mrr_mismatching": float(np.mean(1.0 / np.array(new_ranks))),
     }
-    notes = [note] if note else []
+    notes = seen_notes + ([note] if note else [])
     if max_records is not None:
         notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
     return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache
