@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from .records import TrainingRecord
 
 CACHE_FORMAT = 1
+SAVE_EVERY = 256  # records computed between two saves of the cache file
 
 
 @dataclass
@@ -133,19 +134,25 @@ class TeacherCache:
         return empty, torch.zeros(size, dtype=torch.bool)
 
     def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int],
-               batch_size: int = 8, bf16: bool = True) -> TeacherTargets:
-        """Compute targets for the records in ``indices`` not yet cached; save; return all targets."""
+               batch_size: int = 8, bf16: bool = True, show_progress: bool = False) -> TeacherTargets:
+        """Compute targets for the records in ``indices`` not yet cached; save; return all targets.
+
+        Saves after every ``SAVE_EVERY`` records, so an interrupted run keeps what it computed.
+        """
         missing = sorted({i for i in indices if not bool(self.filled[i])})
         self.computed_last = len(missing)
-        if missing:
-            lookahead_length = self.targets.lookahead.shape[1]
-            fresh = compute_teacher_targets(encoder, [records[i] for i in missing], lookahead_length, batch_size, bf16)
-            index = torch.as_tensor(missing)
-            self.targets.lookahead[index] = fresh.lookahead
-            self.targets.mask[index] = fresh.mask
-            self.targets.anchor[index] = fresh.anchor
-            self.filled[index] = True
-            self._save()
+        lookahead_length = self.targets.lookahead.shape[1]
+        with _progress(show_progress, len(missing)) as (bar, task):
+            for start in range(0, len(missing), SAVE_EVERY):
+                index = torch.as_tensor(missing[start : start + SAVE_EVERY])
+                fresh = compute_teacher_targets(encoder, [records[i] for i in index.tolist()], lookahead_length,
+                                                batch_size, bf16)
+                self.targets.lookahead[index] = fresh.lookahead
+                self.targets.mask[index] = fresh.mask
+                self.targets.anchor[index] = fresh.anchor
+                self.filled[index] = True
+                self._save()
+                bar.advance(task, len(index))
         return self.targets
 
     def _save(self) -> None:
@@ -163,3 +170,12 @@ class TeacherCache:
         os.replace(staging, self.path)
         (self.folder / f"{self.key}.json").write_text(json.dumps(self.key_fields, indent=2))
 
+
+@contextmanager
+def _progress(enabled: bool, total: int):
+    """A rich progress bar over the records to compute: yields (bar, task)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("teacher targets"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=not enabled or total == 0) as bar:
+        yield bar, bar.add_task("teacher", total=total)

@@ -318,7 +318,7 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
     needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
     encoder.eval()
     started = time.perf_counter()
-    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16)
+    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16, show_progress=t.show_progress)
     run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
                                  "seconds": round(time.perf_counter() - started, 2)}
     return cache, None

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Short training runs for the ablation report (docs/ablations.md): MSE vs KL distillation and
+# each contrastive view removed. Every run uses the default recipe's data, teacher cache and
+# seed, differs in one option, and trains ABLATION_STEPS steps (default 20: on a 2-core CPU one
+# step of 8 examples takes ~25 s, so the six runs take ~50 min; raise it on a GPU).
+# Finished runs are skipped, interrupted ones resume. The named checkpoints land in
+# runs/ablation-checkpoints/<name>, the folder that `python -m instemb_rag.eval.ablations
+# --checkpoints-dir` reads.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS="${ABLATION_STEPS:-20}"
+RECIPE=instemb_rag/training/recipes/default.yaml
+CLI="${INSTEMB_CLI:-.venv/bin/instemb-rag}"
+OUT=runs/ablations
+NAMED=runs/ablation-checkpoints
+mkdir -p "$OUT" "$NAMED"
+
+declare -A RUNS=(
+  [loss-mse]=""
+  [loss-kl]="--set training.distill_loss=kl"
+  [views-no-student_input]="--set training.views=[student_input_dropout,teacher_input,student_output]"
+  [views-no-student_input_dropout]="--set training.views=[student_input,teacher_input,student_output]"
+  [views-no-teacher_input]="--set training.views=[student_input,student_input_dropout,student_output]"
+  [views-no-student_output]="--set training.views=[student_input,student_input_dropout,teacher_input]"
+)
+for name in loss-mse loss-kl views-no-student_input views-no-student_input_dropout views-no-teacher_input views-no-student_output; do
+  if [ -f "$NAMED/$name/instemb_config.json" ]; then
+    echo "== $name: done (remove $NAMED/$name to retrain)"; continue
+  fi
+  echo "== $name ($STEPS steps)"
+  # shellcheck disable=SC2086
+  "$CLI" train --config "$RECIPE" --max-steps "$STEPS" --output-dir "$OUT/$name" --resume \
+    --set training.save_steps=5 --set training.warmup_steps=2 --set training.show_progress=false \
+    --set training.teacher_cache_dir=runs/default/teacher_cache --set data.build_dir=runs/default/data \
+    ${RUNS[$name]}
+  rm -rf "$NAMED/$name.tmp" && cp -r "$OUT/$name/final" "$NAMED/$name.tmp" && mv "$NAMED/$name.tmp" "$NAMED/$name"
+done
