@@ -53,6 +53,7 @@ class AblationArgs:
     cache: bool = True
     exclude_seen: Optional[Path] = None  # training records: leave out queries the model read
     sts_pairs: Optional[int] = 500  # STS tasks use this limit instead of max_queries
+    checkpoint_tasks: Optional[list[str]] = None  # tasks for the named checkpoints (None: all tasks)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Variant:
     group: str
     label: str
     load: Callable[[], object]
+    tasks: Optional[list[str]] = None  # None: every task of the run
 
 
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
@@ -124,9 +126,11 @@ def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
         members = [path for path in found if path.name.startswith(prefix)]
         if not members:
             notes.append(f"'{group}' skipped: no checkpoint named {prefix}* in {folder}")
-        variants += [Variant(group, path.name, _checkpoint_loader(path, args.device)) for path in members]
+        variants += [Variant(group, path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
+                     for path in members]
     others = [path for path in found if not path.name.startswith(tuple(p for p, _ in CHECKPOINT_GROUPS))]
-    variants += [Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device)) for path in others]
+    variants += [Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
+                 for path in others]
     return variants
 
 
@@ -141,7 +145,7 @@ def run_ablations(args: AblationArgs, variants: list[Variant], echo=print) -> li
     seen = SeenTexts(args.exclude_seen) if args.exclude_seen else None
     for variant in variants:
         encoder = variant.load()
-        for task in args.tasks:
+        for task in variant.tasks or args.tasks:
             echo(f"{variant.group} / {variant.label} / {task}")
             limit = args.sts_pairs if TASKS.get(task) and TASKS[task].kind == "sts" else args.max_queries
             result = evaluate(encoder, task, max_queries=limit, max_docs=args.max_docs, seed=args.seed,
@@ -224,7 +228,8 @@ def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, i
 def write_report(results: list[dict], notes: list[str], args: AblationArgs, command: str) -> Path:
     images = {}
     for group in dict.fromkeys(result["group"] for result in results):
-        images[group] = plot_group(group, [r for r in results if r["group"] == group], args.tasks, args.img_dir)
+        rows = [r for r in results if r["group"] == group]
+        images[group] = plot_group(group, rows, list(dict.fromkeys(r["task"] for r in rows)), args.img_dir)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     temporary = args.output.with_name(f".{args.output.name}.tmp")
     temporary.write_text(render_markdown(results, notes, args, images, command))
@@ -250,13 +255,15 @@ def main(
     poolings: str = typer.Option(",".join(POOLING_MODES), help="Comma-separated pooling modes."),
     exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries the model read in training."),
     sts_pairs: int = typer.Option(500, help="STS pairs per STS task (max_queries is for retrieval/stance); 0 = all."),
+    checkpoint_tasks: list[str] = typer.Option([], "--checkpoint-tasks", help="Tasks for the named checkpoints (repeat; default: --tasks)."),
 ) -> None:
     """Run every variant on the chosen tasks and write the ablation report."""
     args = AblationArgs(checkpoint, checkpoints_dir, tasks, max_queries or None, max_docs or None, seed, data_root,
                         output, img_dir, results_json, device,
                         tuple(int(v) for v in lookahead_lengths.split(",") if v.strip()),
                         tuple(v.strip() for v in poolings.split(",") if v.strip()),
-                        exclude_seen=exclude_seen, sts_pairs=sts_pairs or None)
+                        exclude_seen=exclude_seen, sts_pairs=sts_pairs or None,
+                        checkpoint_tasks=checkpoint_tasks or None)
     variants, notes = build_variants(args)
     results = run_ablations(args, variants, echo=typer.echo)
     command = "python -m instemb_rag.eval.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -1,0 +1,59 @@
+"""The training report: figures table and the trained-vs-untrained verdicts."""
+
+from __future__ import annotations
+
+import json
+
+from instemb_rag.training.report import HEADLINE_GROUP, figures_table, headline_rows, write_training_report
+
+
+def result(label: str, task: str, metrics: dict) -> dict:
+    return {"group": HEADLINE_GROUP, "task": task, "metrics": metrics, "encoder": {"label": label},
+            "limits": {"max_queries": 5}, "notes": [f"note on {task}"]}
+
+
+RESULTS = [
+    result("untrained (input_last)", "scifact-stance", {"p-mrr": -0.02, "pairwise_accuracy": 0.5}),
+    result("untrained (daap, L=8)", "scifact-stance", {"p-mrr": 0.01, "pairwise_accuracy": 0.55}),
+    result("trained (daap, L=8)", "scifact-stance", {"p-mrr": 0.08, "pairwise_accuracy": 0.52}),
+    result("untrained (input_last)", "stsb", {"spearman": 0.40}),
+    result("untrained (daap, L=8)", "stsb", {"spearman": 0.45}),
+    result("trained (daap, L=8)", "stsb", {"spearman": 0.60}),
+    {**result("other", "stsb", {"spearman": 0.9}), "group": "pooling"},  # not part of the headline
+]
+
+
+def test_verdicts_compare_the_trained_row_with_the_best_untrained_row():
+    rows = headline_rows(RESULTS)
+    assert list(rows) == ["untrained (input_last)", "untrained (daap, L=8)", "trained (daap, L=8)"]
+    table, verdicts = figures_table(rows)
+    assert table[2] == "| SciFact stance p-MRR | -0.0200 | 0.0100 | 0.0800 |"
+    assert "SciFact stance p-MRR (instruction figure): trained 0.0800 vs best untrained 0.0100: **better**" in verdicts[0]
+    assert "pairwise accuracy (instruction figure): trained 0.5200 vs best untrained 0.5500: **not better**" in verdicts[1]
+    assert "STS-B test Spearman (generic figure)" in verdicts[2] and "**better**" in verdicts[2]
+    assert not any("Vaswani" in line for line in table)  # absent tasks are left out, not invented
+
+
+def test_report_file_has_run_summary_curve_and_figures(tmp_path):
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "lookahead.safetensors").write_bytes(b"x" * 2000)
+    (run / "loss_curve.png").write_bytes(b"png")
+    config = {"model": {"lookahead_length": 8, "lora_rank": 16, "trainable_top_layers": 6, "train_final_norm": True},
+              "data": {"build_sets": ["msmarco_qa"], "heldout_fraction": 0.1},
+              "training": {"batch_size": 8, "gradient_accumulation_steps": 1, "distill_loss": "mse",
+                           "views": ["student_input", "teacher_input"], "temperature": 0.1}}
+    (run / "train_config.json").write_text(json.dumps(config))
+    (run / "run_info.json").write_text(json.dumps({"records": 40, "device": "cpu"}))
+    rows = [{"step": step, "loss": 3.0 - step / 10, "distill": 1.0, "contrastive": 2.0 - step / 10,
+             "elapsed_s": 12.0 * step} for step in range(1, 6)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    results = tmp_path / "ablations.json"
+    results.write_text(json.dumps({"format_version": 1, "results": RESULTS}))
+    report = write_training_report(run, results, tmp_path / "docs" / "report.md", tmp_path / "docs" / "img", "cmd")
+    text = report.read_text()
+    assert "5 optimizer steps of 8 examples" in text and "LoRA rank 16 on the top 6 layers + final norm" in text
+    assert "![loss curve](img/training_loss_curve.png)" in text
+    assert (tmp_path / "docs" / "img" / "training_loss_curve.png").read_bytes() == b"png"
+    assert "| STS-B test Spearman | 0.4000 | 0.4500 | 0.6000 |" in text
+    assert "- note on stsb" in text
