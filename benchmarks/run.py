@@ -124,6 +124,20 @@ def generic_rows(name: str, result: dict, limit: int = 10) -> list[tuple]:
     return rows[:limit]
 
 
+def index_rows(result: dict) -> list[tuple]:
+    corpus, latency, hnsw = result["corpus"], result["query_latency_ms"], result["hnsw"]
+    names = {"faiss_flat": "FAISS exact", "faiss_hnsw": "FAISS HNSW", "qdrant_embedded": "Qdrant embedded (edge)",
+             "encode_only": "query encoding alone"}
+    rows = [(f"Indexing, Vaswani {corpus['documents']:,} of {corpus['of']:,} abstracts ({corpus['chunks']:,} chunks)",
+             f"{fmt(result['indexing']['chunks_per_s'])} chunks/s", "", "")]
+    rows += [(f"Query latency end to end, {names.get(name, name)} (top-10)",
+              f"p50 {fmt(value['p50'], 1)} ms, p95 {fmt(value['p95'], 1)} ms", "", "")
+             for name, value in latency.items()]
+    rows.append((f"HNSW recall@10 vs exact (M={hnsw['M']}, efSearch={hnsw['ef_search']}, {hnsw['queries']} queries)",
+                 fmt(hnsw["recall_at_10"], 3), "", ""))
+    return rows
+
+
 def training_rows(result: dict) -> list[tuple]:
     if "results" not in result:
         return generic_rows("training", result)
@@ -141,7 +155,7 @@ RENDERERS = {
     "encoder": encoder_rows,
     "multi_instruction": multi_rows,
     "generate_baseline": generate_rows,
-    "index": lambda result: generic_rows("index", result),
+    "index": index_rows,
     "training": training_rows,
 }
 
