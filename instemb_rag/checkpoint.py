@@ -83,3 +83,35 @@ def write_folder_atomically(target: Path, fill) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR)
+
+
+def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **inference_options) -> Path:
+    """Copy the encoder part of a checkpoint (no trainer state) to ``target``, atomically.
+
+    ``inference_options`` overrides settings that do not touch weights (``max_length``,
+    ``pooling``), e.g. a model trained on 192-token inputs can embed 512-token documents.
+    """
+    source, target = Path(source), Path(target)
+    config = read_config(source)
+    unknown = set(inference_options) - {"max_length", "pooling"}
+    if unknown:
+        raise CheckpointError(f"export_checkpoint can override max_length and pooling, not {sorted(unknown)}.")
+    try:
+        config = EncoderConfig.model_validate({**config.model_dump(), **inference_options})
+    except ValidationError as exc:
+        raise CheckpointError(f"Invalid override for {source}: {exc}") from exc
+
+    def fill(staging: Path) -> None:
+        for name in ENCODER_FILES[1:]:
+            path = source / name
+            if path.is_dir():
+                shutil.copytree(path, staging / name)
+            elif path.is_file():
+                shutil.copy2(path, staging / name)
+        (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
+
+    write_folder_atomically(target, fill)
+    return target

@@ -105,3 +105,27 @@ def test_interrupted_save_keeps_previous_checkpoint(tiny_encoder, tmp_path, monk
         tiny_encoder.save(tmp_path / "ckpt", adapted={})
     assert (tmp_path / "ckpt" / "lookahead.safetensors").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging left behind
+
+
+def test_export_keeps_weights_drops_trainer_state_and_overrides_inference_settings(tiny_encoder, tmp_path):
+    from typer.testing import CliRunner
+
+    from instemb_rag.cli import app
+
+    source = tmp_path / "run" / "checkpoint-3"
+    tiny_encoder.save(source)
+    (source / "trainer_state.json").write_text("{}")  # what a training checkpoint also holds
+    target = tmp_path / "shipped"
+    result = CliRunner().invoke(app, ["export", str(source), str(target), "--max-length", "128", "--pooling", "all_mean"])
+    assert result.exit_code == 0, result.output
+    assert not (target / "trainer_state.json").exists()
+    config = read_config(target)
+    assert (config.max_length, config.pooling) == (128, "all_mean")
+    assert config.base_fingerprint == read_config(source).base_fingerprint
+    exported = InstEmbEncoder.from_pretrained(target, device="cpu", pooling=tiny_encoder.pooling.mode)
+    texts = ["a light tent", "the stove is durable"]
+    np.testing.assert_allclose(exported.encode_documents(texts), tiny_encoder.encode_documents(texts), atol=1e-6)
+
+    bad = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "x"), "--pooling", "maxpool"])
+    assert bad.exit_code == 2 and "Unknown pooling 'maxpool'" in bad.output
+    assert not (tmp_path / "x").exists()

@@ -57,6 +57,29 @@ def build_data_command(
     typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
 
 
+def export_command(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."),
+    target: Path = typer.Argument(..., help="Where the encoder-only copy goes (replaced atomically)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
+) -> None:
+    """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
+    from ..checkpoint import export_checkpoint
+    from ..errors import InstEmbError
+    from ..models.pooling import Pooling
+
+    options = {key: value for key, value in {"max_length": max_length, "pooling": pooling}.items() if value is not None}
+    try:
+        if pooling is not None:
+            Pooling(pooling)  # unknown names fail here with the list of valid ones
+        export_checkpoint(checkpoint, target, **options)
+    except (InstEmbError, ValueError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"Exported {checkpoint} to {target}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("build-data")(build_data_command)
+    app.command("export")(export_command)

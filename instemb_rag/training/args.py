@@ -24,7 +24,8 @@ VIEW_NAMES = ("student_input", "student_input_dropout", "teacher_input", "studen
 class ModelArguments:
     model_name_or_path: str | None = None  # None = the default backbone (SmolLM2-135M-Instruct)
     lookahead_length: int = 8
-    max_length: int = 192
+    max_length: int = 192  # training inputs are truncated here
+    inference_max_length: int = 512  # written into checkpoints: what the trained encoder truncates at
     pooling: str = "daap"
     # Layers trained (from the top); the rest are frozen. The paper trains the top 8 of 32
     # (25 %); 6 of SmolLM2's 30 (20 %) keeps the same spirit at a similar cost.

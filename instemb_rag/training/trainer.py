@@ -233,7 +233,12 @@ def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainC
     dtype = SAVE_DTYPES[config.training.save_dtype]
 
     def fill(staging: Path) -> None:
-        encoder.save(staging, adapted=_adapted_tensors(encoder, parts, dtype))
+        training_length = encoder.max_length
+        encoder.max_length = config.model.inference_max_length  # the saved encoder's setting
+        try:
+            encoder.save(staging, adapted=_adapted_tensors(encoder, parts, dtype))
+        finally:
+            encoder.max_length = training_length
         if parts.peft_model is not None:
             save_lora_adapter(parts.peft_model, staging / LORA_DIR, dtype)
         if optimizer is not None:
