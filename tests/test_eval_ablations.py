@@ -38,3 +38,19 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     assert "![pooling](img/ablation_pooling.png)" in text
     assert (tmp_path / "docs" / "img" / "ablation_pooling.png").stat().st_size > 1000
     assert len(json.loads(args.results_json.read_text())["results"]) == len(results)
+
+
+def test_per_task_limits_override_the_run_limits():
+    import pytest
+    import typer
+
+    from instemb_rag.eval.ablations import parse_task_limit
+
+    args = AblationArgs(max_queries=50, max_docs=300, sts_pairs=400,
+                        task_limits=dict(parse_task_limit(item) for item in ["vaswani=25:400", "scifact=0:0"]))
+    assert args.limits_for("vaswani") == (25, 400)
+    assert args.limits_for("scifact") == (None, None)  # 0 means all
+    assert args.limits_for("stsb") == (400, None)  # STS counts pairs, has no corpus
+    assert args.limits_for("scifact-stance") == (50, 300)
+    with pytest.raises(typer.BadParameter, match="TASK=QUERIES"):
+        parse_task_limit("vaswani=many")
