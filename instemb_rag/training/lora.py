@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -45,13 +46,22 @@ def lora_state_dict(peft_model) -> dict[str, torch.Tensor]:
     return get_peft_model_state_dict(peft_model)
 
 
-def save_lora_adapter(peft_model, folder: str | os.PathLike, dtype: torch.dtype = torch.float32) -> None:
-    """peft's folder layout (adapter_config.json + adapter_model.safetensors), weights in ``dtype``."""
+def save_lora_adapter(peft_model, folder: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                      base_reference: str | None = None) -> None:
+    """peft's folder layout (adapter_config.json + adapter_model.safetensors), weights in ``dtype``.
+
+    ``base_reference`` replaces peft's record of the base model's local path (a cache folder on
+    the training machine) with the checkpoint's portable base reference.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {name: tensor.detach().to(dtype).cpu().contiguous() for name, tensor in lora_state_dict(peft_model).items()}
     save_file(tensors, str(folder / ADAPTER_WEIGHTS), metadata={"format": "pt"})
-    peft_model.peft_config["default"].save_pretrained(str(folder))
+    adapter_config = peft_model.peft_config["default"]
+    if base_reference is not None:
+        adapter_config = copy.copy(adapter_config)
+        adapter_config.base_model_name_or_path = base_reference
+    adapter_config.save_pretrained(str(folder))
 
 
 def merge_lora_adapter(model, lora_folder: str | os.PathLike) -> None:

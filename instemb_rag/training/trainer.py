@@ -240,7 +240,7 @@ def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainC
         finally:
             encoder.max_length = training_length
         if parts.peft_model is not None:
-            save_lora_adapter(parts.peft_model, staging / LORA_DIR, dtype)
+            save_lora_adapter(parts.peft_model, staging / LORA_DIR, dtype, base_reference=encoder.backbone.reference)
         if optimizer is not None:
             write_trainer_state(staging, parts.named, optimizer, scheduler, info or {})
 
