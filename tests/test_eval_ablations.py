@@ -26,7 +26,7 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     assert [v.label for v in variants if v.group == "look-ahead length"] == ["L=0", "L=1", "L=4"]
     assert any("L=8 skipped" in note for note in notes)
     assert any("contrastive views" in note and "skipped" in note for note in notes)
-    assert "distillation loss (MSE vs KL)" in groups and "untrained backbone" in groups
+    assert "distillation loss (MSE vs KL)" in groups and groups.count("trained vs untrained") == 3
 
     results = run_ablations(args, variants, echo=lambda message: None)
     assert len(results) == len(variants)
@@ -34,6 +34,7 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     assert len({r["encoder"]["fingerprint"] for r in results if r["group"] == "pooling"}) == 5
     report = write_report(results, notes, args, command="python -m instemb_rag.eval.ablations (test)")
     text = report.read_text()
+    assert "## Which of the paper's findings hold at this scale" in text
     assert "## pooling" in text and "| daap |" in text and "## look-ahead length" in text
     assert "![pooling](img/ablation_pooling.png)" in text
     assert (tmp_path / "docs" / "img" / "ablation_pooling.png").stat().st_size > 1000

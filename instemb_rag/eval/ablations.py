@@ -5,7 +5,10 @@ Variants (each group is skipped with a note where it cannot be built):
 - look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
 - named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
   loss) and ``views-*`` (contrastive-view ablation); any other checkpoint is listed as "other";
-- the untrained backbone (fresh look-ahead tokens, DAAP pooling).
+- trained vs untrained: the untrained backbone (InputLast, and DAAP with fresh look-ahead tokens)
+  against the checkpoint.
+
+The report opens with the paper's findings checked against these results (findings.py).
 
 Run small first (CPU embeds ~400 tokens/s)::
 
@@ -26,6 +29,7 @@ from typing import Callable, Optional
 import typer
 
 from ..models.pooling import POOLING_MODES
+from .findings import findings_markdown
 from .results import write_results_json
 from .seen import SeenTexts
 from .shared_forward import SharedForward
@@ -103,12 +107,11 @@ def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     untrained = _lazy(lambda: SharedForward(
         InstEmbEncoder.from_backbone(trained.backbone.reference, lookahead_length=trained_length, device=device),
         [("input_last", 0), ("daap", trained_length)]))
-    untrained_variants = [
-        Variant("untrained backbone", "untrained (input_last)", lambda: untrained().view("input_last", 0)),
-        Variant("untrained backbone", f"untrained (daap, L={trained_length})",
+    variants = [
+        Variant("trained vs untrained", "untrained (input_last)", lambda: untrained().view("input_last", 0)),
+        Variant("trained vs untrained", f"untrained (daap, L={trained_length})",
                 lambda: untrained().view("daap", trained_length)),
     ]
-    variants = [Variant("trained vs untrained", v.label, v.load) for v in untrained_variants]
     variants.append(Variant("trained vs untrained", f"trained (daap, L={trained_length})",
                             lambda: shared.view("daap", trained_length)))
     variants += [Variant("pooling", mode, lambda mode=mode: shared.view(mode, trained_length))
@@ -116,7 +119,6 @@ def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     variants += [Variant("look-ahead length", f"L={length}", lambda length=length: shared.view("daap", length))
                  for length in lengths]
     variants += _checkpoint_variants(args, notes)
-    variants += untrained_variants
     return variants, notes
 
 
@@ -224,6 +226,7 @@ def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, i
         "absolute scores are higher than on the full corpus; compare rows, not papers.",
         "",
     ]
+    lines += findings_markdown(results)
     for group in dict.fromkeys(result["group"] for result in results):
         rows = [result for result in results if result["group"] == group]
         tasks = list(dict.fromkeys(result["task"] for result in rows))
