@@ -209,6 +209,7 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     result = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)
     assert result["metrics"]["p-mrr"] == pytest.approx(0.5)
     assert result["metrics"]["pairwise_accuracy"] == 1.0
+    assert result["metrics"]["pairwise_accuracy_support"] == result["metrics"]["pairwise_accuracy_contradict"] == 1.0
     assert (result["metrics"]["mrr_matching"], result["metrics"]["mrr_mismatching"]) == (1.0, 0.5)
 
     swapped = [dict(r, instruction_match=r["instruction_mismatch"], instruction_mismatch=r["instruction_match"])
@@ -217,6 +218,26 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     flipped = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)
     assert flipped["metrics"]["p-mrr"] == pytest.approx(-0.5)
     assert flipped["metrics"]["pairwise_accuracy"] == 0.0
+    assert flipped["metrics"]["pairwise_accuracy_support"] == flipped["metrics"]["pairwise_accuracy_contradict"] == 0.0
+
+
+def test_stance_accuracy_per_label_exposes_a_wording_bias(tmp_path):
+    """Both abstracts carry the word "support", so the lexical encoder prefers the support
+    instruction whatever the label: right on SUPPORT, wrong on CONTRADICT, 0.5 overall."""
+    scifact = tmp_path / "scifact"
+    docs = {"s1": ("", "tents support"), "s2": ("", "stoves support"),
+            **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(4)}}
+    write_beir_folder(scifact, docs=docs, queries=[{"_id": "q", "text": "tents"}], qrels=[("q", "s1", 1)])
+    records = [
+        {"claim_id": "1", "claim": "tents", "doc_id": "s1", "label": "SUPPORT",
+         "instruction_match": "support", "instruction_mismatch": "contradict"},
+        {"claim_id": "2", "claim": "stoves", "doc_id": "s2", "label": "CONTRADICT",
+         "instruction_match": "contradict", "instruction_mismatch": "support"},
+    ]
+    (scifact / "stance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    metrics = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)["metrics"]
+    assert metrics["pairwise_accuracy"] == 0.5
+    assert (metrics["pairwise_accuracy_support"], metrics["pairwise_accuracy_contradict"]) == (1.0, 0.0)
 
 
 def test_unknown_task_and_missing_data_give_clear_errors(tmp_path, tiny_encoder):

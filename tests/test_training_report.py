@@ -57,3 +57,17 @@ def test_report_file_has_run_summary_curve_and_figures(tmp_path):
     assert (tmp_path / "docs" / "img" / "training_loss_curve.png").read_bytes() == b"png"
     assert "| STS-B test Spearman | 0.4000 | 0.4500 | 0.6000 |" in text
     assert "- note on stsb" in text
+
+
+def test_a_stance_wording_bias_is_called_out():
+    biased = {"p-mrr": 0.05, "pairwise_accuracy": 0.63, "pairwise_accuracy_support": 1.0,
+              "pairwise_accuracy_contradict": 0.0}
+    following = {"p-mrr": 0.2, "pairwise_accuracy": 0.8, "pairwise_accuracy_support": 0.8,
+                 "pairwise_accuracy_contradict": 0.75}
+    rows = headline_rows([result("untrained (input_last)", "scifact-stance", biased),
+                          result("trained (daap, L=8)", "scifact-stance", following)])
+    table, verdicts = figures_table(rows)
+    assert "|   of which SUPPORT records | 1.0000 | 0.8000 |" in table
+    bias_lines = [line for line in verdicts if "does not tell the stance instructions apart" in line]
+    assert len(bias_lines) == 1 and bias_lines[0].startswith("- untrained (input_last) scores the 'support'")
+    assert not any("of which" in line for line in verdicts)  # diagnostic rows get no verdict

@@ -227,11 +227,24 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
         "pairwise_accuracy": metric_lib.pairwise_accuracy(scores_match[rows, targets], scores_mismatch[rows, targets]),
         "mrr_matching": float(np.mean(1.0 / np.array(original_ranks))),
         "mrr_mismatching": float(np.mean(1.0 / np.array(new_ranks))),
+        **_pairwise_accuracy_by_label(records, scores_match[rows, targets], scores_mismatch[rows, targets]),
     }
     notes = seen_notes + ([note] if note else [])
     if max_records is not None:
         notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
     return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache
+
+
+def _pairwise_accuracy_by_label(records, matching: np.ndarray, mismatching: np.ndarray) -> dict[str, float]:
+    """Pairwise accuracy per stance label (``pairwise_accuracy_support``, ...). An encoder that
+    ignores the instruction but scores one instruction wording higher for every claim gets 1.0
+    on that label and 0.0 on the other, while its overall accuracy equals that label's share:
+    the split tells instruction following from a wording bias."""
+    by_label: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        by_label.setdefault(record.label.lower(), []).append(index)
+    return {f"pairwise_accuracy_{label}": metric_lib.pairwise_accuracy(matching[rows], mismatching[rows])
+            for label, rows in sorted(by_label.items())}
 
 
 def _run_sts(context: _RunContext, sts_path: Path, max_pairs, instruction):
