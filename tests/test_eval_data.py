@@ -188,6 +188,20 @@ def test_subsampling_keeps_judged_documents_and_says_so(tmp_path, tiny_encoder):
     json.dumps(result)  # the result structure is JSON-able as is
 
 
+STANCE_RECORDS = [
+    {"claim_id": "1", "claim": "tents", "doc_id": "s1", "label": "SUPPORT",
+     "instruction_match": "support", "instruction_mismatch": "contradict"},
+    {"claim_id": "2", "claim": "stoves", "doc_id": "s2", "label": "CONTRADICT",
+     "instruction_match": "contradict", "instruction_mismatch": "support"},
+]
+
+
+def write_stance_folder(scifact, docs: dict, records: list[dict] = STANCE_RECORDS) -> None:
+    """A SciFact-like folder: the abstracts in ``docs`` and a stance.jsonl of ``records``."""
+    write_beir_folder(scifact, docs=docs, queries=[{"_id": "q", "text": "tents"}], qrels=[("q", "s1", 1)])
+    (scifact / "stance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     """Each target abstract has a twin carrying the opposite stance word, so the instruction
     decides which of the two ranks first: p-MRR must be exactly +0.5 (rank 1 -> 2) and flip to
@@ -198,14 +212,7 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
         "s2": ("", "stoves contradict"), "s2-twin": ("", "stoves support"),
         **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(6)},
     }
-    write_beir_folder(scifact, docs=docs, queries=[{"_id": "q", "text": "tents"}], qrels=[("q", "s1", 1)])
-    records = [
-        {"claim_id": "1", "claim": "tents", "doc_id": "s1", "label": "SUPPORT",
-         "instruction_match": "support", "instruction_mismatch": "contradict"},
-        {"claim_id": "2", "claim": "stoves", "doc_id": "s2", "label": "CONTRADICT",
-         "instruction_match": "contradict", "instruction_mismatch": "support"},
-    ]
-    (scifact / "stance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_stance_folder(scifact, docs)
     result = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)
     assert result["metrics"]["p-mrr"] == pytest.approx(0.5)
     assert result["metrics"]["pairwise_accuracy"] == 1.0
@@ -213,8 +220,8 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     assert (result["metrics"]["mrr_matching"], result["metrics"]["mrr_mismatching"]) == (1.0, 0.5)
 
     swapped = [dict(r, instruction_match=r["instruction_mismatch"], instruction_mismatch=r["instruction_match"])
-               for r in records]
-    (scifact / "stance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in swapped))
+               for r in STANCE_RECORDS]
+    write_stance_folder(scifact, docs, swapped)
     flipped = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)
     assert flipped["metrics"]["p-mrr"] == pytest.approx(-0.5)
     assert flipped["metrics"]["pairwise_accuracy"] == 0.0
@@ -227,14 +234,7 @@ def test_stance_accuracy_per_label_exposes_a_wording_bias(tmp_path):
     scifact = tmp_path / "scifact"
     docs = {"s1": ("", "tents support"), "s2": ("", "stoves support"),
             **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(4)}}
-    write_beir_folder(scifact, docs=docs, queries=[{"_id": "q", "text": "tents"}], qrels=[("q", "s1", 1)])
-    records = [
-        {"claim_id": "1", "claim": "tents", "doc_id": "s1", "label": "SUPPORT",
-         "instruction_match": "support", "instruction_mismatch": "contradict"},
-        {"claim_id": "2", "claim": "stoves", "doc_id": "s2", "label": "CONTRADICT",
-         "instruction_match": "contradict", "instruction_mismatch": "support"},
-    ]
-    (scifact / "stance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_stance_folder(scifact, docs)
     metrics = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)["metrics"]
     assert metrics["pairwise_accuracy"] == 0.5
     assert (metrics["pairwise_accuracy_support"], metrics["pairwise_accuracy_contradict"]) == (1.0, 0.0)
