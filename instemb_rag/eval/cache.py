@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ..atomic import write_atomically
 from ..paths import instemb_home
 
 CACHE_FOLDER = "eval_embeddings"
@@ -31,19 +30,6 @@ def corpus_hash(doc_ids: Sequence[str], texts: Sequence[str], instruction: str |
         digest.update(text.encode())
         digest.update(b"\x01")
     return digest.hexdigest()[:32]
-
-
-def _write_atomically(target: Path, write) -> None:
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 class EmbeddingCache:
@@ -72,9 +58,9 @@ class EmbeddingCache:
         matrix_path, meta_path = self.paths(fingerprint, content_hash)
         matrix_path.parent.mkdir(parents=True, exist_ok=True)
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        _write_atomically(matrix_path, lambda stream: np.save(stream, matrix, allow_pickle=False))
+        write_atomically(matrix_path, lambda stream: np.save(stream, matrix, allow_pickle=False))
         meta = {"fingerprint": fingerprint, "corpus_hash": content_hash, "shape": list(matrix.shape), **description}
-        _write_atomically(meta_path, lambda stream: stream.write(json.dumps(meta, indent=2).encode()))
+        write_atomically(meta_path, lambda stream: stream.write(json.dumps(meta, indent=2).encode()))
         return matrix_path
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..atomic import write_text_atomically
 
 RESULT_FORMAT_VERSION = 1
 
@@ -57,12 +57,6 @@ def write_results_json(results: list[dict], path: str | Path) -> Path:
     """Write a list of result dicts atomically (a crash never leaves a truncated file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump({"format_version": RESULT_FORMAT_VERSION, "results": results}, stream, indent=2)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    document = {"format_version": RESULT_FORMAT_VERSION, "results": results}
+    write_text_atomically(path, json.dumps(document, indent=2))
     return path

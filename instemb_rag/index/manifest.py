@@ -8,12 +8,11 @@ message that says what to do instead of returning meaningless neighbours.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from ..atomic import write_text_atomically
 from .errors import IndexFolderError
 
 FORMAT_VERSION = 1
@@ -37,22 +36,8 @@ def manifest_path(index_dir: Path) -> Path:
     return Path(index_dir) / MANIFEST_FILE
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write text to path so readers see the old or the new file, never a partial one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
-    write_atomically(manifest_path(index_dir), json.dumps(manifest.model_dump(), indent=2) + "\n")
+    write_text_atomically(manifest_path(index_dir), json.dumps(manifest.model_dump(), indent=2) + "\n")
 
 
 def read_manifest(index_dir: Path) -> Manifest | None:
