@@ -13,6 +13,7 @@ from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from ..atomic import write_text_atomically
 from ..errors import InstEmbError
 
 
@@ -84,11 +85,6 @@ def write_records(path: str | os.PathLike, records: Iterable[TrainingRecord]) ->
     """Write records as JSONL atomically (a crash never leaves a half-written file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp")
-    count = 0
-    with open(staging, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record.model_dump(exclude_defaults=False), ensure_ascii=False) + "\n")
-            count += 1
-    os.replace(staging, path)
-    return count
+    lines = [json.dumps(record.model_dump(exclude_defaults=False), ensure_ascii=False) + "\n" for record in records]
+    write_text_atomically(path, "".join(lines))
+    return len(lines)
