@@ -55,11 +55,11 @@ def test_builders_read_every_set_and_split_held_out_by_group(tmp_path):
     root = shared_data_or_skip("scifact").parent
     train, heldout = build_records(root, heldout_fraction=0.1, seed=3)
     sources = {r.source.split(":")[0] for r in train}
-    assert sources == {"msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"}
+    assert sources == {"msmarco_qa", "pubmedqa", "condaqa", "scifact_stance", "scifact_stance_query"}
     assert 0.05 < len(heldout) / (len(train) + len(heldout)) < 0.15
     # No held-out text (passage / abstract) is trained on under another question.
     assert not {r.text for r in train} & {r.text for r in heldout if not r.source.startswith("condaqa")}
-    stance = next(r for r in train if r.source.startswith("scifact_stance"))
+    stance = next(r for r in train if r.source.startswith("scifact_stance:"))
     assert "Claim:" in stance.instruction and stance.output.startswith("The findings")
     again, _ = build_records(root, heldout_fraction=0.1, seed=3)
     assert again == train  # seeded: same split and order
@@ -71,3 +71,15 @@ def test_build_data_folder_writes_readable_files(tmp_path):
     assert counts == {"train": 800, "heldout": 200}
     assert len(read_records(tmp_path / "data" / "train.jsonl")) == 800
     assert len(read_records(tmp_path / "data" / "heldout.jsonl")) == 200
+
+
+def test_both_stance_directions_hold_out_the_same_claims():
+    root = shared_data_or_skip("scifact").parent
+    _, abstract_side = build_records(root, ["scifact_stance"], heldout_fraction=0.2, seed=1)
+    train, query_side = build_records(root, ["scifact_stance_query"], heldout_fraction=0.2, seed=1)
+    pair = lambda record: tuple(record.source.split(":")[1:])  # (claim id, doc id)
+    assert {pair(r) for r in abstract_side} == {pair(r) for r in query_side}
+    query = train[0]
+    assert query.instruction.startswith("Find a study whose findings")
+    # The claim is the text and the abstract the answer, as a retrieval query sees them.
+    assert query.text not in query.output and len(query.output) > len(query.text)

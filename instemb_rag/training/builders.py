@@ -4,6 +4,7 @@
     pubmedqa        joined context paragraphs, question, long answer
     condaqa         passage, question, label (YES / NO / DON'T KNOW or a span)
     scifact_stance  title + abstract, stance instruction + claim, stance sentence
+    scifact_stance_query  claim, stance instruction, the title + abstract with that stance
 
 Each set keeps a seeded held-out slice. The split is by group (one passage, one claim) so
 that no held-out text was seen in training under another question.
@@ -94,21 +95,31 @@ def build_condaqa(folder: Path, split_file: str = "dev.jsonl") -> list[GroupedRe
     return grouped
 
 
-def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
+def _scifact_stance_rows(folder: Path) -> Iterator[tuple[str, dict, str]]:
+    """(group, stance row, title + abstract) for each stance pair whose abstract is present.
+
+    One claim cites several abstracts and one abstract serves several claims: the group is the
+    connected component, so neither a claim nor an abstract crosses the split, and both stance
+    builders put the same claims on the held-out side."""
     _require(folder, "stance.jsonl", "corpus.jsonl")
-    needed = {row["doc_id"] for row in _read_jsonl(folder / "stance.jsonl")}
+    rows = list(_read_jsonl(folder / "stance.jsonl"))
+    needed = {row["doc_id"] for row in rows}
     abstracts = {
         row["_id"]: f"{row.get('title', '')}\n{row['text']}".strip()
         for row in _read_jsonl(folder / "corpus.jsonl")
         if row["_id"] in needed
     }
-    rows = list(_read_jsonl(folder / "stance.jsonl"))
     component = _connected_components([(f"claim:{r['claim_id']}", f"doc:{r['doc_id']}") for r in rows])
-    grouped = []
     for row in rows:
         abstract = abstracts.get(row["doc_id"])
-        if not abstract:
-            continue
+        if abstract:
+            yield component[f"claim:{row['claim_id']}"], row, abstract
+
+
+def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
+    """The abstract reads the claim: text = abstract, the answer states its stance."""
+    grouped = []
+    for group, row, abstract in _scifact_stance_rows(folder):
         verb = "support" if row["label"] == "SUPPORT" else "contradict"
         record = TrainingRecord(
             text=abstract,
@@ -116,10 +127,23 @@ def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
             output=f"The findings {verb} the claim: {row['claim']}",
             source=f"scifact_stance:{row['claim_id']}:{row['doc_id']}",
         )
-        # One claim cites several abstracts and one abstract serves several claims: split by
-        # connected component so neither a claim nor an abstract crosses the split.
-        grouped.append(GroupedRecord(component[f"claim:{row['claim_id']}"], record))
+        grouped.append(GroupedRecord(group, record))
     return grouped
+
+
+def build_scifact_stance_query(folder: Path) -> list[GroupedRecord]:
+    """The query direction, as retrieval sees it: text = claim, instruction = the stance asked
+    for, answer = the abstract with that stance. Teaches the query side that the stance
+    instruction changes which abstracts it should land near."""
+    return [
+        GroupedRecord(group, TrainingRecord(
+            text=row["claim"],
+            instruction=row["instruction_match"],
+            output=abstract,
+            source=f"scifact_stance_query:{row['claim_id']}:{row['doc_id']}",
+        ))
+        for group, row, abstract in _scifact_stance_rows(folder)
+    ]
 
 
 def _connected_components(edges: list[tuple[str, str]]) -> dict[str, str]:
@@ -143,6 +167,7 @@ BUILDERS: dict[str, tuple[str, Callable[[Path], list[GroupedRecord]]]] = {
     "pubmedqa": ("pubmedqa", build_pubmedqa),
     "condaqa": ("condaqa", build_condaqa),
     "scifact_stance": ("scifact", build_scifact_stance),
+    "scifact_stance_query": ("scifact", build_scifact_stance_query),
 }
 
 
