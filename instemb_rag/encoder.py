@@ -362,9 +362,9 @@ def _progress(starts, enabled: bool, total_items: int, batch_size: int):
     if not enabled:
         yield from starts
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from .progress import counting_progress
 
-    with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
+    with counting_progress("embedding") as bar:
         task = bar.add_task("embed", total=total_items)
         for start in starts:
             yield start

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..progress import counting_progress
 from .indexer import IndexReport
 from .search import SearchHit
 
@@ -23,10 +24,7 @@ class RichChunkProgress:
     """The indexer's progress callbacks drawn as one rich bar (chunks, chunks/s, ETA)."""
 
     def __init__(self, console: Console, enabled: bool = True):
-        self.progress = Progress(
-            TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), ChunkRateColumn(), TimeRemainingColumn(),
-            console=console, disable=not enabled,
-        )
+        self.progress = counting_progress("embedding", ChunkRateColumn(), enabled=enabled, console=console)
         self.task = None
 
     def __enter__(self) -> "RichChunkProgress":

@@ -174,8 +174,7 @@ class TeacherCache:
 @contextmanager
 def _progress(enabled: bool, total: int):
     """A rich progress bar over the records to compute: yields (bar, task)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from ..progress import counting_progress
 
-    with Progress(TextColumn("teacher targets"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  disable=not enabled or total == 0) as bar:
+    with counting_progress("teacher targets", enabled=enabled and total > 0) as bar:
         yield bar, bar.add_task("teacher", total=total)

@@ -299,10 +299,11 @@ class MetricsLog:
 
 # ---------------------------------------------------------------------------- the loop
 def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import TextColumn
 
-    return Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), disable=not enabled)
+    from ..progress import counting_progress
+
+    return counting_progress("training", TextColumn("loss {task.fields[loss]}"), enabled=enabled)
 
 
 def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, order: DataOrder, run_info: dict):
