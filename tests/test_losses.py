@@ -52,6 +52,28 @@ def test_supcon_two_instances_two_views_by_hand():
     assert multiview_supcon_loss(views, temperature=tau).item() == pytest.approx(expected, abs=1e-6)
 
 
+def test_supcon_hard_negatives_join_every_denominator_by_hand():
+    a, b = torch.tensor([1.0, 0.0]), torch.tensor([0.6, 0.8])
+    c, d = torch.tensor([0.0, 1.0]), torch.tensor([-1.0, 0.0])
+    negative = torch.tensor([0.8, 0.6])
+    tau = 0.5
+    unit = [a, b, c, d]
+    owner = [0, 0, 1, 1]
+    per_anchor = []
+    for i in range(4):
+        sim = [float(unit[i] @ v) for v in unit]
+        positives = sum(math.exp(sim[j] / tau) for j in range(4) if j != i and owner[j] == owner[i])
+        everyone = sum(math.exp(sim[j] / tau) for j in range(4) if j != i) + math.exp(float(unit[i] @ negative) / tau)
+        per_anchor.append(-math.log(positives / everyone))
+    views = torch.stack([torch.stack([a, b]), torch.stack([c, d])])
+    value = multiview_supcon_loss(views, temperature=tau, negatives=negative[None] * 3).item()  # scale is ignored
+    assert value == pytest.approx(sum(per_anchor) / 4, abs=1e-6)
+    assert value > multiview_supcon_loss(views, temperature=tau).item()
+    # An empty set of negatives is the plain loss.
+    assert multiview_supcon_loss(views, tau, torch.zeros(0, 2)).item() == pytest.approx(
+        multiview_supcon_loss(views, tau).item())
+
+
 def test_supcon_prefers_aligned_views():
     aligned = torch.tensor([[[1.0, 0.0], [1.0, 0.1]], [[0.0, 1.0], [0.1, 1.0]]])
     crossed = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.1, 1.0], [1.0, 0.1]]])
@@ -61,3 +83,5 @@ def test_supcon_prefers_aligned_views():
 def test_supcon_rejects_a_single_view():
     with pytest.raises(ValueError, match="V>=2"):
         multiview_supcon_loss(torch.zeros(3, 1, 4))
+    with pytest.raises(ValueError, match="negatives must be"):
+        multiview_supcon_loss(torch.zeros(3, 2, 4), negatives=torch.zeros(2, 5))

@@ -204,3 +204,24 @@ def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
         terms = compute_losses(default_encoder, records, targets, config)
     assert all(torch.isfinite(value) for value in terms.values())
     assert 0 < terms["distill"].item() and 0 < terms["contrastive"].item()
+
+
+def test_a_negative_instruction_becomes_a_hard_negative_that_gets_gradient(tiny_model_dir, train_file, tmp_path):
+    views = ["student_input", "teacher_input", "student_output"]
+    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views})
+    encoder = load_student(config, torch.device("cpu"))
+    plain = read_records(train_file)[:4]
+    flipped = [plain[0].model_copy(update={"negative_instruction": "is it heavy ?"}), *plain[1:]]
+    targets = compute_teacher_targets(encoder, plain, 4)  # the teacher never reads the negative
+    without = compute_losses(encoder, plain, targets, config)["contrastive"]
+    with_negative = compute_losses(encoder, flipped, targets, config)["contrastive"]
+    # One more candidate in every denominator: the contrastive loss can only grow.
+    assert with_negative.item() > without.item()
+
+    def gradient(loss):
+        encoder.zero_grad()
+        loss.backward()
+        return encoder.model.get_input_embeddings().weight.grad.clone()
+
+    # The negative's own forward pass is in the graph: it changes the gradient, not only the value.
+    assert not torch.allclose(gradient(with_negative), gradient(without))

@@ -83,3 +83,17 @@ def test_both_stance_directions_hold_out_the_same_claims():
     assert query.instruction.startswith("Find a study whose findings")
     # The claim is the text and the abstract the answer, as a retrieval query sees them.
     assert query.text not in query.output and len(query.output) > len(query.text)
+    # The other stance is the hard negative: one word differs from the instruction.
+    assert query.negative_instruction and query.negative_instruction != query.instruction
+    assert {query.instruction.split()[-3], query.negative_instruction.split()[-3]} == {"support", "contradict"}
+
+
+def test_negative_instruction_round_trips_and_is_left_out_when_absent(tmp_path):
+    records = [TrainingRecord(text="claim", instruction="support it", output="abstract", negative_instruction="refute it"),
+               TrainingRecord(text="p", output="a", negative_instruction="  ")]
+    path = tmp_path / "r.jsonl"
+    write_records(path, records)
+    lines = path.read_text().splitlines()
+    assert "negative_instruction" in lines[0] and "negative_instruction" not in lines[1]
+    loaded = read_records(path)
+    assert loaded[0].negative_instruction == "refute it" and loaded[1].negative_instruction is None

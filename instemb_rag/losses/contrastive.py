@@ -16,16 +16,27 @@ import torch
 import torch.nn.functional as F
 
 
-def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
-    """views: [N, V, d] embeddings (V >= 2 views of N instances); sim is cosine similarity."""
+def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1,
+                          negatives: torch.Tensor | None = None) -> torch.Tensor:
+    """views: [N, V, d] embeddings (V >= 2 views of N instances); sim is cosine similarity.
+
+    negatives: optional [M, d] hard negatives (for example a record's text under an instruction
+    its output does not answer). They join every anchor's denominator and are never anchors or
+    positives themselves, so they only push the views away from them."""
     if views.dim() != 3 or views.shape[1] < 2:
         raise ValueError(f"views must be [N, V>=2, d]; got shape {tuple(views.shape)}")
-    count, per_instance, _ = views.shape
+    count, per_instance, dim = views.shape
     flat = F.normalize(views.float().reshape(count * per_instance, -1), dim=-1)
-    logits = flat @ flat.T / temperature
+    extra = views.new_zeros(0, dim) if negatives is None else negatives
+    if extra.dim() != 2 or extra.shape[1] != dim:
+        raise ValueError(f"negatives must be [M, {dim}]; got shape {tuple(extra.shape)}")
+    candidates = torch.cat([flat, F.normalize(extra.float(), dim=-1)])
+    logits = flat @ candidates.T / temperature  # [N*V, N*V + M]
     owner = torch.arange(count, device=views.device).repeat_interleave(per_instance)
-    itself = torch.eye(len(owner), dtype=torch.bool, device=views.device)
-    positive = (owner[:, None] == owner[None, :]) & ~itself
+    no_owner = torch.full((len(extra),), -1, device=views.device)
+    candidate_owner = torch.cat([owner, no_owner])
+    itself = F.pad(torch.eye(len(owner), dtype=torch.bool, device=views.device), (0, len(extra)))
+    positive = (owner[:, None] == candidate_owner[None, :]) & ~itself
     excluded = torch.finfo(logits.dtype).min
     log_positive = torch.logsumexp(logits.masked_fill(~positive, excluded), dim=1)
     log_all = torch.logsumexp(logits.masked_fill(itself, excluded), dim=1)

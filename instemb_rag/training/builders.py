@@ -133,14 +133,15 @@ def build_scifact_stance(folder: Path) -> list[GroupedRecord]:
 
 def build_scifact_stance_query(folder: Path) -> list[GroupedRecord]:
     """The query direction, as retrieval sees it: text = claim, instruction = the stance asked
-    for, answer = the abstract with that stance. Teaches the query side that the stance
-    instruction changes which abstracts it should land near."""
+    for, answer = the abstract with that stance. The claim under the opposite stance is the
+    record's hard negative: the same words, one changed, and the abstract must not match it."""
     return [
         GroupedRecord(group, TrainingRecord(
             text=row["claim"],
             instruction=row["instruction_match"],
             output=abstract,
             source=f"scifact_stance_query:{row['claim_id']}:{row['doc_id']}",
+            negative_instruction=row["instruction_mismatch"],
         ))
         for group, row, abstract in _scifact_stance_rows(folder)
     ]

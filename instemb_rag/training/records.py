@@ -2,6 +2,9 @@
 
 ``text`` is the input text, ``instruction`` what the user asks about it (may be null), and
 ``output`` the answer a generating model would give; the teacher reads its first L tokens.
+Optional ``negative_instruction``: an instruction under which ``output`` is *not* the answer
+for this text (for example the opposite stance); the text under it becomes a hard negative in
+the contrastive loss, which teaches the encoder that the instruction's wording matters.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class TrainingRecord(BaseModel):
     instruction: str | None = None
     output: str
     source: str = ""  # provenance, e.g. "pubmedqa:21645374"; not used by the losses
+    negative_instruction: str | None = None
 
     @field_validator("text", "output")
     @classmethod
@@ -36,7 +40,7 @@ class TrainingRecord(BaseModel):
             raise ValueError("must be a non-empty string")
         return value
 
-    @field_validator("instruction")
+    @field_validator("instruction", "negative_instruction")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value if value and value.strip() else None
@@ -74,17 +78,24 @@ def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
             except ValidationError as exc:
                 raise RecordError(
                     f"{path}, line {number}: {_describe(exc)}. Each line needs 'text' and 'output' "
-                    "(non-empty strings) and optionally 'instruction' and 'source'."
+                    "(non-empty strings) and optionally 'instruction', 'source' and 'negative_instruction'."
                 ) from exc
     if not records:
         raise RecordError(f"{path} holds no records.")
     return records
 
 
+def _as_json(record: TrainingRecord) -> dict:
+    fields = record.model_dump()
+    if fields["negative_instruction"] is None:
+        del fields["negative_instruction"]  # files without hard negatives keep their old form
+    return fields
+
+
 def write_records(path: str | os.PathLike, records: Iterable[TrainingRecord]) -> int:
     """Write records as JSONL atomically (a crash never leaves a half-written file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(record.model_dump(exclude_defaults=False), ensure_ascii=False) + "\n" for record in records]
+    lines = [json.dumps(_as_json(record), ensure_ascii=False) + "\n" for record in records]
     write_text_atomically(path, "".join(lines))
     return len(lines)

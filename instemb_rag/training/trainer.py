@@ -180,6 +180,20 @@ def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float 
     return hidden[rows, last_valid_positions(batch["attention_mask"])]
 
 
+def _hard_negatives(encoder, records: list[TrainingRecord], length: int) -> torch.Tensor | None:
+    """Student states at the last input token of each record's text under its
+    ``negative_instruction`` (the position of the student_input view), or None when the batch
+    has none. With gradient: the encoder learns to move these away from the record's views."""
+    flipped = [r for r in records if r.negative_instruction]
+    if not flipped:
+        return None
+    ids = [encoder.build_ids(r.text, r.negative_instruction, length) for r in flipped]
+    batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
+    hidden = encoder.hidden_states(batch)
+    input_last, _ = anchor_positions(batch["attention_mask"], length)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), input_last].float()
+
+
 def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig) -> dict:
     """Distillation + multi-view contrastive loss of one micro-batch; returns the terms."""
     t = config.training
@@ -215,7 +229,8 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
                 y_ids = [encoder.template.build_ids(encoder.tokenizer, r.output, None, 0, encoder.max_length)
                          for r in records]
                 views.append(_last_token_states(encoder, y_ids))
-        terms["contrastive"] = multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature)
+        terms["contrastive"] = multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature,
+                                                     _hard_negatives(encoder, records, length))
     total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()), torch.zeros((), device=hidden.device))
     return {"loss": total, **terms}
 
