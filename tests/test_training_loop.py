@@ -225,3 +225,31 @@ def test_a_negative_instruction_becomes_a_hard_negative_that_gets_gradient(tiny_
 
     # The negative's own forward pass is in the graph: it changes the gradient, not only the value.
     assert not torch.allclose(gradient(with_negative), gradient(without))
+
+
+@pytest.mark.parametrize("lora_rank", [4, 0])
+def test_training_on_from_a_checkpoint_keeps_what_it_had_learned(tiny_model_dir, train_file, tmp_path, lora_rank):
+    common = {"model.lora_rank": lora_rank, "training.learning_rate": 5e-2}
+    first = train(_config(tiny_model_dir, train_file, tmp_path / "first", **common, **{"training.max_steps": 3}))
+    # Continue from the first checkpoint with nothing left to learn (zero learning rates): the
+    # second checkpoint must be the first model, not the backbone plus an empty update.
+    second = train(_config(tiny_model_dir, train_file, tmp_path / "second", **{
+        **common, "model.model_name_or_path": str(first), "training.max_steps": 1,
+        "training.learning_rate": 0.0, "training.lookahead_learning_rate": 0.0}))
+    texts = ["a light tent for rain", "the stove is heavy"]
+    before = InstEmbEncoder.from_pretrained(first, device="cpu").encode_queries(texts, "what is the weight ?")
+    after = InstEmbEncoder.from_pretrained(second, device="cpu").encode_queries(texts, "what is the weight ?")
+    assert after == pytest.approx(before, abs=1e-5)
+
+
+def test_continuing_a_lora_checkpoint_with_other_lora_settings_is_refused_before_any_work(
+        tiny_model_dir, train_file, tmp_path):
+    first = train(_config(tiny_model_dir, train_file, tmp_path / "first",
+                          **{"model.lora_rank": 4, "training.max_steps": 1}))
+    for rank, message in [(0, "model.lora_rank=4"), (8, "r: checkpoint 4, this run 8")]:
+        config = _config(tiny_model_dir, train_file, tmp_path / f"again-{rank}", **{
+            "model.model_name_or_path": str(first), "model.lora_rank": rank, "training.max_steps": 1})
+        with pytest.raises(InstEmbError, match=message):
+            train(config)
+        # Refused on loading, before teacher targets are computed.
+        assert not (tmp_path / f"again-{rank}" / "teacher_cache").exists()

@@ -64,8 +64,9 @@ def save_lora_adapter(peft_model, folder: str | os.PathLike, dtype: torch.dtype 
     adapter_config.save_pretrained(str(folder))
 
 
-def merge_lora_adapter(model, lora_folder: str | os.PathLike) -> None:
-    """Merge the LoRA adapter in ``lora_folder`` into ``model``'s weights: W += scale * B @ A.
+def merge_lora_adapter(model, lora_folder: str | os.PathLike, subtract: bool = False) -> None:
+    """Merge the LoRA adapter in ``lora_folder`` into ``model``'s weights: W += scale * B @ A
+    (``subtract=True`` takes a merged adapter out again: W -= scale * B @ A).
 
     Done directly from the adapter's safetensors and config rather than through peft, because
     importing peft alone takes seconds and every load of a shipped checkpoint would pay it.
@@ -83,6 +84,7 @@ def merge_lora_adapter(model, lora_folder: str | os.PathLike) -> None:
                               f"(found peft_type={config.get('peft_type')}, {unsupported}).")
     rank = int(config["r"])
     scale = config["lora_alpha"] / (math.sqrt(rank) if config.get("use_rslora") else rank)
+    scale = -scale if subtract else scale
     tensors = load_file(str(lora_folder / ADAPTER_WEIGHTS))
     params = dict(model.named_parameters())
     for key in sorted(k for k in tensors if k.endswith(".lora_A.weight")):

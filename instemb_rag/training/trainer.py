@@ -31,6 +31,13 @@ from ..losses import kl_distillation_loss, mse_distillation_loss, multiview_supc
 from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
 from .builders import build_data_folder
+from .continuation import (
+    check_continuation,
+    load_starting_adapter,
+    parameter_for,
+    starting_checkpoint,
+    take_out_merged_lora,
+)
 from .lora import apply_lora, save_lora_adapter
 from .records import TrainingRecord, read_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
@@ -90,6 +97,9 @@ def load_student(config: TrainConfig, device: torch.device):
     reference = model_args.model_name_or_path
     if reference and is_checkpoint(reference):
         encoder = InstEmbEncoder.from_pretrained(reference, device="cpu", max_length=model_args.max_length)
+        layer_count = len(decoder_layers(encoder.model))
+        check_continuation(starting_checkpoint(reference), model_args.lora_rank, model_args.lora_alpha,
+                           list(model_args.lora_target_modules), _top_layers(layer_count, model_args.trainable_top_layers))
         if encoder.lookahead.length != model_args.lookahead_length:
             raise InstEmbError(
                 f"{reference} has {encoder.lookahead.length} look-ahead vectors but the config asks for "
@@ -126,6 +136,10 @@ def decoder_layers(model) -> torch.nn.ModuleList:
     return model.base_model.layers
 
 
+def _top_layers(layer_count: int, trainable_top_layers: int) -> list[int]:
+    return list(range(max(0, layer_count - trainable_top_layers), layer_count))
+
+
 def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     """Freeze the backbone, then open the top layers (fully or through LoRA) and the final norm."""
     model_args = config.model
@@ -133,11 +147,14 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     for param in model.parameters():
         param.requires_grad_(False)
     layer_count = len(decoder_layers(model))
-    top = list(range(max(0, layer_count - model_args.trainable_top_layers), layer_count))
+    top = _top_layers(layer_count, model_args.trainable_top_layers)
+    start = starting_checkpoint(model_args.model_name_or_path)
     peft_model = None
     if model_args.lora_rank > 0 and top:
+        take_out_merged_lora(model, start)
         peft_model = apply_lora(model, top, model_args.lora_rank, model_args.lora_alpha,
                                 model_args.lora_dropout, model_args.lora_target_modules)
+        load_starting_adapter(peft_model, start)
     elif top:
         for index in top:
             for param in decoder_layers(model)[index].parameters():
@@ -149,6 +166,8 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     backbone_named = {n: p for n, p in model.named_parameters() if p.requires_grad}
     named.update({f"model.{n}": p for n, p in backbone_named.items()})
     adapted = [n for n in backbone_named if "lora_" not in n]
+    # What the starting checkpoint adapted is written again even where this run leaves it alone.
+    adapted += [n for n in (start.adapted_names if start else []) if n not in adapted]
     return TrainableParts(named, adapted, peft_model)
 
 
@@ -238,7 +257,7 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
 # ---------------------------------------------------------------------------- saving
 def _adapted_tensors(encoder, parts: TrainableParts, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     params = dict(encoder.model.named_parameters())
-    return {name: params[name].detach().to(dtype).cpu().contiguous() for name in parts.adapted_names}
+    return {name: parameter_for(params, name).detach().to(dtype).cpu().contiguous() for name in parts.adapted_names}
 
 
 def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainConfig,
