@@ -36,9 +36,7 @@ class LoggedProgress(Progress):
         if now - self._last_logged < self.log_every_s:
             return
         self._last_logged = now
-        with self._lock:
-            task = self._tasks[task_id]
-        self.console.print(self.make_tasks_table([task]))
+        self.console.print(self.make_tasks_table([task for task in self.tasks if task.id == task_id]))
 
 
 def counting_progress(label: str, *extra: ProgressColumn, enabled: bool = True, **options) -> LoggedProgress:

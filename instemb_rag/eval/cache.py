@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import write_atomically
+from ..atomic import write_atomically, write_text_atomically
 from ..paths import instemb_home
 
 CACHE_FOLDER = "eval_embeddings"
@@ -60,7 +60,7 @@ class EmbeddingCache:
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         write_atomically(matrix_path, lambda stream: np.save(stream, matrix, allow_pickle=False))
         meta = {"fingerprint": fingerprint, "corpus_hash": content_hash, "shape": list(matrix.shape), **description}
-        write_atomically(meta_path, lambda stream: stream.write(json.dumps(meta, indent=2).encode()))
+        write_text_atomically(meta_path, json.dumps(meta, indent=2))
         return matrix_path
 
 

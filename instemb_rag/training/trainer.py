@@ -203,24 +203,28 @@ def _hard_negatives(encoder, records: list[TrainingRecord], length: int) -> torc
     """Student states at the last input token of each record's text under its
     ``negative_instruction`` (the position of the student_input view), or None when the batch
     has none. With gradient: the encoder learns to move these away from the record's views."""
-    flipped = [r for r in records if r.negative_instruction]
+    flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
     if not flipped:
         return None
-    ids = [encoder.build_ids(r.text, r.negative_instruction, length) for r in flipped]
+    hidden, input_last, _ = _student_forward(encoder, flipped, length)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), input_last].float()
+
+
+def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int):
+    """Final hidden states of (text, instruction) pairs with look-ahead slots, right-padded, and
+    the positions pooled from them: (hidden [B, T, d], input_last [B], look-ahead [B, L])."""
+    ids = [encoder.build_ids(text, instruction, length) for text, instruction in pairs]
     batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
     hidden = encoder.hidden_states(batch)
-    input_last, _ = anchor_positions(batch["attention_mask"], length)
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), input_last].float()
+    input_last, lookahead_idx = anchor_positions(batch["attention_mask"], length)
+    return hidden, input_last, lookahead_idx
 
 
 def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig) -> dict:
     """Distillation + multi-view contrastive loss of one micro-batch; returns the terms."""
     t = config.training
     length = encoder.lookahead.length
-    ids = [encoder.build_ids(r.text, r.instruction, length) for r in records]
-    batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
-    hidden = encoder.hidden_states(batch)
-    input_last, lookahead_idx = anchor_positions(batch["attention_mask"], length)
+    hidden, input_last, lookahead_idx = _student_forward(encoder, [(r.text, r.instruction) for r in records], length)
     rows = torch.arange(hidden.shape[0], device=hidden.device)
     student_lookahead = hidden[rows[:, None], lookahead_idx]  # [B, L, d]
     terms: dict[str, torch.Tensor] = {}
