@@ -28,3 +28,14 @@ def default_encoder():
     from instemb_rag import InstEmbEncoder
 
     return InstEmbEncoder.from_pretrained(device="cpu")
+
+
+@pytest.fixture()
+def shared_data_dir_or_skip() -> Path:
+    """The development data root (../shared/data); skips where it is absent."""
+    from instemb_rag.testing import shared_data_dir
+
+    folder = shared_data_dir()
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (development data lives in ../shared/data beside the checkout)")
+    return folder

@@ -206,16 +206,20 @@ def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
     assert 0 < terms["distill"].item() and 0 < terms["contrastive"].item()
 
 
-def test_a_negative_instruction_becomes_a_hard_negative_that_gets_gradient(tiny_model_dir, train_file, tmp_path):
+@pytest.mark.parametrize("field, value", [("negative_instruction", "is it heavy ?"),
+                                          ("negative_outputs", ("cold rain water stove",))])
+def test_a_hard_negative_joins_the_pooled_retrieval_loss_and_gets_gradient(tiny_model_dir, train_file, tmp_path,
+                                                                          field, value):
     views = ["student_input", "teacher_input", "student_output"]
-    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views})
+    config = _config(tiny_model_dir, train_file, tmp_path / "run",
+                     **{"training.views": views, "training.retrieval_weight": 1.0})
     encoder = load_student(config, torch.device("cpu"))
     plain = read_records(train_file)[:4]
-    flipped = [plain[0].model_copy(update={"negative_instruction": "is it heavy ?"}), *plain[1:]]
+    flipped = [plain[0].model_copy(update={field: value}), *plain[1:]]
     targets = compute_teacher_targets(encoder, plain, 4)  # the teacher never reads the negative
-    without = compute_losses(encoder, plain, targets, config)["contrastive"]
-    with_negative = compute_losses(encoder, flipped, targets, config)["contrastive"]
-    # One more candidate in every denominator: the contrastive loss can only grow.
+    without = compute_losses(encoder, plain, targets, config)["retrieval"]
+    with_negative = compute_losses(encoder, flipped, targets, config)["retrieval"]
+    # One more candidate in a denominator: the retrieval loss can only grow.
     assert with_negative.item() > without.item()
 
     def gradient(loss):
@@ -225,6 +229,28 @@ def test_a_negative_instruction_becomes_a_hard_negative_that_gets_gradient(tiny_
 
     # The negative's own forward pass is in the graph: it changes the gradient, not only the value.
     assert not torch.allclose(gradient(with_negative), gradient(without))
+
+
+def test_hard_negatives_without_the_retrieval_loss_are_refused(tiny_model_dir, train_file, tmp_path):
+    records = read_records(train_file)
+    records[0] = records[0].model_copy(update={"negative_instruction": "is it heavy ?"})
+    path = tmp_path / "with_negatives.jsonl"
+    write_records(path, records)
+    config = _config(tiny_model_dir, path, tmp_path / "run", **{"training.retrieval_weight": 0.0})
+    with pytest.raises(InstEmbError, match="retrieval_weight is 0"):
+        train(config)
+
+
+def test_frozen_lookahead_vectors_stay_put_and_leave_the_optimizer(tiny_model_dir, train_file, tmp_path):
+    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{
+        "model.train_lookahead": False, "training.max_steps": 2, "training.learning_rate": 1e-2})
+    start = load_student(config, torch.device("cpu"))
+    final = train(config)
+    trained = InstEmbEncoder.from_pretrained(final, device="cpu")
+    assert torch.equal(trained.lookahead.vectors.detach(), start.lookahead.vectors.detach())
+    # The top layer still trained, so the embeddings moved.
+    texts = ["a light tent for rain"]
+    assert trained.encode_queries(texts) != pytest.approx(start.encode_queries(texts), abs=1e-4)
 
 
 @pytest.mark.parametrize("lora_rank", [4, 0])

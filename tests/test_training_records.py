@@ -53,15 +53,16 @@ def test_round_trip_keeps_records_and_blank_instruction_becomes_none(tmp_path):
 
 def test_builders_read_every_set_and_split_held_out_by_group(tmp_path):
     root = shared_data_or_skip("scifact").parent
-    train, heldout = build_records(root, heldout_fraction=0.1, seed=3)
+    sets = ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance", "scifact_stance_query"]
+    train, heldout = build_records(root, sets, heldout_fraction=0.1, seed=3)
     sources = {r.source.split(":")[0] for r in train}
-    assert sources == {"msmarco_qa", "pubmedqa", "condaqa", "scifact_stance", "scifact_stance_query"}
+    assert sources == set(sets)
     assert 0.05 < len(heldout) / (len(train) + len(heldout)) < 0.15
     # No held-out text (passage / abstract) is trained on under another question.
     assert not {r.text for r in train} & {r.text for r in heldout if not r.source.startswith("condaqa")}
     stance = next(r for r in train if r.source.startswith("scifact_stance:"))
     assert "Claim:" in stance.instruction and stance.output.startswith("The findings")
-    again, _ = build_records(root, heldout_fraction=0.1, seed=3)
+    again, _ = build_records(root, sets, heldout_fraction=0.1, seed=3)
     assert again == train  # seeded: same split and order
 
 

@@ -44,6 +44,28 @@ def retrieval_metrics(
     return {name: float(value) for name, value in scores.items()}
 
 
+def retrieval_metrics_per_query(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS,
+) -> dict[str, list[float]]:
+    """The same metrics per query (ranx's order of the run's queries), for bootstrap intervals."""
+    from ranx import Qrels, Run, evaluate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = evaluate(
+            Qrels({qid: dict(docs) for qid, docs in qrels.items() if qid in run}),
+            Run({qid: dict(docs) for qid, docs in run.items()}),
+            list(metrics),
+            return_mean=False,
+            make_comparable=True,
+        )
+    if not isinstance(scores, dict):
+        scores = {metrics[0]: scores}
+    return {name: [float(v) for v in values] for name, values in scores.items()}
+
+
 def pairwise_rank_score(original_rank: int, new_rank: int) -> float:
     """FollowIR's per-document p-MRR term (ranks are 1-based)."""
     if original_rank < 1 or new_rank < 1:

@@ -10,7 +10,7 @@ def results_table(results: list[dict], title: str = "evaluation") -> Table:
     """One row per metric, the task's main metric first and bold, so that every value stays
     readable in an 80-column terminal (a single joined metrics cell was cut to '...')."""
     table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, padding=(0, 1), show_edge=False,
-                  caption="n: queries / stance records / STS pairs; *: cached corpus embeddings; "
+                  caption="n: queries / stance records / STS pairs; [..]: bootstrap 95 % interval; *: cached corpus embeddings; "
                           f"{sum(result['seconds'] for result in results):.0f} s in all")
     table.add_column("encoder", overflow="fold", min_width=10)
     table.add_column("task", overflow="fold", min_width=14)
@@ -25,6 +25,9 @@ def results_table(results: list[dict], title: str = "evaluation") -> Table:
         for position, name in enumerate(ordered):
             first = position == 0
             value = f"{result['metrics'][name]:.4f}"
+            interval = result.get("intervals", {}).get(name)
+            if interval:
+                value += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
             table.add_row(
                 result["encoder"]["label"] if first else "",
                 result["task"] if first else "",

@@ -14,7 +14,7 @@ RESULT_FORMAT_VERSION = 1
 @dataclass
 class TaskResult:
     task: str
-    kind: str                      # retrieval | paired-instruction | sts
+    kind: str                      # retrieval | paired-instruction | steering | sts
     metrics: dict[str, float]
     main_metric: str
     encoder: dict                  # fingerprint, base model, pooling, look-ahead length, label
@@ -25,6 +25,7 @@ class TaskResult:
     corpus_from_cache: bool = False
     seconds: float = 0.0
     format_version: int = RESULT_FORMAT_VERSION
+    intervals: dict[str, list[float]] = field(default_factory=dict)  # metric -> bootstrap 95 % [low, high]
 
     @property
     def main_score(self) -> float:

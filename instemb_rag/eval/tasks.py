@@ -17,6 +17,8 @@ Tasks
   the direct comparison: sim(claim + matching instruction, abstract) > sim(claim + mismatching
   instruction, abstract).
 - ``stsb``: STS Benchmark test split, Spearman correlation of cosine similarity with gold scores.
+- ``medquad-facets`` and ``climate-fever-stance``: instruction steering on held-out groups
+  (steering.py): the same query under different instructions must rank different passages first.
 - any folder path in BEIR layout (corpus.jsonl, queries.jsonl with optional ``instruction``,
   qrels.tsv): retrieval metrics.
 """
@@ -31,11 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from . import metrics as metric_lib
+from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
 from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_sts, load_stance
 from .results import TaskResult, encoder_description
 from .sampling import sample_in_order, subsample_corpus
 from .seen import SeenTexts
+from .steering import run_climate_fever_stance, run_medquad_facets
 
 RUN_DEPTH = 100  # documents kept per query in the run handed to ranx
 
@@ -62,6 +66,10 @@ TASKS: dict[str, TaskSpec] = {
                  "Find physics abstracts relevant to this search query.",
                  "ndcg@10", "NPL/Vaswani physics abstracts"),
         TaskSpec("stsb", "sts", "stsb/test.jsonl", None, "spearman", "STS Benchmark test"),
+        TaskSpec("medquad-facets", "steering", "medquad", None, "steering_accuracy",
+                 "MedQuAD held-out foci: the asked facet's passage above the focus's other facets"),
+        TaskSpec("climate-fever-stance", "steering", "climate_fever", None, "pairwise_accuracy",
+                 "Climate-FEVER held-out claims: supporting vs refuting evidence under each instruction"),
     )
 }
 
@@ -130,11 +138,15 @@ def evaluate(
               "exclude_seen": exclude_seen.path if exclude_seen is not None else None}
     if spec.kind == "retrieval":
         data = load_beir(location, instruction=query_instruction, name=spec.name)
-        metrics, counts, notes, from_cache = _run_retrieval(context, data, max_queries, max_docs)
+        metrics, counts, notes, from_cache, intervals = _run_retrieval(context, data, max_queries, max_docs)
     elif spec.kind == "paired-instruction":
-        metrics, counts, notes, from_cache = _run_stance(context, location, max_queries, max_docs)
+        metrics, counts, notes, from_cache, intervals = _run_stance(context, location, max_queries, max_docs)
+    elif spec.kind == "steering":
+        run = run_medquad_facets if spec.name == "medquad-facets" else run_climate_fever_stance
+        metrics, counts, notes, per_item = run(context, location.parent, max_queries)
+        from_cache, intervals = False, intervals_for(per_item, seed)
     else:
-        metrics, counts, notes, from_cache = _run_sts(context, location, max_queries, query_instruction)
+        metrics, counts, notes, from_cache, intervals = _run_sts(context, location, max_queries, query_instruction)
     result = TaskResult(
         task=spec.name,
         kind=spec.kind,
@@ -147,6 +159,7 @@ def evaluate(
         notes=notes,
         corpus_from_cache=from_cache,
         seconds=round(time.perf_counter() - started, 2),
+        intervals=intervals,
     )
     return result.to_dict()
 
@@ -188,8 +201,10 @@ def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_d
     query_matrix = context.queries([data.queries[qid] for qid in query_ids],
                                    [data.instruction_for(qid) for qid in query_ids])
     run = _top_k_run(query_ids, doc_ids, query_matrix @ doc_matrix.T, RUN_DEPTH)
-    metrics = metric_lib.retrieval_metrics({qid: data.qrels[qid] for qid in query_ids}, run)
-    return metrics, {"queries": len(query_ids), "documents": len(doc_ids)}, notes, from_cache
+    qrels = {qid: data.qrels[qid] for qid in query_ids}
+    metrics = metric_lib.retrieval_metrics(qrels, run)
+    intervals = intervals_for(metric_lib.retrieval_metrics_per_query(qrels, run), context.seed)
+    return metrics, {"queries": len(query_ids), "documents": len(doc_ids)}, notes, from_cache, intervals
 
 
 def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, dict[str, float]]:
@@ -222,6 +237,13 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
     new_ranks = [metric_lib.rank_of(scores_mismatch[row], targets[row]) for row in rows]
     changes = [(f"{record.claim_id}/{record.doc_id}", og, new)
                for record, og, new in zip(records, original_ranks, new_ranks)]
+    wins = scores_match[rows, targets] > scores_mismatch[rows, targets]
+    per_item = {
+        "p-mrr": [metric_lib.pairwise_rank_score(og, new) for _, og, new in changes],
+        "pairwise_accuracy": wins.astype(float).tolist(),
+        **{f"pairwise_accuracy_{label}": [float(wins[i]) for i, r in enumerate(records) if r.label.lower() == label]
+           for label in sorted({r.label.lower() for r in records})},
+    }
     metrics = {
         "p-mrr": metric_lib.p_mrr(changes),
         "pairwise_accuracy": metric_lib.pairwise_accuracy(scores_match[rows, targets], scores_mismatch[rows, targets]),
@@ -232,7 +254,8 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
     notes = seen_notes + ([note] if note else [])
     if max_records is not None:
         notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
-    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache
+    intervals = intervals_for(per_item, context.seed)
+    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache, intervals
 
 
 def _pairwise_accuracy_by_label(records, matching: np.ndarray, mismatching: np.ndarray) -> dict[str, float]:
@@ -255,6 +278,9 @@ def _run_sts(context: _RunContext, sts_path: Path, max_pairs, instruction):
     first = context.queries([pair.sentence1 for pair in pairs], instruction)
     second = context.queries([pair.sentence2 for pair in pairs], instruction)
     similarity = np.sum(first * second, axis=1)
-    metrics = {"spearman": metric_lib.spearman(similarity, [pair.score for pair in pairs])}
+    gold = np.array([pair.score for pair in pairs])
+    metrics = {"spearman": metric_lib.spearman(similarity, gold)}
+    interval = bootstrap_interval(statistic=lambda index: metric_lib.spearman(similarity[index], gold[index]),
+                                  size=len(pairs), seed=context.seed)
     notes = [f"pairs sub-sampled: {len(pairs)} of {len(all_pairs)} (seed {context.seed})"] if len(pairs) < len(all_pairs) else []
-    return metrics, {"pairs": len(pairs)}, notes, False
+    return metrics, {"pairs": len(pairs)}, notes, False, {"spearman": interval}

@@ -17,12 +17,17 @@ import torch.nn.functional as F
 
 
 def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1,
-                          negatives: torch.Tensor | None = None) -> torch.Tensor:
+                          negatives: torch.Tensor | None = None,
+                          shared: torch.Tensor | None = None) -> torch.Tensor:
     """views: [N, V, d] embeddings (V >= 2 views of N instances); sim is cosine similarity.
 
     negatives: optional [M, d] hard negatives (for example a record's text under an instruction
     its output does not answer). They join every anchor's denominator and are never anchors or
-    positives themselves, so they only push the views away from them."""
+    positives themselves, so they only push the views away from them.
+
+    shared: optional [N, N] bool, True where instances i and j have the same target (identical
+    outputs such as "Yes.", or the same query): j's views are then left out of i's denominator
+    instead of being counted as negatives of it."""
     if views.dim() != 3 or views.shape[1] < 2:
         raise ValueError(f"views must be [N, V>=2, d]; got shape {tuple(views.shape)}")
     count, per_instance, dim = views.shape
@@ -39,7 +44,13 @@ def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1,
     positive = (owner[:, None] == candidate_owner[None, :]) & ~itself
     excluded = torch.finfo(logits.dtype).min
     log_positive = torch.logsumexp(logits.masked_fill(~positive, excluded), dim=1)
-    log_all = torch.logsumexp(logits.masked_fill(itself, excluded), dim=1)
+    not_negative = itself
+    if shared is not None:
+        if shared.shape != (count, count):
+            raise ValueError(f"shared must be [{count}, {count}]; got shape {tuple(shared.shape)}")
+        same_target = F.pad(shared[owner][:, owner], (0, len(extra))) & ~positive & ~itself
+        not_negative = itself | same_target
+    log_all = torch.logsumexp(logits.masked_fill(not_negative, excluded), dim=1)
     per_anchor = log_all - log_positive  # [N*V]
     # Every instance has V views, so the per-instance mean then batch mean is a plain mean.
     return per_anchor.mean()

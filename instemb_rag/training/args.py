@@ -31,6 +31,9 @@ class ModelArguments:
     # (25 %); 6 of SmolLM2's 30 (20 %) keeps the same spirit at a similar cost.
     trainable_top_layers: int = 6
     train_final_norm: bool = True
+    # False keeps the look-ahead vectors as the starting checkpoint has them; backward then stops
+    # at the lowest trainable layer instead of running through the whole model (~2x faster).
+    train_lookahead: bool = True
     # LoRA on the trainable top layers instead of training them fully (0 = full training).
     lora_rank: int = 0
     lora_alpha: float = 32.0
@@ -48,7 +51,7 @@ class DataArguments:
     build_dir: str | None = None  # where built records go; None = <output_dir>/data
     heldout_fraction: float = 0.1
     data_seed: int = 0
-    max_per_set: int | None = None
+    max_per_set: int | dict[str, int] | None = None  # a cap for every set, or per set name
 
 
 @dataclass
@@ -66,8 +69,15 @@ class TrainingArguments:
     mse_normalize_by_dim: bool = True
     kl_temperature: float = 1.0
     distill_weight: float = 1.0
+    # The teacher reads the first L *content* words of the answer (stopwords removed, paper
+    # section 3), so the look-ahead targets carry meaning rather than "The", "of", "is".
+    distill_content_words: bool = False
     contrastive_weight: float = 1.0
     temperature: float = 0.1
+    # Ranking loss on the pooled (DAAP) query and output embeddings, with the hard negatives
+    # (negative_instruction, negative_outputs, the group's other records); losses/retrieval.py.
+    retrieval_weight: float = 0.0
+    retrieval_temperature: float = 0.05
     views: list[str] = field(default_factory=lambda: list(VIEW_NAMES))
     view_dropout: float = 0.2
     teacher_cache: bool = True  # False = run the frozen teacher every step (benchmarks only)
@@ -103,7 +113,11 @@ class TrainConfig:
             (t.max_steps >= 1 and t.batch_size >= 1 and t.gradient_accumulation_steps >= 1,
              "training.max_steps, batch_size and gradient_accumulation_steps must be >= 1"),
             (t.batch_size >= 2 or t.contrastive_weight == 0, "the contrastive loss needs batch_size >= 2"),
+            (t.retrieval_weight >= 0 and t.retrieval_temperature > 0,
+             "training.retrieval_weight must be >= 0 and retrieval_temperature > 0"),
             (m.lookahead_length >= 1, "model.lookahead_length must be >= 1 for distillation"),
+            (m.train_lookahead or m.trainable_top_layers > 0 or m.train_final_norm,
+             "nothing to train: set model.train_lookahead, trainable_top_layers or train_final_norm"),
             (m.trainable_top_layers >= 0, "model.trainable_top_layers must be >= 0"),
             (0 <= t.view_dropout < 1, "training.view_dropout must be in [0, 1)"),
         ]

@@ -6,6 +6,9 @@
     scifact_stance  title + abstract, stance instruction + claim, stance sentence
     scifact_stance_query  claim, stance instruction, the title + abstract with that stance
 
+Instruction-contrast sets (contrast_sets.py): medquad_facets, climate_fever_stance,
+scifact_stance_counterfactual, nli_pairs. Generic sets at scale (generic_sets.py): race, covid_qa.
+
 Each set keeps a seeded held-out slice. The split is by group (one passage, one claim) so
 that no held-out text was seen in training under another question.
 """
@@ -21,31 +24,17 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import InstEmbError
+from .contrast_sets import (
+    build_climate_fever_stance,
+    build_medquad_facets,
+    build_nli_pairs,
+    build_scifact_stance_counterfactual,
+)
+from .generic_sets import build_covid_qa, build_race
+from .grouped import GroupedRecord, read_source_jsonl as _read_jsonl, require_files as _require
 from .records import TrainingRecord, write_records
 
 DEFAULT_DATA_ROOT = Path("../shared/data")
-
-
-@dataclass(frozen=True)
-class GroupedRecord:
-    group: str  # records sharing a group land on the same side of the split
-    record: TrainingRecord
-
-
-def _read_jsonl(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def _require(folder: Path, *names: str) -> None:
-    for name in names:
-        if not (folder / name).is_file():
-            raise InstEmbError(
-                f"{folder / name} not found. The builders read the development data from "
-                f"{folder.parent} (see its README.md); pass --data-root to point elsewhere."
-            )
 
 
 def build_msmarco_qa(folder: Path) -> list[GroupedRecord]:
@@ -66,6 +55,16 @@ def build_msmarco_qa(folder: Path) -> list[GroupedRecord]:
                                 source=f"msmarco_qa:{query['_id']}")
         grouped.append(GroupedRecord(passage_of[query["_id"]], record))
     return grouped
+
+
+def build_msmarco_passages(folder: Path) -> list[GroupedRecord]:
+    """The retrieval direction of MS MARCO: the question -> its passage (no instruction), so
+    plain question-to-passage search is trained beside the instruction sets."""
+    return [
+        GroupedRecord(item.group, TrainingRecord(text=item.record.instruction or "", output=item.record.text,
+                                                 source=item.record.source.replace("msmarco_qa", "msmarco_passages")))
+        for item in build_msmarco_qa(folder)
+    ]
 
 
 def build_pubmedqa(folder: Path) -> list[GroupedRecord]:
@@ -163,13 +162,61 @@ def _connected_components(edges: list[tuple[str, str]]) -> dict[str, str]:
     return {node: root(node) for node in parent}
 
 
-BUILDERS: dict[str, tuple[str, Callable[[Path], list[GroupedRecord]]]] = {
-    "msmarco_qa": ("msmarco_qa", build_msmarco_qa),
-    "pubmedqa": ("pubmedqa", build_pubmedqa),
-    "condaqa": ("condaqa", build_condaqa),
-    "scifact_stance": ("scifact", build_scifact_stance),
-    "scifact_stance_query": ("scifact", build_scifact_stance_query),
+@dataclass(frozen=True)
+class DataSet:
+    folder: str  # under the data root ("" = the root itself, for builders that read several folders)
+    build: Callable[[Path], list[GroupedRecord]]
+    # Held-out share of groups when it must differ from data.heldout_fraction: Climate-FEVER has
+    # only 154 claims with both stances, and its dev figure needs more than 15 of them.
+    heldout_fraction: float | None = None
+
+
+BUILDERS: dict[str, DataSet] = {
+    "msmarco_qa": DataSet("msmarco_qa", build_msmarco_qa),
+    "msmarco_passages": DataSet("msmarco_qa", build_msmarco_passages),
+    "pubmedqa": DataSet("pubmedqa", build_pubmedqa),
+    "condaqa": DataSet("condaqa", build_condaqa),
+    "scifact_stance": DataSet("scifact", build_scifact_stance),
+    "scifact_stance_query": DataSet("scifact", build_scifact_stance_query),
+    "scifact_stance_counterfactual": DataSet(
+        "scifact", lambda folder: build_scifact_stance_counterfactual(folder, _scifact_stance_rows)),
+    "medquad_facets": DataSet("medquad", build_medquad_facets),
+    "climate_fever_stance": DataSet("climate_fever", build_climate_fever_stance, heldout_fraction=0.3),
+    "nli_pairs": DataSet("", build_nli_pairs),
+    "race": DataSet("race", build_race),
+    "covid_qa": DataSet("covid_qa", build_covid_qa),
 }
+
+
+def heldout_fraction_for(name: str, default: float) -> float:
+    override = BUILDERS[name].heldout_fraction
+    return default if override is None else override
+
+
+def build_set(name: str, data_root: str | Path, heldout_fraction: float, seed: int):
+    """(train, heldout) records of one set, split by group; the evaluation calls this too, so
+    its held-out groups are exactly the ones training never read."""
+    data_set = BUILDERS[name]
+    folder = Path(data_root) / data_set.folder if data_set.folder else Path(data_root)
+    return split_by_group(data_set.build(folder), heldout_fraction_for(name, heldout_fraction), seed)
+
+
+def cap_by_group(records: list[TrainingRecord], limit: int, seed: int) -> list[TrainingRecord]:
+    """At most ``limit`` records, taken as whole groups in seeded random order (a prefix of the
+    builder's order would favour the alphabet's start and cut contrast groups in half)."""
+    if len(records) <= limit:
+        return records
+    by_group: dict[str, list[TrainingRecord]] = {}
+    for position, record in enumerate(records):
+        by_group.setdefault(record.group or f"#{position}", []).append(record)
+    keys = sorted(by_group)
+    random.Random(seed).shuffle(keys)
+    kept: list[TrainingRecord] = []
+    for key in keys:
+        if len(kept) >= limit:
+            break
+        kept += by_group[key][: limit - len(kept)]
+    return kept
 
 
 def split_by_group(
@@ -189,7 +236,7 @@ def build_records(
     sets: list[str] | None = None,
     heldout_fraction: float = 0.1,
     seed: int = 0,
-    max_per_set: int | None = None,
+    max_per_set: int | dict[str, int] | None = None,
 ) -> tuple[list[TrainingRecord], list[TrainingRecord]]:
     """Records of the chosen sets, split into (train, heldout); train is shuffled across sets."""
     data_root = Path(data_root)
@@ -207,10 +254,10 @@ def build_records(
     train: list[TrainingRecord] = []
     heldout: list[TrainingRecord] = []
     for name in sets:
-        folder_name, builder = BUILDERS[name]
-        set_train, set_heldout = split_by_group(builder(data_root / folder_name), heldout_fraction, seed)
-        if max_per_set is not None:
-            set_train = set_train[:max_per_set]
+        set_train, set_heldout = build_set(name, data_root, heldout_fraction, seed)
+        limit = max_per_set.get(name) if isinstance(max_per_set, dict) else max_per_set
+        if limit is not None:
+            set_train = cap_by_group(set_train, limit, seed)
         train += set_train
         heldout += set_heldout
     random.Random(seed).shuffle(train)
@@ -223,7 +270,7 @@ def build_data_folder(
     sets: list[str] | None = None,
     heldout_fraction: float = 0.1,
     seed: int = 0,
-    max_per_set: int | None = None,
+    max_per_set: int | dict[str, int] | None = None,
 ) -> dict[str, int]:
     """Write ``out/train.jsonl`` and ``out/heldout.jsonl``; returns the record counts."""
     train, heldout = build_records(data_root, sets, heldout_fraction, seed, max_per_set)

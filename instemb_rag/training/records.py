@@ -5,6 +5,10 @@
 Optional ``negative_instruction``: an instruction under which ``output`` is *not* the answer
 for this text (for example the opposite stance); the text under it becomes a hard negative in
 the contrastive loss, which teaches the encoder that the instruction's wording matters.
+Optional ``negative_outputs``: document-side hard negatives, texts a retriever must rank below
+``output`` for this query (the evidence of the opposite stance, a contradicting sentence).
+Optional ``group``: records sharing a group are put in the same micro-batch (the same claim under
+two stances, one disease under several facets), so each is the other's hard negative.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class TrainingRecord(BaseModel):
     output: str
     source: str = ""  # provenance, e.g. "pubmedqa:21645374"; not used by the losses
     negative_instruction: str | None = None
+    negative_outputs: tuple[str, ...] = ()
+    group: str | None = None
 
     @field_validator("text", "output")
     @classmethod
@@ -40,7 +46,14 @@ class TrainingRecord(BaseModel):
             raise ValueError("must be a non-empty string")
         return value
 
-    @field_validator("instruction", "negative_instruction")
+    @field_validator("negative_outputs")
+    @classmethod
+    def _no_blank_negatives(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not item.strip() for item in value):
+            raise ValueError("must hold non-empty strings")
+        return value
+
+    @field_validator("instruction", "negative_instruction", "group")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value if value and value.strip() else None
@@ -78,7 +91,8 @@ def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
             except ValidationError as exc:
                 raise RecordError(
                     f"{path}, line {number}: {_describe(exc)}. Each line needs 'text' and 'output' "
-                    "(non-empty strings) and optionally 'instruction', 'source' and 'negative_instruction'."
+                    "(non-empty strings) and optionally 'instruction', 'source', 'negative_instruction', "
+                    "'negative_outputs' (a list of strings) and 'group'."
                 ) from exc
     if not records:
         raise RecordError(f"{path} holds no records.")
@@ -87,8 +101,14 @@ def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
 
 def _as_json(record: TrainingRecord) -> dict:
     fields = record.model_dump()
-    if fields["negative_instruction"] is None:
-        del fields["negative_instruction"]  # files without hard negatives keep their old form
+    # Files without the optional fields keep their old form.
+    for optional in ("negative_instruction", "group"):
+        if fields[optional] is None:
+            del fields[optional]
+    if not fields["negative_outputs"]:
+        del fields["negative_outputs"]
+    else:
+        fields["negative_outputs"] = list(fields["negative_outputs"])
     return fields
 
 

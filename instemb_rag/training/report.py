@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -79,6 +80,69 @@ def stance_bias_notes(rows: dict[str, dict[str, dict]], threshold: float = 0.9) 
     return notes
 
 
+# The issue's goals for instruction steering, checked on held-out groups: (task, metric, goal, label).
+GOALS = (
+    ("medquad-facets", "steering_accuracy", 0.80, "MedQuAD facets: asked facet ranked first"),
+    ("medquad-facets", "pairwise_accuracy", 0.80, "MedQuAD facets: pairwise over the focus's other facets"),
+    ("climate-fever-stance", "pairwise_accuracy_supports", 0.70, "Climate-FEVER, SUPPORTS asked"),
+    ("climate-fever-stance", "pairwise_accuracy_refutes", 0.70, "Climate-FEVER, REFUTES asked"),
+    ("scifact-stance", "pairwise_accuracy_support", 0.50, "SciFact stance pairwise, SUPPORT records (> 0.5)"),
+    ("scifact-stance", "pairwise_accuracy_contradict", 0.50, "SciFact stance pairwise, CONTRADICT records (> 0.5)"),
+    ("scifact-stance", "p-mrr", 0.05, "SciFact stance p-MRR (> 0.05)"),
+    ("scifact", "ndcg@10", 0.50, "SciFact nDCG@10"),
+    ("vaswani", "ndcg@10", 0.55, "Vaswani nDCG@10"),
+    ("stsb", "spearman", 0.70, "STS-B Spearman"),
+)
+COMPARED = (
+    ("medquad-facets", ("steering_accuracy", "pairwise_accuracy", "random_steering_accuracy")),
+    ("climate-fever-stance", ("pairwise_accuracy", "pairwise_accuracy_supports", "pairwise_accuracy_refutes")),
+    ("scifact-stance", ("p-mrr", "pairwise_accuracy", "pairwise_accuracy_support", "pairwise_accuracy_contradict",
+                        "mrr_matching")),
+    ("scifact", ("ndcg@10",)),
+    ("vaswani", ("ndcg@10",)),
+    ("stsb", ("spearman",)),
+)
+
+
+def _figure(result: dict | None, metric: str) -> str:
+    if not result or metric not in result["metrics"]:
+        return "–"
+    interval = result.get("intervals", {}).get(metric)
+    value = f"{result['metrics'][metric]:.3f}"
+    return value + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+
+
+def comparison_lines(columns: dict[str, dict[str, dict]]) -> list[str]:
+    """Markdown table: one row per (task, metric), one column per encoder, with 95 % intervals."""
+    labels = list(columns)
+    lines = ["| task | metric | " + " | ".join(labels) + " |", "|---|---|" + "---:|" * len(labels)]
+    for task, metrics in COMPARED:
+        if not any(task in per_task for per_task in columns.values()):
+            continue
+        for metric in metrics:
+            lines.append(f"| {task} | {metric} | " + " | ".join(_figure(columns[label].get(task), metric)
+                                                                for label in labels) + " |")
+    return lines
+
+
+def goal_lines(results: dict[str, dict]) -> list[str]:
+    """Met / not met (and by how much) for each goal the results cover."""
+    lines = []
+    for task, metric, goal, label in GOALS:
+        result = results.get(task)
+        if not result or metric not in result["metrics"]:
+            continue
+        value = result["metrics"][metric]
+        met = value > goal if "(> " in label else value >= goal
+        lines.append(f"- {label}: {value:.3f} vs goal {goal:.2f}: " +
+                     ("**met**" if met else f"**not met** (short by {goal - value:.3f})"))
+    return lines
+
+
+def by_task(path: Path) -> dict[str, dict]:
+    return {result["task"]: result for result in json.loads(Path(path).read_text())["results"]}
+
+
 def run_summary(run_dir: Path) -> list[str]:
     config = json.loads((run_dir / "train_config.json").read_text())
     info = json.loads((run_dir / "run_info.json").read_text()) if (run_dir / "run_info.json").is_file() else {}
@@ -86,8 +150,8 @@ def run_summary(run_dir: Path) -> list[str]:
     t, m = config["training"], config["model"]
     first, last = metrics[0], metrics[-1]
     window = metrics[-10:]
-    mean_last = {key: sum(row[key] for row in window) / len(window) for key in ("loss", "distill", "contrastive")
-                 if key in last}
+    mean_last = {key: sum(row[key] for row in window) / len(window)
+                 for key in ("loss", "distill", "contrastive", "retrieval") if key in last}
     final = run_dir / "final"
     size = sum(path.stat().st_size for path in final.rglob("*") if path.is_file()) if final.is_dir() else 0
     return [
@@ -95,8 +159,11 @@ def run_summary(run_dir: Path) -> list[str]:
         f"(held-out slice {config['data']['heldout_fraction']:.0%} by group).",
         f"- Steps: {last['step']} optimizer steps of {t['batch_size'] * t['gradient_accumulation_steps']} examples; "
         f"L = {m['lookahead_length']}, LoRA rank {m['lora_rank']} on the top {m['trainable_top_layers']} layers"
-        f"{' + final norm' if m['train_final_norm'] else ''}; distillation {t['distill_loss']}, views {', '.join(t['views'])}, "
-        f"tau = {t['temperature']}.",
+        f"{' + final norm' if m['train_final_norm'] else ''}; distillation {t['distill_loss']}"
+        f"{' on content words' if t.get('distill_content_words') else ''}, views {', '.join(t['views'])}, "
+        f"tau = {t['temperature']}"
+        + (f"; pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})"
+           if t.get("retrieval_weight") else "") + ".",
         f"- Time: {last['elapsed_s'] / 60:.1f} min of training on {info.get('device', '?')}"
         + (f", plus {info['teacher_cache']['seconds'] / 60:.1f} min computing teacher targets "
            f"({info['teacher_cache']['computed_records']} records)" if info.get("teacher_cache") else "") + ".",
@@ -156,13 +223,78 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
     return output
 
 
+def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: Path, output: Path, img_dir: Path,
+                           command: str, recipe: str) -> Path:
+    """The report of a candidate default: its run, and its dev figures against the current default's
+    on the same held-out items, with bootstrap intervals and the goals."""
+    baseline, candidate = by_task(baseline_json), by_task(candidate_json)
+    img_dir.mkdir(parents=True, exist_ok=True)
+    curve = img_dir / "training_loss_curve.png"
+    shutil.copyfile(run_dir / "loss_curve.png", curve)
+    notes = sorted({note for results in (baseline, candidate) for result in results.values() for note in result["notes"]})
+    limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
+    lines = [
+        "# Training report: the shipped default checkpoint",
+        "",
+        f"Generated by `{command}` from `{run_dir}`, `{baseline_json}` (the previous default) and `{candidate_json}`.",
+        "",
+        "Reproduce the checkpoint and this report:",
+        "",
+        "```bash",
+        f"instemb-rag train --config {recipe}        # add --resume after an interruption",
+        f"bash scripts/dev_figures.sh instemb_rag/default_checkpoint {baseline_json}",
+        f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
+        f"{command}",
+        f"instemb-rag export {run_dir}/final instemb_rag/default_checkpoint --max-length 512",
+        "```",
+        "",
+        "## Run",
+        "",
+        *run_summary(run_dir),
+        "",
+        f"![loss curve]({curve.relative_to(output.parent).as_posix() if curve.is_relative_to(output.parent) else curve})",
+        "",
+        "## Dev figures: previous default vs this checkpoint",
+        "",
+        "Every figure is on groups no training record of either model read (held-out foci, claims and "
+        "premises of the builders' split; SciFact claims read in training are left out). Brackets: "
+        "bootstrap 95 % intervals over the evaluated items. Instruction wordings of the steering tasks "
+        "are ones training never used.",
+        "",
+        *comparison_lines({"previous default": baseline, "this checkpoint": candidate}),
+        "",
+        "## Goals (this checkpoint)",
+        "",
+        *goal_lines(candidate),
+        "",
+        "Limits: " + "; ".join(f"`{limit}`" for limit in limits) + ".",
+        "",
+        "Notes from the evaluation:",
+        "",
+        *[f"- {note}" for note in notes],
+        "",
+    ]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("\n".join(lines))
+    return output
+
+
 def main(
     run: Path = typer.Option(Path("runs/default"), help="The training run folder (metrics.jsonl, loss_curve.png)."),
     results: Path = typer.Option(Path("docs/ablations.json"), help="Results JSON of the ablation script."),
+    baseline: Optional[Path] = typer.Option(None, help="`instemb-rag eval` JSON of the current default; with "
+                                            "--candidate, writes the candidate report instead."),
+    candidate: Optional[Path] = typer.Option(None, help="`instemb-rag eval` JSON of the run's final checkpoint."),
+    recipe: str = typer.Option("instemb_rag/training/recipes/instruction-steering.yaml", help="Recipe of the run."),
     output: Path = typer.Option(Path("docs/training_report.md")),
     img_dir: Path = typer.Option(Path("docs/img")),
 ) -> None:
     """Write the training report of a run."""
+    if baseline is not None and candidate is not None:
+        command = (f"python -m instemb_rag.training.report --run {run} --baseline {baseline} "
+                   f"--candidate {candidate}")
+        typer.echo(f"wrote {write_candidate_report(run, baseline, candidate, output, img_dir, command, recipe)}")
+        return
     command = f"python -m instemb_rag.training.report --run {run} --results {results}"
     typer.echo(f"wrote {write_training_report(run, results, output, img_dir, command)}")
 

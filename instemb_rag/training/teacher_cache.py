@@ -52,10 +52,22 @@ def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: i
     return ids[: len(ids) - lookahead_length]
 
 
-def teacher_input_ids(encoder, record: TrainingRecord, lookahead_length: int) -> tuple[list[int], int, int]:
+def content_words(answer: str) -> str:
+    """The answer without stopwords (NLTK's English list, which LlamaIndex bundles), so its first
+    L tokens carry content; an answer made only of stopwords ("No.") is kept whole."""
+    from llama_index.core.utils import globals_helper
+
+    stopwords = globals_helper.stopwords
+    kept = [word for word in answer.split() if word.strip(".,;:!?\"'()[]").lower() not in stopwords]
+    return " ".join(kept) if kept else answer
+
+
+def teacher_input_ids(encoder, record: TrainingRecord, lookahead_length: int,
+                      strip_stopwords: bool = False) -> tuple[list[int], int, int]:
     """``[x; first L tokens of y]``, |x| and how many answer tokens were appended."""
     x_ids = input_ids_without_slots(encoder, record, lookahead_length)
-    y_ids = encoder.tokenizer(record.output, add_special_tokens=False).input_ids[:lookahead_length]
+    answer = content_words(record.output) if strip_stopwords else record.output
+    y_ids = encoder.tokenizer(answer, add_special_tokens=False).input_ids[:lookahead_length]
     return x_ids + y_ids, len(x_ids), len(y_ids)
 
 
@@ -67,7 +79,8 @@ def autocast_for(device: torch.device, bf16: bool):
 
 @torch.no_grad()
 def compute_teacher_targets(
-    encoder, records: Sequence[TrainingRecord], lookahead_length: int, batch_size: int = 8, bf16: bool = True
+    encoder, records: Sequence[TrainingRecord], lookahead_length: int, batch_size: int = 8, bf16: bool = True,
+    strip_stopwords: bool = False,
 ) -> TeacherTargets:
     """Run the (frozen) encoder's backbone on ``[x; y[:L]]`` and gather the target states."""
     dim = encoder.dimension
@@ -76,7 +89,7 @@ def compute_teacher_targets(
     anchor = torch.zeros(len(records), dim)
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
-        built = [teacher_input_ids(encoder, record, lookahead_length) for record in chunk]
+        built = [teacher_input_ids(encoder, record, lookahead_length, strip_stopwords) for record in chunk]
         batch = encoder.collate([ids for ids, _, _ in built], padding_side="right")
         with autocast_for(encoder.device, bf16):
             hidden = encoder.hidden_states(batch).float().cpu()
@@ -95,8 +108,9 @@ def file_digest(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_length: int) -> dict:
-    return {
+def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_length: int,
+                     strip_stopwords: bool = False) -> dict:
+    fields = {
         "format": CACHE_FORMAT,
         "data_sha256": file_digest(data_file),
         "teacher": teacher_identity,
@@ -104,6 +118,9 @@ def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_
         "lookahead_length": lookahead_length,
         "max_length": encoder.max_length,
     }
+    if strip_stopwords:  # absent otherwise, so caches of runs without the option stay valid
+        fields["answer_targets"] = "content_words"
+    return fields
 
 
 class TeacherCache:
@@ -134,7 +151,8 @@ class TeacherCache:
         return empty, torch.zeros(size, dtype=torch.bool)
 
     def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int],
-               batch_size: int = 8, bf16: bool = True, show_progress: bool = False) -> TeacherTargets:
+               batch_size: int = 8, bf16: bool = True, show_progress: bool = False,
+               strip_stopwords: bool = False) -> TeacherTargets:
         """Compute targets for the records in ``indices`` not yet cached; save; return all targets.
 
         Saves after every ``SAVE_EVERY`` records, so an interrupted run keeps what it computed.
@@ -146,7 +164,7 @@ class TeacherCache:
             for start in range(0, len(missing), SAVE_EVERY):
                 index = torch.as_tensor(missing[start : start + SAVE_EVERY])
                 fresh = compute_teacher_targets(encoder, [records[i] for i in index.tolist()], lookahead_length,
-                                                batch_size, bf16)
+                                                batch_size, bf16, strip_stopwords)
                 self.targets.lookahead[index] = fresh.lookahead
                 self.targets.mask[index] = fresh.mask
                 self.targets.anchor[index] = fresh.anchor

@@ -27,7 +27,12 @@ import torch.nn.functional as F
 
 from ..checkpoint import LORA_DIR, is_checkpoint, write_folder_atomically
 from ..errors import InstEmbError
-from ..losses import kl_distillation_loss, mse_distillation_loss, multiview_supcon_loss
+from ..losses import (
+    instruction_retrieval_loss,
+    kl_distillation_loss,
+    mse_distillation_loss,
+    multiview_supcon_loss,
+)
 from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
 from .builders import build_data_folder
@@ -70,22 +75,66 @@ def resolve_train_file(config: TrainConfig) -> Path:
 
 
 class DataOrder:
-    """Record indices per optimizer step: epochs are seeded permutations laid end to end, so
-    the data order is a pure function of (step, seed) and a resumed run sees the same batches."""
+    """Micro-batches of record indices per optimizer step.
 
-    def __init__(self, size: int, per_step: int, seed: int):
-        self.size, self.per_step, self.seed = size, per_step, seed
-        self._epochs: dict[int, list[int]] = {}
+    An epoch is a seeded permutation of *units*: records sharing a ``group`` (the same claim
+    under two stances, one focus under several facets) form one unit of at most half a
+    micro-batch, so they meet in one micro-batch and serve as each other's hard negatives;
+    records without a group are units of one. Units are packed into micro-batches of at most
+    ``batch_size`` and epochs are laid end to end, so the order is a pure function of
+    (step, seed) and a resumed run sees the same batches."""
 
-    def _perm(self, epoch: int) -> list[int]:
-        if epoch not in self._epochs:
-            generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._epochs[epoch] = torch.randperm(self.size, generator=generator).tolist()
+    def __init__(self, groups: list[str | None], batch_size: int, micro_batches_per_step: int, seed: int):
+        self.batch_size, self.per_step, self.seed = batch_size, micro_batches_per_step, seed
+        self.units = _units(groups, max(1, batch_size // 2))
+        self._epochs: list[list[list[int]]] = []
+
+    def _epoch(self, epoch: int) -> list[list[int]]:
+        while len(self._epochs) <= epoch:
+            generator = torch.Generator().manual_seed(self.seed + len(self._epochs))
+            order = torch.randperm(len(self.units), generator=generator).tolist()
+            self._epochs.append(_pack([self.units[i] for i in order], self.batch_size))
         return self._epochs[epoch]
 
-    def step(self, step: int) -> list[int]:
-        positions = range(step * self.per_step, (step + 1) * self.per_step)
-        return [self._perm(p // self.size)[p % self.size] for p in positions]
+    def micro_batch(self, position: int) -> list[int]:
+        epoch = 0
+        while position >= len(self._epoch(epoch)):
+            position -= len(self._epoch(epoch))
+            epoch += 1
+        return self._epoch(epoch)[position]
+
+    def step(self, step: int) -> list[list[int]]:
+        return [self.micro_batch(p) for p in range(step * self.per_step, (step + 1) * self.per_step)]
+
+
+def _units(groups: list[str | None], largest: int) -> list[list[int]]:
+    members: dict[str, list[int]] = {}
+    units: list[list[int]] = []
+    for index, group in enumerate(groups):
+        if group is None:
+            units.append([index])
+        else:
+            members.setdefault(group, []).append(index)
+    for indices in members.values():
+        units += [indices[start : start + largest] for start in range(0, len(indices), largest)]
+    return units
+
+
+def _pack(units: list[list[int]], size: int, look_ahead: int = 16) -> list[list[int]]:
+    """Fill micro-batches in unit order; a unit that does not fit waits for the next batch while
+    up to ``look_ahead`` later units are tried, so batches come out full but for the epoch's end."""
+    waiting = list(units)
+    batches: list[list[int]] = []
+    while waiting:
+        batch: list[int] = []
+        position = 0
+        while position < len(waiting) and position < look_ahead and len(batch) < size:
+            if len(batch) + len(waiting[position]) <= size:
+                batch += waiting.pop(position)
+            else:
+                position += 1
+        batches.append(batch)
+    return batches
 
 
 # ---------------------------------------------------------------------------- model
@@ -161,8 +210,10 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
                 param.requires_grad_(True)
     if model_args.train_final_norm:
         model.base_model.norm.weight.requires_grad_(True)
-    encoder.lookahead.vectors.requires_grad_(True)
-    named = {f"lookahead.{n}": p for n, p in encoder.lookahead.named_parameters()}
+    # Frozen look-ahead vectors (training on from a checkpoint that has them) mean no input of the
+    # frozen lower layers needs a gradient, so backward stops at the first trainable layer.
+    encoder.lookahead.vectors.requires_grad_(model_args.train_lookahead)
+    named = {f"lookahead.{n}": p for n, p in encoder.lookahead.named_parameters() if p.requires_grad}
     backbone_named = {n: p for n, p in model.named_parameters() if p.requires_grad}
     named.update({f"model.{n}": p for n, p in backbone_named.items()})
     adapted = [n for n in backbone_named if "lora_" not in n]
@@ -176,7 +227,9 @@ def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
 
     t = config.training
     backbone = [p for n, p in parts.named.items() if not n.startswith("lookahead.")]
-    groups = [{"params": [encoder.lookahead.vectors], "lr": t.lookahead_learning_rate, "weight_decay": 0.0}]
+    groups = []
+    if encoder.lookahead.vectors.requires_grad:
+        groups.append({"params": [encoder.lookahead.vectors], "lr": t.lookahead_learning_rate, "weight_decay": 0.0})
     if backbone:
         groups.append({"params": backbone, "lr": t.learning_rate, "weight_decay": t.weight_decay})
     optimizer = torch.optim.AdamW(groups)
@@ -186,7 +239,7 @@ def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
 
 # ---------------------------------------------------------------------------- losses
 def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float = 0.0) -> torch.Tensor:
-    """Final-layer state at each sequence's last token, optionally with input-embedding dropout."""
+    """Final-layer state at each sequence's last token, with input-embedding dropout (view 2)."""
     batch = {k: v.to(encoder.device) for k, v in encoder.collate(id_lists, padding_side="right").items()}
     embeds = encoder.input_embeddings(batch["input_ids"])
     if embed_dropout > 0:
@@ -199,34 +252,85 @@ def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float 
     return hidden[rows, last_valid_positions(batch["attention_mask"])]
 
 
-def _hard_negatives(encoder, records: list[TrainingRecord], length: int) -> torch.Tensor | None:
-    """Student states at the last input token of each record's text under its
-    ``negative_instruction`` (the position of the student_input view), or None when the batch
-    has none. With gradient: the encoder learns to move these away from the record's views."""
-    flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
-    if not flipped:
-        return None
-    hidden, input_last, _ = _student_forward(encoder, flipped, length)
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), input_last].float()
+@dataclass
+class StudentPass:
+    """One student forward over (text, instruction) pairs with look-ahead slots, right-padded."""
+
+    hidden: torch.Tensor  # [B, T, d]
+    attention_mask: torch.Tensor  # [B, T]
+    input_last: torch.Tensor  # [B] position of the last input token
+    lookahead_idx: torch.Tensor  # [B, L]
+
+    def at_input_last(self) -> torch.Tensor:
+        rows = torch.arange(self.hidden.shape[0], device=self.hidden.device)
+        return self.hidden[rows, self.input_last]
+
+    def pooled(self, encoder) -> torch.Tensor:
+        """The embedding search compares (the encoder's pooling, DAAP by default)."""
+        return encoder.pooling(self.hidden, self.attention_mask, self.lookahead_idx.shape[1])
 
 
-def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int):
-    """Final hidden states of (text, instruction) pairs with look-ahead slots, right-padded, and
-    the positions pooled from them: (hidden [B, T, d], input_last [B], look-ahead [B, L])."""
+def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int) -> StudentPass:
     ids = [encoder.build_ids(text, instruction, length) for text, instruction in pairs]
     batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
     hidden = encoder.hidden_states(batch)
     input_last, lookahead_idx = anchor_positions(batch["attention_mask"], length)
-    return hidden, input_last, lookahead_idx
+    return StudentPass(hidden, batch["attention_mask"], input_last, lookahead_idx)
+
+
+def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
+    """[N, N] True where two records have the same output or the same query: not negatives."""
+    outputs = [" ".join(r.output.split()).lower() for r in records]
+    queries = [(r.text, r.instruction) for r in records]
+    same = [[outputs[i] == outputs[j] or queries[i] == queries[j] for j in range(len(records))]
+            for i in range(len(records))]
+    return torch.tensor(same, dtype=torch.bool, device=device)
+
+
+def _contrastive_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass | None,
+                      targets: TeacherTargets, shared: torch.Tensor, config: TrainConfig) -> torch.Tensor:
+    """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token."""
+    t = config.training
+    length = encoder.lookahead.length
+    views = []
+    for view in t.views:
+        if view == "student_input":
+            views.append(query_pass.at_input_last())
+        elif view == "student_input_dropout":
+            x_ids = [input_ids_without_slots(encoder, r, length) for r in records]
+            views.append(_last_token_states(encoder, x_ids, t.view_dropout))
+        elif view == "teacher_input":
+            views.append(targets.anchor)
+        elif view == "student_output":
+            views.append(output_pass.at_input_last())
+    return multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature, shared=shared)
+
+
+def _retrieval_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass,
+                    shared: torch.Tensor, config: TrainConfig) -> torch.Tensor:
+    """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)."""
+    length = encoder.lookahead.length
+    flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
+    extra_outputs = [(text, None) for r in records for text in r.negative_outputs]
+    negative_queries = _student_forward(encoder, flipped, length).pooled(encoder) if flipped else None
+    negative_outputs = _student_forward(encoder, extra_outputs, length).pooled(encoder) if extra_outputs else None
+    return instruction_retrieval_loss(query_pass.pooled(encoder), output_pass.pooled(encoder), shared,
+                                      config.training.retrieval_temperature, negative_outputs, negative_queries)
 
 
 def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig) -> dict:
-    """Distillation + multi-view contrastive loss of one micro-batch; returns the terms."""
+    """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms."""
     t = config.training
     length = encoder.lookahead.length
-    hidden, input_last, lookahead_idx = _student_forward(encoder, [(r.text, r.instruction) for r in records], length)
-    rows = torch.arange(hidden.shape[0], device=hidden.device)
-    student_lookahead = hidden[rows[:, None], lookahead_idx]  # [B, L, d]
+    query_pass = _student_forward(encoder, [(r.text, r.instruction) for r in records], length)
+    rows = torch.arange(query_pass.hidden.shape[0], device=query_pass.hidden.device)
+    student_lookahead = query_pass.hidden[rows[:, None], query_pass.lookahead_idx]  # [B, L, d]
+    # Outputs are embedded as documents are at search time: no instruction, look-ahead slots. A
+    # causal model's state at their last token does not see the slots, so the same pass gives
+    # the SupCon output view (InputLast of y) and the pooled document embedding.
+    needs_outputs = t.retrieval_weight > 0 or (t.contrastive_weight > 0 and "student_output" in t.views)
+    output_pass = _student_forward(encoder, [(r.output, None) for r in records], length) if needs_outputs else None
+    shared = shared_targets(records, query_pass.hidden.device)
     terms: dict[str, torch.Tensor] = {}
     if t.distill_weight > 0:
         if t.distill_loss == "kl":
@@ -239,22 +343,11 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
             terms["distill"] = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask,
                                                      t.mse_normalize_by_dim)
     if t.contrastive_weight > 0:
-        views = []
-        for view in t.views:
-            if view == "student_input":
-                views.append(hidden[rows, input_last])
-            elif view == "student_input_dropout":
-                x_ids = [input_ids_without_slots(encoder, r, length) for r in records]
-                views.append(_last_token_states(encoder, x_ids, t.view_dropout))
-            elif view == "teacher_input":
-                views.append(targets.anchor)
-            elif view == "student_output":
-                y_ids = [encoder.template.build_ids(encoder.tokenizer, r.output, None, 0, encoder.max_length)
-                         for r in records]
-                views.append(_last_token_states(encoder, y_ids))
-        terms["contrastive"] = multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature,
-                                                     _hard_negatives(encoder, records, length))
-    total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()), torch.zeros((), device=hidden.device))
+        terms["contrastive"] = _contrastive_term(encoder, records, query_pass, output_pass, targets, shared, config)
+    if t.retrieval_weight > 0:
+        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config)
+    total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()),
+                torch.zeros((), device=query_pass.hidden.device))
     return {"loss": total, **terms}
 
 
@@ -356,13 +449,14 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
         return None, teacher
     cache = TeacherCache(
         t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache",
-        cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length),
+        cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words),
         len(records), length, encoder.dimension,
     )
-    needed = sorted({i for step in range(t.max_steps) for i in order.step(step)})
+    needed = sorted({i for step in range(t.max_steps) for batch in order.step(step) for i in batch})
     encoder.eval()
     started = time.perf_counter()
-    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16, show_progress=t.show_progress)
+    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16, show_progress=t.show_progress,
+                 strip_stopwords=t.distill_content_words)
     run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
                                  "seconds": round(time.perf_counter() - started, 2)}
     return cache, None
@@ -380,27 +474,38 @@ def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler
     return int(state["step"])
 
 
-def run_step(encoder, config: TrainConfig, records, indices: list[int], cache, teacher) -> tuple[dict, int]:
+def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int]], cache, teacher) -> tuple[dict, int]:
     """Forward/backward over the micro-batches of one optimizer step; returns mean terms and input tokens."""
     t = config.training
     length = encoder.lookahead.length
     sums: dict[str, float] = {}
     tokens = 0
-    for start in range(0, len(indices), t.batch_size):
-        chunk = indices[start : start + t.batch_size]
+    for chunk in micro_batches:
         chunk_records = [records[i] for i in chunk]
         if cache is not None:
             targets = cache.targets.select(chunk, encoder.device)
         else:
-            targets = compute_teacher_targets(teacher, chunk_records, length, t.batch_size, t.bf16)
+            targets = compute_teacher_targets(teacher, chunk_records, length, t.batch_size, t.bf16,
+                                              t.distill_content_words)
             targets = targets.select(range(len(chunk)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
             terms = compute_losses(encoder, chunk_records, targets, config)
-        (terms["loss"] / t.gradient_accumulation_steps).backward()
+        (terms["loss"] / len(micro_batches)).backward()
         for name, value in terms.items():
-            sums[name] = sums.get(name, 0.0) + float(value.detach()) / t.gradient_accumulation_steps
+            sums[name] = sums.get(name, 0.0) + float(value.detach()) / len(micro_batches)
         tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
     return sums, tokens
+
+
+def check_hard_negatives_have_a_loss(records: list[TrainingRecord], config: TrainConfig, train_file: Path) -> None:
+    """Hard negatives act through the retrieval term only; refuse to drop them silently."""
+    carrying = sum(1 for r in records if r.negative_instruction or r.negative_outputs)
+    if carrying and config.training.retrieval_weight <= 0:
+        raise InstEmbError(
+            f"{train_file}: {carrying} records carry negative_instruction or negative_outputs, which only the "
+            "retrieval loss reads, but training.retrieval_weight is 0. Set --set retrieval_weight=1.0 "
+            "(or drop those fields)."
+        )
 
 
 def train(config: TrainConfig) -> Path:
@@ -416,8 +521,9 @@ def train(config: TrainConfig) -> Path:
 
     train_file = resolve_train_file(config)
     records = read_records(train_file)
+    check_hard_negatives_have_a_loss(records, config, train_file)
     per_step = t.batch_size * t.gradient_accumulation_steps
-    order = DataOrder(len(records), per_step, t.seed)
+    order = DataOrder([r.group for r in records], t.batch_size, t.gradient_accumulation_steps, t.seed)
     encoder = load_student(config, device)
     run_info: dict = {"device": str(device), "records": len(records)}
     cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info)

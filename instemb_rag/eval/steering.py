@@ -1,0 +1,117 @@
+"""Instruction-steering tasks: the same query under different instructions must bring back
+different passages, in pools where every competitor shares the query's topic.
+
+- ``medquad-facets``: held-out MedQuAD foci (a disease, gene or drug). The query is the focus;
+  each of its facets (symptoms, treatment, causes, ...) is asked for with an instruction worded as
+  training never worded it. The pool is that focus's own passages, one per facet.
+  ``steering_accuracy``: the asked facet's passage ranks first (random = the mean of 1/facets,
+  reported as ``random_steering_accuracy``); ``pairwise_accuracy``: share of (query, other facet)
+  pairs where the asked facet's passage scores higher (random = 0.5).
+- ``climate-fever-stance``: held-out Climate-FEVER claims that have both a supporting and a
+  refuting evidence sentence. Under "evidence in favour" the supporting sentence must score above
+  the refuting one, under "evidence against" the reverse; ``pairwise_accuracy`` overall and per
+  label (``pairwise_accuracy_supports``, ``pairwise_accuracy_refutes``), so a wording bias that
+  prefers one label whatever the instruction shows as 1.0 / 0.0.
+
+Held-out groups come from the training builders' own split (training/builders.py, seed 0, the
+sets' held-out fractions), so no group scored here was read by a model trained on the default
+data settings. Per-item scores go back with the metrics for bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+
+from .data import EvalDataError
+
+HELD_OUT_SEED = 0
+HELD_OUT_FRACTION = 0.1  # training's data.heldout_fraction default; Climate-FEVER overrides it
+
+
+def _held_out(name: str, data_root: Path):
+    from ..training.builders import build_set
+
+    _, heldout = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
+    return heldout
+
+
+def _sample_groups(groups: list[str], limit: int | None, seed: int) -> list[str]:
+    groups = sorted(groups)
+    if limit is None or limit >= len(groups):
+        return groups
+    return sorted(random.Random(seed).sample(groups, limit))
+
+
+def run_medquad_facets(context, data_root: Path, max_queries: int | None):
+    """``max_queries`` limits the number of foci (each brings one query per facet)."""
+    from ..training.contrast_sets import FACET_EVAL_PHRASINGS, medquad_query_text
+
+    by_focus: dict[str, dict[str, str]] = {}
+    for record in _held_out("medquad_facets", data_root):
+        _, focus, facet = record.source.split(":", 2)
+        by_focus.setdefault(focus, {})[facet] = record.output
+    foci = _sample_groups(list(by_focus), max_queries, context.seed)
+    passages = [(focus, facet, by_focus[focus][facet]) for focus in foci for facet in sorted(by_focus[focus])]
+    doc_matrix = context.encoder.encode_documents([text for _, _, text in passages], batch_size=context.batch_size,
+                                                  show_progress=context.show_progress)
+    queries = context.queries([medquad_query_text(focus) for focus, _, _ in passages],
+                              [FACET_EVAL_PHRASINGS[facet] for _, facet, _ in passages])
+    top1, pairwise, chance = [], [], []
+    start = 0
+    for focus in foci:
+        count = len(by_focus[focus])
+        block = slice(start, start + count)
+        scores = queries[block] @ doc_matrix[block].T  # [facets asked, facet passages]
+        for row in range(count):
+            others = np.delete(scores[row], row)
+            top1.append(float(np.all(scores[row, row] > others)))
+            pairwise.append(float(np.mean(scores[row, row] > others)))
+            chance.append(1.0 / count)
+        start += count
+    metrics = {"steering_accuracy": float(np.mean(top1)), "pairwise_accuracy": float(np.mean(pairwise)),
+               "random_steering_accuracy": float(np.mean(chance))}
+    per_item = {"steering_accuracy": top1, "pairwise_accuracy": pairwise}
+    counts = {"queries": len(passages), "documents": len(passages), "foci": len(foci)}
+    notes = [f"held-out foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"]
+    return metrics, counts, notes, per_item
+
+
+def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
+    """``max_queries`` limits the number of claims (each brings one query per label)."""
+    from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
+
+    by_claim: dict[str, dict[str, list[str]]] = {}
+    texts: dict[str, str] = {}
+    for record in _held_out("climate_fever_stance", data_root):
+        _, claim_id, label, _ = record.source.split(":", 3)
+        by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
+        texts[claim_id] = record.text
+    both = [claim_id for claim_id, labels in by_claim.items() if len(labels) == 2]
+    if not both:
+        raise EvalDataError(f"No held-out Climate-FEVER claim under {data_root} has both stances.")
+    claims = _sample_groups(both, max_queries, context.seed)
+    sentences = [(claim_id, label, sentence) for claim_id in claims
+                 for label in ("SUPPORTS", "REFUTES") for sentence in by_claim[claim_id][label]]
+    doc_matrix = context.encoder.encode_documents([s for _, _, s in sentences], batch_size=context.batch_size,
+                                                  show_progress=context.show_progress)
+    asked = [(claim_id, label) for claim_id in claims for label in ("SUPPORTS", "REFUTES")]
+    queries = context.queries([texts[claim_id] for claim_id, _ in asked],
+                              [STANCE_EVAL_PHRASINGS[label] for _, label in asked])
+    per_label: dict[str, list[float]] = {"SUPPORTS": [], "REFUTES": []}
+    for row, (claim_id, label) in enumerate(asked):
+        wanted = [i for i, (c, l, _) in enumerate(sentences) if c == claim_id and l == label]
+        unwanted = [i for i, (c, l, _) in enumerate(sentences) if c == claim_id and l != label]
+        scores = queries[row] @ doc_matrix.T
+        per_label[label].append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
+    overall = per_label["SUPPORTS"] + per_label["REFUTES"]
+    metrics = {"pairwise_accuracy": float(np.mean(overall)),
+               "pairwise_accuracy_supports": float(np.mean(per_label["SUPPORTS"])),
+               "pairwise_accuracy_refutes": float(np.mean(per_label["REFUTES"]))}
+    per_item = {"pairwise_accuracy": overall, "pairwise_accuracy_supports": per_label["SUPPORTS"],
+                "pairwise_accuracy_refutes": per_label["REFUTES"]}
+    counts = {"queries": len(asked), "documents": len(sentences), "claims": len(claims)}
+    notes = [f"held-out claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"]
+    return metrics, counts, notes, per_item
