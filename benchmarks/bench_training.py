@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag.training.trainer import run_step
 
     out = PROJECT_ROOT / "runs" / "bench_training"
-    build_data_folder(out / "data", SHARED_DATA, max_per_set=50, seed=0)
+    build_data_folder(out / "data", SHARED_DATA, ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"],
+                      max_per_set=50, seed=0)
     config, encoder, teacher, records, optimizer = build_trainer_parts(args, out / "data" / "train.jsonl")
     length = encoder.lookahead.length
     batches = [list(range(i * args.batch_size, (i + 1) * args.batch_size)) for i in range(repeats + 1)]
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
         indices = batches[cursor[mode]]
         cursor[mode] += 1
         optimizer.zero_grad(set_to_none=True)
-        _, tokens[mode] = run_step(encoder, config, records, indices, cache if mode == "cached" else None, teacher)
+        _, tokens[mode] = run_step(encoder, config, records, [indices], cache if mode == "cached" else None, teacher)
         optimizer.step()
 
     samples = interleaved_times({mode: (lambda m=mode: step(m)) for mode in ("cached", "uncached")}, repeats,
