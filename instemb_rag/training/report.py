@@ -143,6 +143,17 @@ def by_task(path: Path) -> dict[str, dict]:
     return {result["task"]: result for result in json.loads(Path(path).read_text())["results"]}
 
 
+def _teacher_time(info: dict) -> str:
+    """Teacher-target time summed over the run's invocations (a resumed run reuses the cache)."""
+    parts = [session.get("teacher_cache") for session in [*info.get("sessions", []), info]]
+    parts = [part for part in parts if part]
+    if not parts:
+        return ""
+    seconds = sum(part["seconds"] for part in parts)
+    records = sum(part["computed_records"] for part in parts)
+    return f", plus {seconds / 60:.1f} min computing teacher targets ({records} records)"
+
+
 def run_summary(run_dir: Path) -> list[str]:
     config = json.loads((run_dir / "train_config.json").read_text())
     info = json.loads((run_dir / "run_info.json").read_text()) if (run_dir / "run_info.json").is_file() else {}
@@ -165,8 +176,7 @@ def run_summary(run_dir: Path) -> list[str]:
         + (f"; pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})"
            if t.get("retrieval_weight") else "") + ".",
         f"- Time: {last['elapsed_s'] / 60:.1f} min of training on {info.get('device', '?')}"
-        + (f", plus {info['teacher_cache']['seconds'] / 60:.1f} min computing teacher targets "
-           f"({info['teacher_cache']['computed_records']} records)" if info.get("teacher_cache") else "") + ".",
+        + _teacher_time(info) + ".",
         f"- Loss: {first['loss']:.4f} at step {first['step']} -> mean of the last {len(window)} steps "
         + ", ".join(f"{key} {value:.4f}" for key, value in mean_last.items()) + ".",
         f"- Checkpoint: {size / 1e6:.1f} MB (look-ahead vectors, final norm and LoRA weights; the base is not copied).",

@@ -462,6 +462,17 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
     return cache, None
 
 
+def write_run_info(path: Path, run_info: dict, resumed_at: int) -> None:
+    """run_info.json of this invocation; a resumed run keeps the earlier invocations under
+    ``sessions`` (where the teacher targets were computed, on which device)."""
+    sessions = []
+    if resumed_at and path.is_file():
+        earlier = json.loads(path.read_text())
+        sessions = earlier.pop("sessions", []) + [earlier]
+    info = {**run_info, "resumed_at_step": resumed_at, "sessions": sessions} if resumed_at else run_info
+    path.write_text(json.dumps(info, indent=2))
+
+
 def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler, data_info: dict) -> int:
     """Restore the latest checkpoint's trainer state (when resuming) and return its step."""
     last = latest_checkpoint(Path(config.training.output_dir)) if config.training.resume else None
@@ -535,11 +546,12 @@ def train(config: TrainConfig) -> Path:
     start_step = resume_step(config, parts, optimizer, scheduler, data_info)
     metrics = MetricsLog(output_dir, start_step)
     (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    (output_dir / "run_info.json").write_text(json.dumps(run_info, indent=2))
+    write_run_info(output_dir / "run_info.json", run_info, resumed_at=start_step)
     encoder.training_info = {"config": config.to_dict(), "data": data_info}
 
     encoder.train()
-    started = time.perf_counter()
+    # A resumed run's clock goes on from the last logged step, so elapsed_s is the run's total.
+    started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics.rows else 0.0)
     with _progress(t.show_progress) as bar:
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
