@@ -19,6 +19,7 @@ from .checkpoint import (
     CONFIG_FILE,
     LORA_DIR,
     EncoderConfig,
+    check_complete,
     is_checkpoint,
     read_config,
     write_folder_atomically,
@@ -150,6 +151,7 @@ class InstEmbEncoder(nn.Module):
     @classmethod
     def _from_checkpoint(cls, folder: Path, device, pooling, lookahead_length, max_length) -> "InstEmbEncoder":
         config = read_config(folder)
+        check_complete(folder, config)
         target = resolve_device(device)
         loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
         if loaded.fingerprint != config.base_fingerprint:
@@ -225,7 +227,7 @@ class InstEmbEncoder(nn.Module):
         """Identifies everything that shapes an embedding: weights, template, pooling, L."""
         if self._fingerprint is None:
             digest = hashlib.sha256()
-            identity = self.config.model_dump(exclude={"training"})
+            identity = self.config.model_dump(exclude={"training", "files"})
             identity["inference_lookahead_length"] = self.lookahead_length
             digest.update(json.dumps(identity, sort_keys=True).encode())
             digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
