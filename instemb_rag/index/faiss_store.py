@@ -12,24 +12,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 
 import faiss
 import numpy as np
 
+from ..choices import FaissIndexKind, values
 from .crash import crash_point
 
-
-class FaissIndexKind(str, Enum):
-    """``--faiss-index``: flat (exact), hnsw or ivf (approximate, for large corpora)."""
-
-    flat = "flat"
-    hnsw = "hnsw"
-    ivf = "ivf"
-
-
-FAISS_KINDS = tuple(kind.value for kind in FaissIndexKind)
+FAISS_KINDS = values(FaissIndexKind)
 CACHE_PATTERN = re.compile(r"^vectors-g(\d+)\.faiss$")
 HNSW_NEIGHBOURS = 32
 HNSW_EF_CONSTRUCTION = 80

@@ -19,21 +19,14 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..choices import FaissIndexKind, StoreKind, values
 from .catalog import CATALOG_FILE
 from .errors import BadInputError, IndexFolderError
-from .faiss_store import FAISS_KINDS, FaissIndexKind, FaissStore
+from .faiss_store import FAISS_KINDS, FaissStore
 from .manifest import MANIFEST_FILE, Manifest
 from .qdrant_store import DEFAULT_COLLECTION, QdrantStore
 
-
-class StoreKind(str, Enum):
-    """``--store``: faiss (FAISS file + SQLite catalog) or qdrant (embedded, or a server with --qdrant-url)."""
-
-    faiss = "faiss"
-    qdrant = "qdrant"
-
-
-STORE_KINDS = tuple(kind.value for kind in StoreKind)
+STORE_KINDS = values(StoreKind)
 
 
 @runtime_checkable
