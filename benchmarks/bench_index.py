@@ -12,7 +12,6 @@ on the corpus size, and HNSW recall on a larger corpus is lower than on this sub
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -24,13 +23,9 @@ DATA = SHARED_DATA / "vaswani"
 
 
 def load_jsonl(path: Path, limit: int | None = None) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as stream:
-        for line in stream:
-            rows.append(json.loads(line))
-            if limit and len(rows) >= limit:
-                break
-    return rows
+    from instemb_rag.jsonl import read_jsonl_objects
+
+    return read_jsonl_objects(path, limit)
 
 
 def write_corpus(documents: list[dict], folder: Path) -> None:

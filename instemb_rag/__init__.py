@@ -1,6 +1,8 @@
 """instemb-rag: instruction-following retrieval with InstEmb look-ahead embeddings."""
 
-__all__ = ["InstEmbEncoder"]
+from .instructions import normalize_instruction
+
+__all__ = ["InstEmbEncoder", "normalize_instruction"]
 __version__ = "0.1.0"
 
 

@@ -25,14 +25,14 @@ from .checkpoint import (
     write_folder_atomically,
 )
 from .errors import CheckpointError, FingerprintMismatchError, InstEmbError
+from .instructions import Instructions
+from .instructions import per_item_instructions as _per_item_instructions
 from .models.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .models.pooling import Pooling
 from .models.template import LOOKAHEAD_SLOT, PromptTemplate
 
 DEFAULT_LOOKAHEAD = 8
 SHIPPED_CHECKPOINT = Path(__file__).parent / "default_checkpoint"
-
-Instructions = str | Sequence[str | None] | None
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -45,18 +45,6 @@ def resolve_device(device: str = "auto") -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """bf16 on CUDA (tensor cores, half the memory); fp32 on CPU, where bf16 is slower."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-def _per_item_instructions(instructions: Instructions, count: int, field: str = "instructions") -> list[str | None]:
-    if instructions is None or isinstance(instructions, str):
-        return [instructions or None] * count
-    instructions = list(instructions)
-    if len(instructions) != count:
-        raise InstEmbError(
-            f"Got {count} texts but {len(instructions)} {field}: give one instruction per text, "
-            "a single string for all, or None."
-        )
-    return [item or None for item in instructions]
 
 
 class InstEmbEncoder(nn.Module):

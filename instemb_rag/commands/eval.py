@@ -23,7 +23,7 @@ def eval_command(
     max_docs: Optional[int] = typer.Option(500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."),
     seed: int = typer.Option(0, help="Seed for sub-sampling."),
     instruction: Optional[str] = typer.Option(None, help="Query instruction for every query without its own ('' = none)."),
-    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets (default: ../shared/data or $INSTEMB_EVAL_DATA)."),
+    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
     output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
@@ -38,6 +38,7 @@ def eval_command(
     from ..eval import evaluate, write_results_json
     from ..eval.report import results_table
     from ..encoder import InstEmbEncoder
+    from ..paths import data_root as default_data_root
 
     console = Console()
     pooling = pooling.value if pooling else None
@@ -53,7 +54,7 @@ def eval_command(
             results.append(evaluate(
                 encoder, task,
                 max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
-                data_root=data_root, instruction=instruction, cache=not no_cache,
+                data_root=data_root or default_data_root(), instruction=instruction, cache=not no_cache,
                 batch_size=batch_size, show_progress=progress, exclude_seen=exclude_seen,
             ))
             for note in results[-1]["notes"]:

@@ -41,7 +41,7 @@ def train_command(
 
 def build_data_command(
     out: Path = typer.Option(..., "--out", help="Folder for train.jsonl and heldout.jsonl."),
-    data_root: Path = typer.Option(Path("../shared/data"), "--data-root", help="Folder holding the source sets."),
+    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the source sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
     sets: list[str] = typer.Option([], "--set-name", help="Sets to use (repeatable); default all."),
     heldout_fraction: float = typer.Option(0.1, "--heldout-fraction"),
     seed: int = typer.Option(0, "--seed"),
@@ -49,10 +49,11 @@ def build_data_command(
 ) -> None:
     """Build (text, instruction, output) training records from the development sets."""
     from ..errors import InstEmbError
+    from ..paths import data_root as default_data_root
     from ..training.builders import build_data_folder
 
     try:
-        counts = build_data_folder(out, data_root, sets or None, heldout_fraction, seed, max_per_set)
+        counts = build_data_folder(out, data_root or default_data_root(), sets or None, heldout_fraction, seed, max_per_set)
     except InstEmbError as exc:
         fail(exc)
     typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
