@@ -59,7 +59,8 @@ class Index:
         self.manifest = manifest
         self.catalog = catalog
         self.encoder = encoder
-        self.stores = stores or StoreOptions.from_manifest(manifest)
+        given = stores or StoreOptions()  # only a server URL and API key can differ from the manifest's
+        self.stores = StoreOptions.from_manifest(manifest, given.qdrant_url, given.qdrant_api_key)
         self.store = open_store(self.index_dir, catalog, self.stores, manifest.dimension, for_search=True)
         self.fallback_reason: str | None = self.store.fallback_reason
 
