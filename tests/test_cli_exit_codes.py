@@ -72,3 +72,22 @@ def test_help_does_not_load_torch_or_faiss():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_store_choice_errors_say_whose_fault_they_are(tmp_path):
+    from instemb_rag.index.manifest import Manifest
+    from instemb_rag.index.stores import StoreOptions, resolve_options
+
+    with pytest.raises(BadInputError, match="--store must be one of faiss, qdrant, got 'bogus'"):
+        resolve_options(StoreOptions(store="bogus"), None, tmp_path)
+    with pytest.raises(BadInputError, match="--faiss-index must be one of flat, hnsw, ivf, got 'annoy'"):
+        resolve_options(StoreOptions(faiss_index="annoy"), None, tmp_path)
+    manifest = Manifest(encoder_fingerprint="f", encoder_reference="default", template={}, dimension=4,
+                        store="annoy", chunk_size=16, chunk_overlap=0)
+    with pytest.raises(IndexFolderError, match=r"manifest\.json: store must be one of faiss, qdrant"):
+        resolve_options(StoreOptions(), manifest, tmp_path)
+    manifest.store = "faiss"
+    with pytest.raises(IndexFolderError, match="to switch to qdrant, pass --rebuild"):
+        resolve_options(StoreOptions(store="qdrant"), manifest, tmp_path)
+    resolved = resolve_options(StoreOptions(), manifest, tmp_path)
+    assert (resolved.store, resolved.faiss_index) == ("faiss", "flat")
