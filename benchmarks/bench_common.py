@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Callable
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 if str(PROJECT_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from a checkout
     sys.path.insert(0, str(PROJECT_ROOT))
+
+from instemb_rag.paths import data_root  # noqa: E402  (after the path fix above)
+
+SHARED_DATA = data_root()  # $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 
 from bench_common import (
     SHARED_DATA,
@@ -41,13 +40,9 @@ def load_documents(count: int) -> tuple[list[str], str]:
     if not corpus.is_file():
         print(f"note: {corpus} is absent; timing a repeated product review instead")
         return [FALLBACK_DOC * (2 + i % 3) for i in range(count)], "synthetic product reviews"
-    documents = []
-    with corpus.open() as handle:
-        for line in handle:
-            row = json.loads(line)
-            documents.append(f"{row.get('title', '')}\n{row['text']}")
-            if len(documents) == count:
-                break
+    from instemb_rag.jsonl import read_jsonl_objects
+
+    documents = [f"{row.get('title', '')}\n{row['text']}" for row in read_jsonl_objects(corpus, count)]
     return documents, f"first {count} SciFact abstracts"
 
 

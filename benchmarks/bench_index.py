@@ -12,7 +12,6 @@ on the corpus size, and HNSW recall on a larger corpus is lower than on this sub
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -24,13 +23,9 @@ DATA = SHARED_DATA / "vaswani"
 
 
 def load_jsonl(path: Path, limit: int | None = None) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as stream:
-        for line in stream:
-            rows.append(json.loads(line))
-            if limit and len(rows) >= limit:
-                break
-    return rows
+    from instemb_rag.jsonl import read_jsonl_objects
+
+    return read_jsonl_objects(path, limit)
 
 
 def write_corpus(documents: list[dict], folder: Path) -> None:
@@ -69,7 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag.index import Indexer, IndexOptions
     from instemb_rag.index import faiss_store
     from instemb_rag.index.catalog import Catalog
-    from instemb_rag.index.qdrant_store import EmbeddedQdrant
+    from instemb_rag.index import StoreOptions
+    from instemb_rag.index.qdrant_store import QdrantStore
 
     encoder = InstEmbEncoder.from_pretrained(device=args.device)
     with tempfile.TemporaryDirectory() as scratch:
@@ -90,9 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
             "faiss_flat": time_queries(encoder, catalog, timed, lambda v: faiss_store.search(flat, v, 10, None)),
             "faiss_hnsw": time_queries(encoder, catalog, timed, lambda v: faiss_store.search(hnsw, v, 10, None)),
         }
-        shard = EmbeddedQdrant(Path(scratch) / "qdrant", encoder.dimension)
+        shard = QdrantStore.open(Path(scratch) / "qdrant", None, StoreOptions(store="qdrant"), encoder.dimension)
         shard.upsert(ids.tolist(), vectors, catalog.payloads(ids.tolist()))
-        shard.finish()
+        shard.flush(optimize=True)
         latencies["qdrant_embedded"] = time_queries(encoder, catalog, timed, lambda v: shard.search(v, 10, None))
         shard.close()
         latencies["encode_only"] = time_queries(encoder, catalog, timed, lambda v: [])

@@ -21,6 +21,7 @@ from filelock import FileLock
 
 from .atomic import write_text_atomically
 from .errors import ModelNotFoundError
+from .hashing import update_from_file
 from .paths import instemb_home
 
 DEFAULT_BACKBONE = "smollm2-135m-instruct"
@@ -69,9 +70,7 @@ def _sha256_files(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in sorted(paths, key=lambda p: p.name):
         digest.update(path.name.encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
+        update_from_file(digest, path)
     return digest.hexdigest()[:32]
 
 

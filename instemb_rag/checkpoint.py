@@ -6,7 +6,10 @@
     adapted.safetensors     (optional) backbone tensors that training changed, by name
     lora/                   (optional) a peft LoRA adapter over the backbone
 
-The base model's weights are never copied; loading checks the base fingerprint.
+The base model's weights are never copied; loading checks the base fingerprint. The config's
+``files`` lists every weight file the checkpoint was written with (filled in by
+``write_folder_atomically``), so a copy that lost some of them (a wheel without ``lora/``, say)
+refuses to load instead of silently embedding with part of the model.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class EncoderConfig(BaseModel):
     pooling: str = "daap"
     max_length: int = Field(default=512, ge=8)
     training: dict = Field(default_factory=dict)  # free-form provenance (config, steps, data)
+    # Weight files the checkpoint holds, relative to its folder (e.g. "lora/adapter_model.safetensors").
+    # None in checkpoints written before instemb-rag recorded it: those load unchecked.
+    files: list[str] | None = None
 
 
 def is_checkpoint(folder: str | os.PathLike) -> bool:
@@ -62,17 +68,55 @@ def read_config(folder: str | os.PathLike) -> EncoderConfig:
         raise CheckpointError(f"{path} is invalid: {exc}") from exc
 
 
+def weight_files(folder: str | os.PathLike) -> list[str]:
+    """The encoder weight files present in ``folder`` (look-ahead, adapted tensors, every file under lora/)."""
+    folder = Path(folder)
+    found: list[str] = []
+    for name in ENCODER_FILES[1:]:
+        path = folder / name
+        if path.is_file():
+            found.append(name)
+        elif path.is_dir():
+            found.extend(sorted(item.relative_to(folder).as_posix() for item in path.rglob("*") if item.is_file()))
+    return found
+
+
+def record_weight_files(folder: str | os.PathLike) -> None:
+    """Write the list of weight files present into the folder's config (``files``)."""
+    path = Path(folder) / CONFIG_FILE
+    raw = json.loads(path.read_text())
+    raw["files"] = weight_files(folder)
+    path.write_text(json.dumps(raw, indent=2))
+
+
+def check_complete(folder: str | os.PathLike, config: EncoderConfig) -> None:
+    """Refuse a checkpoint that lacks a weight file its config lists."""
+    folder = Path(folder)
+    missing = [name for name in config.files or () if not (folder / name).is_file()]
+    if missing:
+        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+        raise CheckpointError(
+            f"Checkpoint {folder} is incomplete: {folder / missing[0]} is missing{more}, but "
+            f"{CONFIG_FILE} lists it, so the model would load without part of what it learned. "
+            "Copy the whole checkpoint folder again (subfolders such as lora/ included); for the "
+            "shipped default (instemb_rag/default_checkpoint), reinstall instemb-rag from a complete wheel."
+        )
+
+
 def write_folder_atomically(target: Path, fill) -> None:
     """Call ``fill(staging_folder)`` then swap the staging folder into ``target``.
 
     A reader never sees a half-written checkpoint; an interrupted save leaves the previous
-    checkpoint in place.
+    checkpoint in place. When ``fill`` wrote a checkpoint config, the weight files it wrote
+    are recorded in it (``files``) before the swap.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
     try:
         fill(staging)
+        if is_checkpoint(staging):
+            record_weight_files(staging)
         if target.exists():
             retired = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
             os.replace(target, retired / "old")
@@ -96,6 +140,7 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
     """
     source, target = Path(source), Path(target)
     config = read_config(source)
+    check_complete(source, config)
     unknown = set(inference_options) - {"max_length", "pooling"}
     if unknown:
         raise CheckpointError(f"export_checkpoint can override max_length and pooling, not {sorted(unknown)}.")

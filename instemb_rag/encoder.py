@@ -19,19 +19,20 @@ from .checkpoint import (
     CONFIG_FILE,
     LORA_DIR,
     EncoderConfig,
+    check_complete,
     is_checkpoint,
     read_config,
     write_folder_atomically,
 )
 from .errors import CheckpointError, FingerprintMismatchError, InstEmbError
+from .instructions import Instructions
+from .instructions import per_item_instructions as _per_item_instructions
 from .models.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .models.pooling import Pooling
 from .models.template import LOOKAHEAD_SLOT, PromptTemplate
 
 DEFAULT_LOOKAHEAD = 8
 SHIPPED_CHECKPOINT = Path(__file__).parent / "default_checkpoint"
-
-Instructions = str | Sequence[str | None] | None
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -44,18 +45,6 @@ def resolve_device(device: str = "auto") -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """bf16 on CUDA (tensor cores, half the memory); fp32 on CPU, where bf16 is slower."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-def _per_item_instructions(instructions: Instructions, count: int, field: str = "instructions") -> list[str | None]:
-    if instructions is None or isinstance(instructions, str):
-        return [instructions or None] * count
-    instructions = list(instructions)
-    if len(instructions) != count:
-        raise InstEmbError(
-            f"Got {count} texts but {len(instructions)} {field}: give one instruction per text, "
-            "a single string for all, or None."
-        )
-    return [item or None for item in instructions]
 
 
 class InstEmbEncoder(nn.Module):
@@ -150,6 +139,7 @@ class InstEmbEncoder(nn.Module):
     @classmethod
     def _from_checkpoint(cls, folder: Path, device, pooling, lookahead_length, max_length) -> "InstEmbEncoder":
         config = read_config(folder)
+        check_complete(folder, config)
         target = resolve_device(device)
         loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
         if loaded.fingerprint != config.base_fingerprint:
@@ -225,7 +215,7 @@ class InstEmbEncoder(nn.Module):
         """Identifies everything that shapes an embedding: weights, template, pooling, L."""
         if self._fingerprint is None:
             digest = hashlib.sha256()
-            identity = self.config.model_dump(exclude={"training"})
+            identity = self.config.model_dump(exclude={"training", "files"})
             identity["inference_lookahead_length"] = self.lookahead_length
             digest.update(json.dumps(identity, sort_keys=True).encode())
             digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())

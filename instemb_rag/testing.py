@@ -7,7 +7,6 @@ tiny model is the same everywhere.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 WORDS = (
@@ -56,11 +55,11 @@ def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2
 
 
 def shared_data_dir() -> Path:
-    """`../shared/data` beside the checkout, or `$INSTEMB_SHARED_DATA` when set."""
-    override = os.environ.get("INSTEMB_SHARED_DATA")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    """The development data: ``instemb_rag.paths.data_root()`` ($INSTEMB_DATA_ROOT, else
+    ../shared/data beside the checkout)."""
+    from .paths import data_root
+
+    return data_root()
 
 
 def shared_data_or_skip(name: str) -> Path:
@@ -69,5 +68,5 @@ def shared_data_or_skip(name: str) -> Path:
 
     folder = shared_data_dir() / name
     if not folder.is_dir():
-        pytest.skip(f"{folder} is absent (development data lives in ../shared/data beside the checkout)")
+        pytest.skip(f"{folder} is absent (development data: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout)")
     return folder

@@ -1,11 +1,13 @@
 import json
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.checkpoint import CONFIG_FILE, read_config
+from instemb_rag.checkpoint import CONFIG_FILE, export_checkpoint, read_config
+from instemb_rag.encoder import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
 from instemb_rag.testing import build_tiny_model_folder
 
@@ -127,5 +129,40 @@ def test_export_keeps_weights_drops_trainer_state_and_overrides_inference_settin
     np.testing.assert_allclose(exported.encode_documents(texts), tiny_encoder.encode_documents(texts), atol=1e-6)
 
     bad = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "x"), "--pooling", "maxpool"])
-    assert bad.exit_code == 2 and "Unknown pooling 'maxpool'" in bad.output
+    assert bad.exit_code == 2 and "'maxpool' is not one of" in " ".join(bad.output.split())
     assert not (tmp_path / "x").exists()
+
+
+def test_checkpoint_records_its_weight_files_and_refuses_to_load_without_one(tiny_encoder, tmp_path):
+    adapted = _perturb(tiny_encoder)
+    tiny_encoder.save(tmp_path / "ckpt", adapted=adapted)
+    assert read_config(tmp_path / "ckpt").files == ["lookahead.safetensors", "adapted.safetensors"]
+    (tmp_path / "ckpt" / "adapted.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing.*Copy the whole checkpoint folder"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+    with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing"):
+        export_checkpoint(tmp_path / "ckpt", tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()
+
+
+def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path):
+    """What an installed wheel without default_checkpoint/lora/ used to load silently."""
+    shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "default")
+    assert "lora/adapter_model.safetensors" in read_config(tmp_path / "default").files
+    shutil.rmtree(tmp_path / "default" / "lora")
+    with pytest.raises(CheckpointError, match=r"lora/adapter_config\.json is missing \(and 1 more: "
+                                              r"lora/adapter_model\.safetensors\).*reinstall instemb-rag"):
+        InstEmbEncoder.from_pretrained(tmp_path / "default", device="cpu")
+
+
+def test_checkpoint_without_a_file_list_still_loads(tiny_encoder, tmp_path):
+    """Checkpoints written before the config recorded its files load as before."""
+    adapted = _perturb(tiny_encoder)
+    tiny_encoder.save(tmp_path / "old", adapted=adapted)
+    path = tmp_path / "old" / CONFIG_FILE
+    raw = json.loads(path.read_text())
+    del raw["files"]
+    path.write_text(json.dumps(raw))
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "old", device="cpu")
+    assert loaded.fingerprint == tiny_encoder.fingerprint
+    np.testing.assert_array_equal(loaded.encode_documents(TEXTS), tiny_encoder.encode_documents(TEXTS))

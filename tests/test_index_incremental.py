@@ -11,7 +11,7 @@ import pytest
 from instemb_rag.index import Index, IndexFolderError, Indexer, IndexOptions, StoreOptions
 from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.manifest import FORMAT_VERSION, MANIFEST_FILE
-from instemb_rag.index.qdrant_store import ServerQdrant
+from instemb_rag.index.qdrant_store import QdrantStore
 
 STORES = ["faiss", "qdrant"]
 
@@ -147,7 +147,7 @@ def test_server_qdrant_code_path_and_dimension_check():
 
     # qdrant-client's in-memory mode answers the same client calls a server does.
     client = QdrantClient(location=":memory:")
-    store = ServerQdrant("memory", None, "docs", 64, client=client)
+    store = QdrantStore.server("memory", None, "docs", 64, client=client)
     vectors = np.eye(64, dtype=np.float32)[:3]
     payloads = [{"source": "a.md", "position": 0}, {"source": "b.md", "position": 0}, {"source": "b.md", "position": 1}]
     store.upsert([7, 8, 9], vectors, payloads)
@@ -157,4 +157,4 @@ def test_server_qdrant_code_path_and_dimension_check():
     store.delete([8])
     assert store.all_ids() == {7, 9} and store.point_count() == 2
     with pytest.raises(IndexFolderError, match="holds 64-d vectors but this encoder makes 32-d"):
-        ServerQdrant("memory", None, "docs", 32, client=client)
+        QdrantStore.server("memory", None, "docs", 32, client=client)

@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from .index import exit_code_for, load_encoder, model_label
+from ..choices import StoreKind
+from .common import device_option, fail, load_encoder, model_label
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "sample_docs"
 DEMO_QUERY = "Which tent should I buy?"
@@ -27,8 +28,8 @@ def demo_command(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Keep the demo index here (default: a temporary folder)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the shipped default."),
     k: int = typer.Option(3, "-k", min=1, help="Results per instruction."),
-    store: str = typer.Option("faiss", "--store", help="faiss | qdrant"),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    store: StoreKind = typer.Option(StoreKind.faiss, "--store", help="Vector store of the demo index."),
+    device: str = device_option(),
 ) -> None:
     """Index the sample documents, then run one query under two instructions."""
     from rich.console import Console
@@ -42,7 +43,7 @@ def demo_command(
         target = index_dir or Path(scratch) / "index"
         try:
             encoder = load_encoder(model, device)
-            options = IndexOptions(index_dir=target, stores=StoreOptions(store=store), model_label=model_label(model))
+            options = IndexOptions(index_dir=target, stores=StoreOptions(store=store.value), model_label=model_label(model))
             with RichChunkProgress(console) as bar:
                 report = Indexer(encoder, options).run(SAMPLE_DOCS, bar)
             print_summary(console, report, target)
@@ -51,8 +52,7 @@ def demo_command(
                     hits = index.search(DEMO_QUERY, instruction, k=k)
                     console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
         except InstEmbError as error:
-            console.print(f"[red]error:[/red] {error}")
-            raise typer.Exit(exit_code_for(error)) from None
+            fail(error)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from ..choices import PoolingMode
+from .common import device_option, fail
+
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
 
@@ -14,16 +17,16 @@ def eval_command(
     tasks: list[str] = typer.Argument(None, help="Task names (scifact, scifact-stance, vaswani, stsb) or BEIR folder paths. Default: all four."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Checkpoint folder or HF model folder; default: the shipped default."),
     untrained: bool = typer.Option(False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."),
-    pooling: Optional[str] = typer.Option(None, help="Override pooling: daap | input_last | special_first | special_mean | all_mean."),
+    pooling: Optional[PoolingMode] = typer.Option(None, help="Override the checkpoint's pooling."),
     lookahead: Optional[int] = typer.Option(None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."),
     max_queries: Optional[int] = typer.Option(50, help="Queries (stance records, STS pairs) per task; 0 = all."),
     max_docs: Optional[int] = typer.Option(500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."),
     seed: int = typer.Option(0, help="Seed for sub-sampling."),
     instruction: Optional[str] = typer.Option(None, help="Query instruction for every query without its own ('' = none)."),
-    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets (default: ../shared/data or $INSTEMB_EVAL_DATA)."),
+    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
     output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    device: str = device_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
     exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
     progress: bool = typer.Option(True, help="Show progress bars."),
@@ -35,8 +38,10 @@ def eval_command(
     from ..eval import evaluate, write_results_json
     from ..eval.report import results_table
     from ..encoder import InstEmbEncoder
+    from ..paths import data_root as default_data_root
 
     console = Console()
+    pooling = pooling.value if pooling else None
     try:
         if untrained:
             encoder = InstEmbEncoder.from_backbone(model, lookahead_length=8 if lookahead is None else lookahead,
@@ -49,14 +54,13 @@ def eval_command(
             results.append(evaluate(
                 encoder, task,
                 max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
-                data_root=data_root, instruction=instruction, cache=not no_cache,
+                data_root=data_root or default_data_root(), instruction=instruction, cache=not no_cache,
                 batch_size=batch_size, show_progress=progress, exclude_seen=exclude_seen,
             ))
             for note in results[-1]["notes"]:
                 console.print(f"  [yellow]note:[/yellow] {note}")
     except InstEmbError as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(code=2) from None
+        fail(error)
     console.print(results_table(results))
     write_results_json(results, output)
     console.print(f"results written to {output}")

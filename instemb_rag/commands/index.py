@@ -7,38 +7,21 @@ from typing import Optional
 
 import typer
 
-# Exit codes shared by index, query and demo.
-EXIT_BAD_INPUT = 1
-EXIT_INDEX_FOLDER = 2
-EXIT_BUSY = 3
+from ..choices import FaissIndexKind, StoreKind
+from .common import ExitCode, device_option, exit_code_for, fail, load_encoder, model_label  # noqa: F401
 
-
-def exit_code_for(error: Exception) -> int:
-    from ..index import BadInputError, IndexBusyError
-
-    if isinstance(error, BadInputError):
-        return EXIT_BAD_INPUT
-    if isinstance(error, IndexBusyError):
-        return EXIT_BUSY
-    return EXIT_INDEX_FOLDER
-
-
-def load_encoder(model: Optional[str], device: str):
-    from ..encoder import InstEmbEncoder
-
-    return InstEmbEncoder.from_pretrained(model, device=device)
-
-
-def model_label(model: Optional[str]) -> str:
-    return str(Path(model).resolve()) if model else "default"
+# The exit codes of the one table in common.py, under the names the index tests use.
+EXIT_BAD_INPUT = ExitCode.BAD_INPUT
+EXIT_INDEX_FOLDER = ExitCode.INDEX_FOLDER
+EXIT_BUSY = ExitCode.BUSY
 
 
 def index_command(
     path: Path = typer.Argument(..., help="Folder (or file) of .txt .md .html .pdf .json .csv documents."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."),
-    store: Optional[str] = typer.Option(None, "--store", help="faiss (default for a new index) | qdrant."),
-    faiss_index: Optional[str] = typer.Option(None, "--faiss-index", help="flat (exact, default) | hnsw | ivf."),
+    store: Optional[StoreKind] = typer.Option(None, "--store", help="Vector store; default: faiss for a new index, the index's own otherwise."),
+    faiss_index: Optional[FaissIndexKind] = typer.Option(None, "--faiss-index", help="flat is exact (default); hnsw and ivf are approximate."),
     qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."),
     qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."),
     qdrant_collection: str = typer.Option("instemb", "--qdrant-collection", help="Collection name on the server."),
@@ -48,7 +31,7 @@ def index_command(
     rebuild: bool = typer.Option(False, "--rebuild", help="Start over: drop the index and embed everything."),
     wait: float = typer.Option(0.0, "--wait", min=0.0, help="Seconds to wait if another index run holds the lock."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Chunks per forward pass."),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    device: str = device_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
@@ -60,11 +43,11 @@ def index_command(
 
     console = Console()
     if chunk_overlap >= chunk_size:
-        console.print(f"[red]error:[/red] --chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size ({chunk_size}).")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        fail(f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size ({chunk_size}).", ExitCode.BAD_INPUT)
     options = IndexOptions(
         index_dir=index_dir,
-        stores=StoreOptions(store, faiss_index, qdrant_url, qdrant_api_key, qdrant_collection),
+        stores=StoreOptions(store and store.value, faiss_index and faiss_index.value, qdrant_url, qdrant_api_key,
+                            qdrant_collection),
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, max_file_bytes=int(max_file_size * 1024 * 1024),
         rebuild=rebuild, wait_seconds=wait, batch_size=batch_size, model_label=model_label(model),
     )
@@ -73,8 +56,7 @@ def index_command(
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(exit_code_for(error)) from None
+        fail(error)
     print_summary(console, report, index_dir)
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .index import exit_code_for, model_label
+from .common import device_option, fail, model_label
 
 
 def query_command(
@@ -21,7 +21,7 @@ def query_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
     qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
     qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    device: str = device_option(),
 ) -> None:
     """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
     from rich.console import Console
@@ -43,8 +43,7 @@ def query_command(
             hits = index.search(text, instruction, k=k, filter=parsed)
             note = index.fallback_reason
     except InstEmbError as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(exit_code_for(error)) from None
+        fail(error)
     if as_json:
         print(json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2))
         return

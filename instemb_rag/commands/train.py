@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from ..choices import PoolingMode
+from .common import device_option, fail
+
 
 def train_command(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or JSON config (model/data/training sections)."),
@@ -14,7 +17,7 @@ def train_command(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Overrides training.max_steps."),
     train_file: Optional[str] = typer.Option(None, "--train-file", help="JSONL records; overrides data.train_file."),
     model: Optional[str] = typer.Option(None, "--model", help="Backbone or checkpoint; overrides model.model_name_or_path."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:1..."),
+    device: Optional[str] = device_option(None, "Overrides training.device: auto | cpu | cuda | cuda:N | mps."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
     set_: list[str] = typer.Option([], "--set", help="Any option as key=value (e.g. training.batch_size=4)."),
 ) -> None:
@@ -32,14 +35,13 @@ def train_command(
             overrides["training.resume"] = True
         final = train(load_config(config, overrides))
     except InstEmbError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(exc)
     typer.echo(f"Final checkpoint: {final}")
 
 
 def build_data_command(
     out: Path = typer.Option(..., "--out", help="Folder for train.jsonl and heldout.jsonl."),
-    data_root: Path = typer.Option(Path("../shared/data"), "--data-root", help="Folder holding the source sets."),
+    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the source sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
     sets: list[str] = typer.Option([], "--set-name", help="Sets to use (repeatable); default all."),
     heldout_fraction: float = typer.Option(0.1, "--heldout-fraction"),
     seed: int = typer.Option(0, "--seed"),
@@ -47,13 +49,13 @@ def build_data_command(
 ) -> None:
     """Build (text, instruction, output) training records from the development sets."""
     from ..errors import InstEmbError
+    from ..paths import data_root as default_data_root
     from ..training.builders import build_data_folder
 
     try:
-        counts = build_data_folder(out, data_root, sets or None, heldout_fraction, seed, max_per_set)
+        counts = build_data_folder(out, data_root or default_data_root(), sets or None, heldout_fraction, seed, max_per_set)
     except InstEmbError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(exc)
     typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
 
 
@@ -61,21 +63,18 @@ def export_command(
     checkpoint: Path = typer.Argument(..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."),
     target: Path = typer.Argument(..., help="Where the encoder-only copy goes (replaced atomically)."),
     max_length: Optional[int] = typer.Option(None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
+    pooling: Optional[PoolingMode] = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
     from ..checkpoint import export_checkpoint
     from ..errors import InstEmbError
-    from ..models.pooling import Pooling
 
-    options = {key: value for key, value in {"max_length": max_length, "pooling": pooling}.items() if value is not None}
+    options = {key: value for key, value in {"max_length": max_length, "pooling": pooling and pooling.value}.items()
+               if value is not None}
     try:
-        if pooling is not None:
-            Pooling(pooling)  # unknown names fail here with the list of valid ones
         export_checkpoint(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(exc)
     typer.echo(f"Exported {checkpoint} to {target}")
 
 

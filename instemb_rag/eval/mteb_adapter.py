@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..instructions import normalize_instruction
 from .data import document_text
 
 # U+241E SYMBOL FOR RECORD SEPARATOR: visible if it ever leaks, never present in benchmark text.
@@ -114,4 +115,4 @@ def _append(texts: list[str], instructions: list[str | None], text: str, instruc
         text, _, joined_instruction = text.partition(INSTRUCTION_SEPARATOR)
         instruction = instruction or joined_instruction
     texts.append(text)
-    instructions.append(instruction or None)
+    instructions.append(normalize_instruction(instruction))

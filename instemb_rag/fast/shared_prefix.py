@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..errors import InstEmbError
+from ..instructions import normalize_instruction
 
 
 def common_prefix_length(id_lists: Sequence[list[int]]) -> int:
@@ -47,7 +48,7 @@ def _normalise_instructions(instructions: Sequence[str | None]) -> list[str | No
             "encode_instructions takes a list of instructions (one embedding per instruction); "
             "wrap a single instruction in a list."
         )
-    return [item or None for item in instructions]
+    return [normalize_instruction(item) for item in instructions]
 
 
 @torch.inference_mode()

@@ -7,10 +7,11 @@ symlink loop.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..hashing import file_sha256
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
 MARKUP_SUFFIXES = {".html", ".htm"}
@@ -90,11 +91,8 @@ def _consider(found: Discovery, path: Path, relative: str, max_bytes: int) -> No
 
 
 def content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Hex SHA-256 of the file (the catalog compares it to find changed files)."""
+    return file_sha256(path)
 
 
 def unusable_reason(path: Path) -> str | None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import faiss
 import numpy as np
 
-FAISS_KINDS = ("flat", "hnsw", "ivf")
+from ..choices import FaissIndexKind, values
+from .crash import crash_point
+
+FAISS_KINDS = values(FaissIndexKind)
 CACHE_PATTERN = re.compile(r"^vectors-g(\d+)\.faiss$")
 HNSW_NEIGHBOURS = 32
 HNSW_EF_CONSTRUCTION = 80
@@ -28,9 +32,10 @@ def cache_path(index_dir: Path, generation: int) -> Path:
     return Path(index_dir) / f"vectors-g{generation}.faiss"
 
 
-def build_index(kind: str, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> faiss.Index:
+def build_index(kind: str | FaissIndexKind, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> faiss.Index:
     if kind not in FAISS_KINDS:
         raise ValueError(f"faiss index kind must be one of {FAISS_KINDS}, got {kind!r}")
+    kind = FaissIndexKind(kind).value
     vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dimension)
     if kind == "flat" or (kind == "ivf" and len(vectors) < 2 * IVF_POINTS_PER_LIST):
         # Too few points to train IVF centroids: exact search is both correct and fast here.
@@ -91,3 +96,70 @@ def search(index: faiss.Index, vector: np.ndarray, k: int, allowed_ids: np.ndarr
             params = faiss.SearchParameters(sel=selector)
     scores, ids = index.search(np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1), k, params=params)
     return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+
+class FaissStore:
+    """A ``VectorStore`` (see stores.py): the FAISS cache file of ``catalog``'s current generation.
+
+    Nothing is written while files are committed; ``finish`` writes the cache of the final
+    generation. Search loads that cache, or rebuilds the index in memory from the catalog when
+    an `index` run has moved past it, so it always answers for the catalog's current state.
+    """
+
+    fallback_reason = None
+
+    def __init__(self, index_dir: Path, catalog, kind: str | FaissIndexKind, dimension: int):
+        self.index_dir = Path(index_dir)
+        self.catalog = catalog
+        self.kind = FaissIndexKind(kind).value
+        self.dimension = dimension
+        self._index = None
+        self._index_generation = -1
+
+    @staticmethod
+    def wipe_local(index_dir: Path) -> None:
+        for path in list(Path(index_dir).iterdir()):
+            if CACHE_PATTERN.match(path.name):
+                path.unlink(missing_ok=True)
+
+    def describe(self) -> dict:
+        return {"faiss_index": self.kind}
+
+    def ensure_empty(self) -> None:
+        pass  # the cache lives in the index folder, which a new index has just wiped
+
+    def repair(self) -> str | None:
+        return None  # a stale or missing cache is rebuilt from the catalog by finish() and search()
+
+    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def finish(self, previous: dict | None) -> None:
+        generation = self.catalog.generation
+        kind_changed = previous is not None and previous.get("faiss_index", "flat") != self.kind
+        if not kind_changed and cache_path(self.index_dir, generation).is_file():
+            return
+        crash_point("before_faiss")
+        ids, vectors = self.catalog.vectors(dimension=self.dimension)
+        save_cache(build_index(self.kind, ids, vectors, self.dimension), self.index_dir, generation)
+        self.catalog.set_store_generation(generation)
+
+    def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
+        allowed = None if sources is None else self.catalog.ids_of_sources(sources)
+        return search(self._current_index(), vector, k, allowed)
+
+    def _current_index(self) -> faiss.Index:
+        generation = self.catalog.generation
+        if self._index is None or self._index_generation != generation:
+            index = load_cache(self.index_dir, generation)
+            if index is None:
+                ids, vectors = self.catalog.vectors(dimension=self.dimension)
+                index = build_index(self.kind, ids, vectors, self.dimension)
+            self._index, self._index_generation = index, generation
+        return self._index
+
+    def close(self) -> None:
+        self._index = None

@@ -4,30 +4,31 @@ Order of work, chosen so that a `kill -9` at any point leaves a state the next r
 
 1. take the index lock (a second run waits ``wait`` seconds, then refuses);
 2. wipe on --rebuild (manifest first), open the catalog and store, write the manifest;
-3. repair: a Qdrant store whose generation lags the catalog is reconciled by chunk id;
+3. repair: a store whose generation lags the catalog is reconciled (Qdrant: by chunk id);
 4. remove files that disappeared, then read, split and embed new or changed files, and
-   commit each file in its own transaction (its old chunks go in the same transaction);
+   commit each file in its own transaction (its old chunks go in the same transaction),
+   mirroring each commit into the store;
 5. bring the vector store up to the catalog's generation (FAISS: rewrite the cache file).
+
+The store is any ``VectorStore`` (stores.py); nothing here depends on which one.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock, Timeout
 
-from . import faiss_store
 from .catalog import Catalog
+from .crash import crash_point
 from .documents import ChunkSplitter, Skipped, content_hash, discover, read_texts, unusable_reason
-from .errors import BadInputError, IndexBusyError, IndexFolderError
+from .errors import BadInputError, IndexFolderError
+from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: also imported from here)
 from .manifest import Manifest, check_encoder, read_manifest, write_manifest
-from .stores import StoreOptions, describe_store, open_qdrant, validate_kinds, wipe_local_files
+from .stores import StoreOptions, VectorStore, open_store, resolve_options, wipe_index
 
-LOCK_FILE = "index.lock"
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 EMBED_GROUP_CHUNKS = 64  # chunks embedded together before their files are committed
 
@@ -71,19 +72,6 @@ class NullProgress:
     def advance(self, chunks: int) -> None: ...
 
 
-def hold_index_lock(index_dir: Path, wait_seconds: float) -> FileLock:
-    """Acquire the index lock or raise IndexBusyError with what to do."""
-    lock = FileLock(str(Path(index_dir) / LOCK_FILE))
-    try:
-        lock.acquire(timeout=wait_seconds)
-    except Timeout:
-        raise IndexBusyError(
-            f"Another process is using the index in {index_dir} (an `instemb-rag index` run, or a query "
-            f"holding its embedded Qdrant store). Wait for it to finish, or pass --wait SECONDS to queue."
-        ) from None
-    return lock
-
-
 class Indexer:
     def __init__(self, encoder, options: IndexOptions):
         self.encoder = encoder
@@ -109,8 +97,11 @@ class Indexer:
     def _run_locked(self, root: Path, progress) -> IndexReport:
         manifest = None if self.options.rebuild else read_manifest(self.index_dir)
         if manifest is None:
-            self._wipe()  # --rebuild, or leftovers of a run killed before its manifest was written
-        store_kind, faiss_kind = self._store_kinds(manifest)
+            # --rebuild, or leftovers of a run killed before its manifest was written
+            wipe_index(self.index_dir, self.options.stores, self.encoder.dimension, self.options.rebuild)
+        else:
+            check_encoder(manifest, self.encoder.fingerprint, self.encoder.dimension, self.index_dir, self.options.model_label)
+        stores = resolve_options(self.options.stores, manifest, self.index_dir)
         discovery = discover(root, self.options.max_file_bytes)
         if not discovery.files:
             reasons = "; ".join(f"{item.path}: {item.reason}" for item in discovery.skipped[:5])
@@ -122,47 +113,22 @@ class Indexer:
         store = None
         try:
             self._check_root(catalog, discovery.root)
-            store = open_qdrant(self.index_dir, self.options.stores, self.encoder.dimension) if store_kind == "qdrant" else None
+            store = open_store(self.index_dir, catalog, stores, self.encoder.dimension)
             if manifest is None:
-                if store is not None and hasattr(store, "point_count") and store.point_count():
-                    raise IndexFolderError(
-                        f"Qdrant collection '{self.options.stores.qdrant_collection}' already holds points that "
-                        "this index folder did not write. Use another --qdrant-collection or pass --rebuild."
-                    )
-            self._write_manifest(manifest, store_kind, faiss_kind)
+                store.ensure_empty()
+            self._write_manifest(manifest, stores.store, store.describe())
             report = IndexReport(files_found=len(discovery.files), skipped=list(discovery.skipped))
-            report.repaired = self._repair(catalog, store)
+            report.repaired = store.repair()
             self._remove_missing(catalog, store, discovery, report)
             pending = self._prepare(catalog, discovery, report)
             self._embed_and_commit(catalog, store, pending, report, progress)
-            self._finish_store(catalog, store, faiss_kind, manifest)
+            store.finish(manifest.store_options if manifest is not None else None)
             report.chunks_total = catalog.chunk_count()
             return report
         finally:
             if store is not None:
                 store.close()
             catalog.close()
-
-    def _wipe(self) -> None:
-        wipe_local_files(self.index_dir)
-        if self.options.rebuild and self.options.stores.qdrant_url:
-            open_qdrant(self.index_dir, self.options.stores, self.encoder.dimension).drop_collection()
-
-    def _store_kinds(self, manifest: Manifest | None) -> tuple[str, str]:
-        chosen = self.options.stores
-        if manifest is None:
-            store, faiss_kind = chosen.store or "faiss", chosen.faiss_index or "flat"
-        else:
-            check_encoder(manifest, self.encoder.fingerprint, self.encoder.dimension, self.index_dir, self.options.model_label)
-            store = manifest.store
-            if chosen.store and chosen.store != store:
-                raise IndexFolderError(
-                    f"The index in {self.index_dir} uses --store {store}; to switch to {chosen.store}, "
-                    "pass --rebuild (re-embeds everything) or use another --index-dir."
-                )
-            faiss_kind = chosen.faiss_index or manifest.store_options.get("faiss_index", "flat")
-        validate_kinds(store, faiss_kind)
-        return store, faiss_kind
 
     def _check_root(self, catalog: Catalog, root: Path) -> None:
         """Paths are stored relative to the indexed folder; another folder would delete them all."""
@@ -177,47 +143,29 @@ class Indexer:
                 "folder here would drop every chunk of the first one: use another --index-dir, or --rebuild."
             )
 
-    def _write_manifest(self, manifest: Manifest | None, store: str, faiss_kind: str) -> None:
+    def _write_manifest(self, manifest: Manifest | None, store: str, store_options: dict) -> None:
         wanted = Manifest(
             encoder_fingerprint=self.encoder.fingerprint,
             encoder_reference=self.options.model_label,
             template=self.encoder.template.get_config_dict(),
             dimension=self.encoder.dimension,
             store=store,
-            store_options=describe_store(store, faiss_kind, self.options.stores),
+            store_options=store_options,
             chunk_size=self.options.chunk_size,
             chunk_overlap=self.options.chunk_overlap,
         )
         if manifest is None or manifest.model_dump() != wanted.model_dump():
             write_manifest(self.index_dir, wanted)
 
-    # ------------------------------------------------------------------ repair and removal
-    def _repair(self, catalog: Catalog, store) -> str | None:
-        """Bring a lagging Qdrant store back to the catalog (a previous run was killed)."""
-        if store is None or catalog.store_generation == catalog.generation:
-            return None
-        catalog_ids, _ = catalog.vectors(dimension=self.encoder.dimension)
-        wanted = set(catalog_ids.tolist())
-        present = store.all_ids()
-        stray, missing = sorted(present - wanted), sorted(wanted - present)
-        store.delete(stray)
-        if missing:
-            ids, vectors = catalog.vectors(missing, self.encoder.dimension)
-            store.upsert(ids.tolist(), vectors, catalog.payloads(ids.tolist()))
-        store.flush()
-        catalog.set_store_generation(catalog.generation)
-        return f"Qdrant store repaired: {len(stray)} stray points removed, {len(missing)} missing points restored"
-
-    def _remove_missing(self, catalog: Catalog, store, discovery, report: IndexReport) -> None:
+    # ------------------------------------------------------------------ removal
+    def _remove_missing(self, catalog: Catalog, store: VectorStore, discovery, report: IndexReport) -> None:
         kept = {item.path for item in discovery.skipped if item.keep_previous}
         for source in sorted(set(catalog.file_hashes()) - set(discovery.files) - kept):
             removed = catalog.remove_file(source)
-            if store is not None:
-                store.delete(removed)
+            store.apply(removed, [], np.zeros((0, self.encoder.dimension), np.float32), [])
             report.removed.append(source)
-        if store is not None and report.removed:
-            store.flush()
-            catalog.set_store_generation(catalog.generation)
+        if report.removed:
+            store.sync()
 
     # ------------------------------------------------------------------ reading and embedding
     def _prepare(self, catalog: Catalog, discovery, report: IndexReport) -> list[_Pending]:
@@ -247,7 +195,7 @@ class Indexer:
             pending.append(_Pending(source, sha256, path.stat().st_size, chunks))
         return pending
 
-    def _embed_and_commit(self, catalog: Catalog, store, pending: list[_Pending], report: IndexReport, progress) -> None:
+    def _embed_and_commit(self, catalog: Catalog, store: VectorStore, pending: list[_Pending], report: IndexReport, progress) -> None:
         progress.start(sum(len(item.chunks) for item in pending))
         group: list[_Pending] = []
         for item in pending:
@@ -258,7 +206,7 @@ class Indexer:
         if group:
             self._commit_group(catalog, store, group, report, progress)
 
-    def _commit_group(self, catalog: Catalog, store, group: list[_Pending], report: IndexReport, progress) -> None:
+    def _commit_group(self, catalog: Catalog, store: VectorStore, group: list[_Pending], report: IndexReport, progress) -> None:
         texts = [chunk.text for item in group for chunk in item.chunks]
         vectors = self.encoder.encode_documents(texts, batch_size=self.options.batch_size) if texts else None
         offset = 0
@@ -266,51 +214,14 @@ class Indexer:
             own = vectors[offset : offset + len(item.chunks)] if item.chunks else np.zeros((0, self.encoder.dimension), np.float32)
             offset += len(item.chunks)
             if item.chunks:
-                _crash_point("before_commit")
+                crash_point("before_commit")
                 removed, added = catalog.replace_file(item.source, item.sha256, item.size, item.chunks, own)
             else:  # the file changed into something unusable: its old chunks are stale
                 removed, added = catalog.remove_file(item.source), []
-            if store is not None:
-                store.delete(removed)
-                store.upsert(added, own, [{"source": item.source, "position": c.position} for c in item.chunks])
+            store.apply(removed, added, own, [{"source": item.source, "position": c.position} for c in item.chunks])
             if item.chunks:
                 report.indexed.append(item.source)
                 report.chunks_added += len(added)
             progress.advance(len(item.chunks))
-            _crash_point("after_commit")
-        if store is not None:
-            store.flush()
-            catalog.set_store_generation(catalog.generation)
-
-    def _finish_store(self, catalog: Catalog, store, faiss_kind: str, manifest: Manifest | None) -> None:
-        generation = catalog.generation
-        if store is not None:
-            store.finish()
-            catalog.set_store_generation(generation)
-            return
-        kind_changed = manifest is not None and manifest.store_options.get("faiss_index", "flat") != faiss_kind
-        if not kind_changed and faiss_store.cache_path(self.index_dir, generation).is_file():
-            return
-        _crash_point("before_faiss")
-        ids, vectors = catalog.vectors(dimension=self.encoder.dimension)
-        index = faiss_store.build_index(faiss_kind, ids, vectors, self.encoder.dimension)
-        faiss_store.save_cache(index, self.index_dir, generation)
-        catalog.set_store_generation(generation)
-
-
-def _crash_point(name: str) -> None:
-    """Test hook: INSTEMB_CRASH_AT=name:N kills this process (SIGKILL) the N-th time name is reached."""
-    wanted = os.environ.get("INSTEMB_CRASH_AT")
-    if not wanted:
-        return
-    point, _, count = wanted.partition(":")
-    if point != name:
-        return
-    _CRASH_COUNTS[name] = _CRASH_COUNTS.get(name, 0) + 1
-    if _CRASH_COUNTS[name] >= int(count or 1):
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-_CRASH_COUNTS: dict[str, int] = {}
+            crash_point("after_commit")
+        store.sync()

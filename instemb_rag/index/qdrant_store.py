@@ -1,10 +1,17 @@
 """Qdrant vector store: embedded on disk (qdrant-edge-py) or a server/cluster (qdrant-client).
 
-Why two clients: on 10,000 random 576-d vectors with a payload filter, qdrant-client's
-local mode (pure Python) answers in ~230 ms per query, qdrant-edge-py (the Qdrant engine
-in-process) in ~1 ms (benchmarks/bench_qdrant_embedded.py), so the embedded default uses
-the engine and `--qdrant-url` uses qdrant-client. Both hold point id = catalog chunk id and
-payload {source, position}; text stays in the catalog, which remains the source of truth.
+One class, ``QdrantStore``, holds everything the two have in common (keeping the store in step
+with the catalog, repair after a kill, search with a filter on ``source``, falling back to exact
+search when the store lags); it talks to Qdrant through one of two small transports:
+
+- ``EdgeShard``: the Qdrant engine in this process, a shard in INDEX_DIR/qdrant. On 10,000 random
+  576-d vectors with a payload filter, qdrant-client's local mode (pure Python) answers in ~230 ms
+  per query, the engine in ~1 ms (benchmarks/bench_qdrant_embedded.py), so the embedded default
+  uses the engine;
+- ``ServerCollection``: a collection on a server or cluster through qdrant-client (`--qdrant-url`).
+
+Point id = catalog chunk id, payload {source, position}; text stays in the catalog, which
+remains the source of truth.
 """
 
 from __future__ import annotations
@@ -16,22 +23,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import IndexFolderError
+from .errors import IndexBusyError, IndexFolderError
+from .lock import hold_index_lock
 
 SHARD_DIR = "qdrant"
 DEFAULT_COLLECTION = "instemb"
 SCROLL_PAGE = 1000
+BUSY_NOTE = "an index run is in progress: exact search over the last committed chunks"
+LAG_NOTE = "the Qdrant store lags the catalog: exact search over the committed chunks"
 
 
-class EmbeddedQdrant:
-    """A Qdrant shard in this process, stored in INDEX_DIR/qdrant."""
+class EdgeShard:
+    """Transport: a Qdrant shard in this process (qdrant-edge-py), stored in INDEX_DIR/qdrant."""
 
     def __init__(self, index_dir: Path, dimension: int):
         import qdrant_edge as edge
 
         self.edge = edge
         self.folder = Path(index_dir) / SHARD_DIR
-        self.dimension = dimension
         config = edge.EdgeConfig(vectors=edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Dot))
         try:
             if self.folder.exists():
@@ -48,60 +57,47 @@ class EmbeddedQdrant:
                 "was built with another model, pass that --model or re-index with --rebuild."
             ) from error
 
-    def upsert(self, ids: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
-        if len(ids):
-            points = [self.edge.Point(id=int(i), vector=v.tolist(), payload=p) for i, v, p in zip(ids, vectors, payloads)]
-            self.shard.update(self.edge.UpdateOperation.upsert_points(points))
+    def upsert(self, ids: list[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+        points = [self.edge.Point(id=i, vector=v.tolist(), payload=p) for i, v, p in zip(ids, vectors, payloads)]
+        self.shard.update(self.edge.UpdateOperation.upsert_points(points))
 
-    def delete(self, ids: Sequence[int]) -> None:
-        if len(ids):
-            self.shard.update(self.edge.UpdateOperation.delete_points([int(i) for i in ids]))
+    def delete(self, ids: list[int]) -> None:
+        self.shard.update(self.edge.UpdateOperation.delete_points(ids))
 
-    def all_ids(self) -> set[int]:
-        found: set[int] = set()
-        offset = None
-        while True:
-            request = self.edge.ScrollRequest(offset=offset, limit=SCROLL_PAGE, with_payload=False, with_vector=False)
-            points, offset = self.shard.scroll(request)
-            found.update(int(point.id) for point in points)
-            if offset is None:
-                return found
+    def scroll(self, offset, limit: int):
+        request = self.edge.ScrollRequest(offset=offset, limit=limit, with_payload=False, with_vector=False)
+        return self.shard.scroll(request)
 
-    def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
+    def query(self, vector: np.ndarray, k: int, sources: list[str] | None):
         edge = self.edge
         query_filter = None
         if sources is not None:
-            if not sources:
-                return []
-            query_filter = edge.Filter(must=[edge.FieldCondition(key="source", match=edge.MatchAny(list(sources)))])
-        request = edge.QueryRequest(limit=k, query=edge.Query.Nearest(vector.tolist()), filter=query_filter)
-        return [(int(point.id), float(point.score)) for point in self.shard.query(request)]
-
-    def finish(self) -> None:
-        """Flush, and build the HNSW graph where the engine's optimizer wants to."""
-        self.shard.flush()
-        self.shard.optimize()
+            query_filter = edge.Filter(must=[edge.FieldCondition(key="source", match=edge.MatchAny(sources))])
+        return self.shard.query(edge.QueryRequest(limit=k, query=edge.Query.Nearest(vector.tolist()), filter=query_filter))
 
     def flush(self) -> None:
         self.shard.flush()
 
+    def optimize(self) -> None:
+        """Build the HNSW graph where the engine's optimizer wants to."""
+        self.shard.optimize()
+
     def close(self) -> None:
         self.shard.close()
 
-    @staticmethod
-    def destroy(index_dir: Path) -> None:
-        shutil.rmtree(Path(index_dir) / SHARD_DIR, ignore_errors=True)
+    def drop(self) -> None:
+        self.shard.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
-class ServerQdrant:
-    """A collection on a Qdrant server or cluster, through qdrant-client."""
+class ServerCollection:
+    """Transport: a collection on a Qdrant server or cluster, through qdrant-client."""
 
     def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, client=None):
         from qdrant_client import QdrantClient, models
 
         self.models = models
         self.collection = collection
-        self.dimension = dimension
         if client is not None:  # an existing QdrantClient (tests pass QdrantClient(":memory:"))
             self.client = client
         else:
@@ -119,60 +115,184 @@ class ServerQdrant:
             )
             self.client.create_payload_index(collection, "source", models.PayloadSchemaType.KEYWORD)
         else:
-            size = self._collection_size()
+            size = getattr(self.client.get_collection(collection).config.params.vectors, "size", None)
             if size != dimension:
                 raise IndexFolderError(
                     f"Qdrant collection '{collection}' at {url} holds {size}-d vectors but this encoder makes "
                     f"{dimension}-d ones. Use another --qdrant-collection, the model that built it, or --rebuild."
                 )
 
-    def _collection_size(self) -> int | None:
-        params = self.client.get_collection(self.collection).config.params.vectors
-        return getattr(params, "size", None)
+    def upsert(self, ids: list[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+        points = [self.models.PointStruct(id=i, vector=v.tolist(), payload=p) for i, v, p in zip(ids, vectors, payloads)]
+        self.client.upsert(self.collection, points=points, wait=True)
 
-    def point_count(self) -> int:
-        return int(self.client.count(self.collection, exact=True).count)
+    def delete(self, ids: list[int]) -> None:
+        self.client.delete(self.collection, points_selector=self.models.PointIdsList(points=ids), wait=True)
 
+    def scroll(self, offset, limit: int):
+        return self.client.scroll(self.collection, limit=limit, offset=offset, with_payload=False, with_vectors=False)
+
+    def query(self, vector: np.ndarray, k: int, sources: list[str] | None):
+        models = self.models
+        query_filter = None
+        if sources is not None:
+            query_filter = models.Filter(must=[models.FieldCondition(key="source", match=models.MatchAny(any=sources))])
+        return self.client.query_points(self.collection, query=vector.tolist(), limit=k, query_filter=query_filter).points
+
+    def flush(self) -> None:
+        pass  # upserts wait for the server
+
+    def optimize(self) -> None:
+        pass  # the server builds its own HNSW graph
+
+    def close(self) -> None:
+        self.client.close()
+
+    def drop(self) -> None:
+        if self.client.collection_exists(self.collection):
+            self.client.delete_collection(self.collection)
+        self.client.close()
+
+
+class QdrantStore:
+    """A ``VectorStore`` (see stores.py) over either transport, kept in step with ``catalog``.
+
+    ``transport`` is None when the store cannot be used right now (an index run holds the
+    embedded shard); search then answers None and the caller searches the catalog exactly.
+    """
+
+    def __init__(self, transport, description: dict, dimension: int, catalog=None, lock=None,
+                 fallback_reason: str | None = None):
+        self.transport = transport
+        self.dimension = dimension
+        self.description = description
+        self.catalog = catalog
+        self.lock = lock
+        self.fallback_reason = fallback_reason
+
+    @classmethod
+    def open(cls, index_dir: Path, catalog, options, dimension: int, for_search: bool = False) -> "QdrantStore":
+        """The store ``options`` name: a server collection (``qdrant_url``) or the embedded shard.
+
+        For search, the embedded shard is opened under the index lock (held until ``close()``);
+        while an index run holds it, the store is returned unusable with ``fallback_reason``.
+        """
+        if options.qdrant_url:
+            return cls.server(options.qdrant_url, options.qdrant_api_key, options.qdrant_collection, dimension,
+                              catalog=catalog)
+        description = {"qdrant": "embedded"}
+        lock = None
+        if for_search:
+            try:
+                lock = hold_index_lock(index_dir, 0)
+            except IndexBusyError:
+                return cls(None, description, dimension, catalog, fallback_reason=BUSY_NOTE)
+        try:
+            return cls(EdgeShard(index_dir, dimension), description, dimension, catalog, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @classmethod
+    def server(cls, url: str, api_key: str | None, collection: str, dimension: int, client=None,
+               catalog=None) -> "QdrantStore":
+        transport = ServerCollection(url, api_key, collection, dimension, client)
+        return cls(transport, {"qdrant_url": url, "qdrant_collection": collection}, dimension, catalog)
+
+    @staticmethod
+    def wipe_local(index_dir: Path) -> None:
+        shutil.rmtree(Path(index_dir) / SHARD_DIR, ignore_errors=True)
+
+    # ------------------------------------------------------------------ point operations
     def upsert(self, ids: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
         if len(ids):
-            points = [self.models.PointStruct(id=int(i), vector=v.tolist(), payload=p) for i, v, p in zip(ids, vectors, payloads)]
-            self.client.upsert(self.collection, points=points, wait=True)
+            self.transport.upsert([int(i) for i in ids], vectors, payloads)
 
     def delete(self, ids: Sequence[int]) -> None:
         if len(ids):
-            selector = self.models.PointIdsList(points=[int(i) for i in ids])
-            self.client.delete(self.collection, points_selector=selector, wait=True)
+            self.transport.delete([int(i) for i in ids])
 
     def all_ids(self) -> set[int]:
         found: set[int] = set()
         offset = None
         while True:
-            points, offset = self.client.scroll(
-                self.collection, limit=SCROLL_PAGE, offset=offset, with_payload=False, with_vectors=False
-            )
+            points, offset = self.transport.scroll(offset, SCROLL_PAGE)
             found.update(int(point.id) for point in points)
             if offset is None:
                 return found
 
-    def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
-        models = self.models
-        query_filter = None
-        if sources is not None:
-            if not sources:
-                return []
-            query_filter = models.Filter(must=[models.FieldCondition(key="source", match=models.MatchAny(any=list(sources)))])
-        response = self.client.query_points(self.collection, query=vector.tolist(), limit=k, query_filter=query_filter)
-        return [(int(point.id), float(point.score)) for point in response.points]
+    def point_count(self) -> int:
+        return len(self.all_ids())
 
-    def finish(self) -> None:
-        pass  # upserts wait for the server; it builds its own HNSW graph
+    def flush(self, optimize: bool = False) -> None:
+        """Make upserts and deletes durable; ``optimize`` also builds the embedded engine's HNSW graph."""
+        self.transport.flush()
+        if optimize:
+            self.transport.optimize()
 
-    def flush(self) -> None:
-        pass
+    def drop(self) -> None:
+        """Delete every point: the server collection, or the embedded shard's folder."""
+        self.transport.drop()
+        self.transport = None
+
+    # ------------------------------------------------------------------ VectorStore
+    def describe(self) -> dict:
+        return dict(self.description)
+
+    def ensure_empty(self) -> None:
+        points, _ = self.transport.scroll(None, 1)
+        if points:
+            collection = self.description.get("qdrant_collection")
+            where = f"collection '{collection}'" if collection else f"shard {self.transport.folder}"
+            raise IndexFolderError(
+                f"Qdrant {where} already holds points that this index folder did not write. "
+                "Use another --qdrant-collection or pass --rebuild."
+            )
+
+    def repair(self) -> str | None:
+        """Bring a lagging store back to the catalog (a previous run was killed)."""
+        catalog = self.catalog
+        if catalog.store_generation == catalog.generation:
+            return None
+        catalog_ids, _ = catalog.vectors(dimension=self.dimension)
+        wanted = set(catalog_ids.tolist())
+        present = self.all_ids()
+        stray, missing = sorted(present - wanted), sorted(wanted - present)
+        self.delete(stray)
+        if missing:
+            ids, vectors = catalog.vectors(missing, self.dimension)
+            self.upsert(ids.tolist(), vectors, catalog.payloads(ids.tolist()))
+        self.sync()
+        return f"Qdrant store repaired: {len(stray)} stray points removed, {len(missing)} missing points restored"
+
+    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+        self.delete(removed)
+        self.upsert(added, vectors, payloads)
+
+    def sync(self) -> None:
+        self.flush()
+        self.catalog.set_store_generation(self.catalog.generation)
+
+    def finish(self, previous: dict | None) -> None:
+        self.flush(optimize=True)
+        self.catalog.set_store_generation(self.catalog.generation)
+
+    def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]] | None:
+        if self.transport is None:
+            return None
+        if self.catalog is not None and self.catalog.store_generation != self.catalog.generation:
+            self.fallback_reason = LAG_NOTE
+            return None
+        if sources is not None and not sources:
+            return []
+        points = self.transport.query(np.asarray(vector, np.float32), k, None if sources is None else list(sources))
+        return [(int(point.id), float(point.score)) for point in points]
 
     def close(self) -> None:
-        self.client.close()
-
-    def drop_collection(self) -> None:
-        if self.client.collection_exists(self.collection):
-            self.client.delete_collection(self.collection)
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None

@@ -8,12 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import faiss_store
 from .catalog import Catalog
-from .errors import BadInputError, IndexBusyError, IndexFolderError
-from .indexer import hold_index_lock
+from .errors import BadInputError, IndexFolderError
 from .manifest import Manifest, check_encoder, read_manifest
-from .stores import StoreOptions, open_qdrant
+from .stores import StoreOptions, open_store
 
 FILTER_KEYS = ("source",)
 
@@ -46,13 +44,14 @@ def parse_filters(expressions: list[str] | None) -> dict[str, str]:
 
 
 class Index:
-    """An index folder opened for search.
+    """An index folder opened for search, through its ``VectorStore`` (stores.py).
 
     FAISS: the cache file of the catalog's current generation is loaded, or rebuilt in
     memory from the catalog when an `index` run has moved past it. Embedded Qdrant: the
-    shard is opened under the index lock (held until ``close()``); while an `index` run
-    holds the lock, or the shard lags the catalog, search runs exactly over the catalog's
-    vectors instead, so a query always sees the last committed state.
+    shard is opened under the index lock (held until ``close()``). Whenever the store cannot
+    answer for the catalog's current state (an `index` run holds the lock, or the store lags
+    the catalog), search runs exactly over the catalog's vectors instead, so a query always
+    sees the last committed state; ``fallback_reason`` says why.
     """
 
     def __init__(self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None):
@@ -60,14 +59,10 @@ class Index:
         self.manifest = manifest
         self.catalog = catalog
         self.encoder = encoder
-        self.stores = stores or StoreOptions()
-        self.fallback_reason: str | None = None
-        self._faiss = None
-        self._faiss_generation = -1
-        self._qdrant = None
-        self._lock = None
-        if manifest.store == "qdrant":
-            self._open_qdrant()
+        given = stores or StoreOptions()  # only a server URL and API key can differ from the manifest's
+        self.stores = StoreOptions.from_manifest(manifest, given.qdrant_url, given.qdrant_api_key)
+        self.store = open_store(self.index_dir, catalog, self.stores, manifest.dimension, for_search=True)
+        self.fallback_reason: str | None = self.store.fallback_reason
 
     @classmethod
     def open(cls, index_dir: str | Path = ".instemb", encoder=None, model: str | None = None,
@@ -87,32 +82,16 @@ class Index:
             reference = model or (None if manifest.encoder_reference == "default" else manifest.encoder_reference)
             encoder = InstEmbEncoder.from_pretrained(reference, device=device)
         check_encoder(manifest, encoder.fingerprint, encoder.dimension, index_dir, label)
-        stores = StoreOptions(
-            store=manifest.store,
-            qdrant_url=qdrant_url or manifest.store_options.get("qdrant_url"),
-            qdrant_api_key=qdrant_api_key,
-            qdrant_collection=manifest.store_options.get("qdrant_collection", "instemb"),
-        )
-        return cls(index_dir, manifest, Catalog.open(index_dir), encoder, stores)
-
-    def _open_qdrant(self) -> None:
-        if self.stores.qdrant_url:
-            self._qdrant = open_qdrant(self.index_dir, self.stores, self.manifest.dimension)
-            return
+        stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
+        catalog = Catalog.open(index_dir)
         try:
-            self._lock = hold_index_lock(self.index_dir, 0)
-        except IndexBusyError:
-            self.fallback_reason = "an index run is in progress: exact search over the last committed chunks"
-            return
-        self._qdrant = open_qdrant(self.index_dir, self.stores, self.manifest.dimension)
+            return cls(index_dir, manifest, catalog, encoder, stores)
+        except BaseException:
+            catalog.close()
+            raise
 
     def close(self) -> None:
-        if self._qdrant is not None:
-            self._qdrant.close()
-            self._qdrant = None
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        self.store.close()
         self.catalog.close()
 
     def __enter__(self) -> "Index":
@@ -155,27 +134,11 @@ class Index:
         return [source for source in self.catalog.sources() if source == pattern or fnmatch.fnmatchcase(source, pattern)]
 
     def _ranked(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:
-        generation = self.catalog.generation
-        if self.manifest.store == "faiss":
-            return faiss_store.search(self._faiss_index(generation), vector, k, self._allowed_ids(sources))
-        if self._qdrant is not None and self.catalog.store_generation == generation:
-            return self._qdrant.search(vector, k, sources)
-        if self._qdrant is not None:
-            self.fallback_reason = "the Qdrant store lags the catalog: exact search over the committed chunks"
-        return self._exact(vector, k, sources)
-
-    def _allowed_ids(self, sources: list[str] | None) -> np.ndarray | None:
-        return None if sources is None else self.catalog.ids_of_sources(sources)
-
-    def _faiss_index(self, generation: int):
-        if self._faiss is None or self._faiss_generation != generation:
-            index = faiss_store.load_cache(self.index_dir, generation)
-            if index is None:
-                ids, vectors = self.catalog.vectors(dimension=self.manifest.dimension)
-                kind = self.manifest.store_options.get("faiss_index", "flat")
-                index = faiss_store.build_index(kind, ids, vectors, self.manifest.dimension)
-            self._faiss, self._faiss_generation = index, generation
-        return self._faiss
+        ranked = self.store.search(vector, k, sources)
+        if ranked is None:
+            self.fallback_reason = self.store.fallback_reason
+            return self._exact(vector, k, sources)
+        return ranked
 
     def _exact(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:
         if sources is None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import torch
 
-POOLING_MODES = ("daap", "input_last", "special_first", "special_mean", "all_mean")
+from ..choices import PoolingMode, values
+
+POOLING_MODES = values(PoolingMode)
 
 
 def last_valid_positions(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from pathlib import Path
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from ..checkpoint import ADAPTED_FILE, LORA_DIR, is_checkpoint
+from ..checkpoint import ADAPTED_FILE, LORA_DIR, check_complete, is_checkpoint, read_config
 from ..errors import InstEmbError
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, merge_lora_adapter
 
@@ -36,6 +36,7 @@ def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
     if not reference or not is_checkpoint(reference):
         return None
     folder = Path(reference)
+    check_complete(folder, read_config(folder))  # training on from part of a checkpoint would lose the rest
     adapted_path = folder / ADAPTED_FILE
     names: list[str] = []
     if adapted_path.is_file():

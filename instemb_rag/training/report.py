@@ -17,6 +17,8 @@ from typing import Optional
 
 import typer
 
+from ..jsonl import read_jsonl_objects
+
 HEADLINE_GROUP = "trained vs untrained"
 # (task, metric, label, kind) in report order. Instruction and generic figures get a verdict
 # (trained vs best untrained); diagnostic ones explain the others and get none.
@@ -157,7 +159,7 @@ def _teacher_time(info: dict) -> str:
 def run_summary(run_dir: Path) -> list[str]:
     config = json.loads((run_dir / "train_config.json").read_text())
     info = json.loads((run_dir / "run_info.json").read_text()) if (run_dir / "run_info.json").is_file() else {}
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = read_jsonl_objects(run_dir / "metrics.jsonl")
     t, m = config["training"], config["model"]
     first, last = metrics[0], metrics[-1]
     window = metrics[-10:]

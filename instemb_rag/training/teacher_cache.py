@@ -29,6 +29,7 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..hashing import file_sha256
 from .records import TrainingRecord
 
 CACHE_FORMAT = 1
@@ -101,11 +102,8 @@ def compute_teacher_targets(
 
 
 def file_digest(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Hex SHA-256 of the file (instemb_rag/hashing.py)."""
+    return file_sha256(path)
 
 
 def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_length: int,

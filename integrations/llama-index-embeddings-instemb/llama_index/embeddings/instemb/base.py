@@ -23,7 +23,7 @@ from typing import Any, List, Optional, Sequence
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from instemb_rag import InstEmbEncoder
+from instemb_rag import InstEmbEncoder, normalize_instruction
 from instemb_rag.errors import InstEmbError
 
 from .cache import QueryEmbeddingCache, QueryKey
@@ -138,7 +138,7 @@ class InstEmbEmbedding(BaseEmbedding):
     def resolve_instruction(self, instruction: Optional[str]) -> Optional[str]:
         """None means "the default query_instruction"; "" means "no instruction at all"."""
         chosen = self.query_instruction if instruction is None else instruction
-        return chosen or None
+        return normalize_instruction(chosen)
 
     def get_query_embeddings(
         self, queries: Sequence[str], instructions: Optional[str] | Sequence[Optional[str]] = None

@@ -1,0 +1,39 @@
+"""The closed sets of choices shared by the library and the command line, as enums.
+
+Kept free of heavy imports (torch, faiss) so that `instemb-rag --help` and option parsing stay
+fast; typer shows and checks these as choices, and the library accepts either the enum or its
+string value.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class StoreKind(str, Enum):
+    """``--store``: faiss (FAISS file + SQLite catalog) or qdrant (embedded, or a server with --qdrant-url)."""
+
+    faiss = "faiss"
+    qdrant = "qdrant"
+
+
+class FaissIndexKind(str, Enum):
+    """``--faiss-index``: flat (exact), hnsw or ivf (approximate, for large corpora)."""
+
+    flat = "flat"
+    hnsw = "hnsw"
+    ivf = "ivf"
+
+
+class PoolingMode(str, Enum):
+    """``--pooling``: how hidden states become one embedding (instemb_rag/models/pooling.py)."""
+
+    daap = "daap"
+    input_last = "input_last"
+    special_first = "special_first"
+    special_mean = "special_mean"
+    all_mean = "all_mean"
+
+
+def values(enum_type: type[Enum]) -> tuple[str, ...]:
+    return tuple(member.value for member in enum_type)

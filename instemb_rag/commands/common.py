@@ -1,0 +1,76 @@
+"""What every `instemb-rag` command shares: the exit-code table, error reporting, --device.
+
+Exit codes (the same for every command; README.md "Exit codes"):
+
+    0  success
+    1  unexpected failure (a bug: the traceback is shown)
+    2  bad input: an invalid option or argument (typer's own usage errors use 2 too), or
+       documents, records, a config, a query or a task that cannot be used as given
+    3  busy: another process holds the index lock (`index --wait SECONDS` queues)
+    4  index folder: missing, damaged, built with another model or by a newer version
+    5  model: the model or checkpoint cannot be loaded (not found, incomplete, other base weights)
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    BUSY = 3
+    INDEX_FOLDER = 4
+    MODEL = 5
+
+
+def exit_code_for(error: Exception) -> int:
+    """The exit code of an error a command reports (most specific class first)."""
+    from ..errors import CheckpointError, InstEmbError, ModelNotFoundError
+    from ..index.errors import IndexBusyError, IndexFolderError
+
+    if isinstance(error, IndexBusyError):
+        return ExitCode.BUSY
+    if isinstance(error, IndexFolderError):
+        return ExitCode.INDEX_FOLDER
+    if isinstance(error, (CheckpointError, ModelNotFoundError)):
+        return ExitCode.MODEL
+    if isinstance(error, (InstEmbError, ValueError)):
+        return ExitCode.BAD_INPUT
+    return ExitCode.FAILED
+
+
+def fail(error: Exception | str, code: int | None = None) -> NoReturn:
+    """Print ``error: ...`` on stderr and exit with the code of that error."""
+    typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(int(code if code is not None else exit_code_for(error)))
+
+
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device(value: Optional[str]) -> Optional[str]:
+    """typer callback: a device torch understands, checked before any model is loaded."""
+    if value is not None and not DEVICE_PATTERN.match(value):
+        raise typer.BadParameter(f"{value!r} is not a device: use auto, cpu, cuda, cuda:N or mps.")
+    return value
+
+
+def device_option(default: Optional[str] = "auto", help: str = "auto | cpu | cuda | cuda:N | mps"):
+    return typer.Option(default, "--device", help=help, callback=check_device)
+
+
+def load_encoder(model: Optional[str], device: str):
+    from ..encoder import InstEmbEncoder
+
+    return InstEmbEncoder.from_pretrained(model, device=device)
+
+
+def model_label(model: Optional[str]) -> str:
+    return str(Path(model).resolve()) if model else "default"
