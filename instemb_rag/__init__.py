@@ -1,6 +1,21 @@
 """instemb-rag: instruction-following retrieval with InstEmb look-ahead embeddings."""
 
-from .encoder import InstEmbEncoder
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .encoder import InstEmbEncoder
 
 __all__ = ["InstEmbEncoder"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Lazy, so that `import instemb_rag.errors` (e.g. an app talking to `instemb-rag serve`
+    # through the LlamaIndex integration) does not load torch.
+    if name == "InstEmbEncoder":
+        from .encoder import InstEmbEncoder
+
+        return InstEmbEncoder
+    raise AttributeError(f"module 'instemb_rag' has no attribute {name!r}")
