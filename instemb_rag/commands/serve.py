@@ -70,7 +70,7 @@ def serve_command(
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
         console.print(f"[yellow]warning:[/yellow] listening on {host} without an API key: anyone who can reach "
                       f"this address can use the server. Set {API_KEY_ENV} to require 'Authorization: Bearer <key>'.")
-    run(create_app(state), sock, log_level=log_level, graceful_timeout=graceful_timeout)
+    run(create_app(state), sock, log_level=log_level, graceful_timeout=graceful_timeout, on_exit=state.batcher.drain)
 
 
 def served_model_id(model: Optional[str], index) -> str:

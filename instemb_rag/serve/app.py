@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,7 @@ from .schemas import (
 )
 
 API_KEY_ENV = "INSTEMB_API_KEY"
+log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
@@ -153,6 +155,8 @@ def create_app(state: ServerState) -> FastAPI:
         finally:
             # uvicorn gets here after in-flight requests have been answered (graceful shutdown).
             await asyncio.to_thread(state.close)
+            log.info("instemb-rag serve: stopped after %d forward batches (%d inputs); index closed",
+                     state.batcher.forward_batches, state.batcher.inputs_embedded)
 
     app = FastAPI(
         title="instemb-rag",

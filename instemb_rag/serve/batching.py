@@ -82,6 +82,7 @@ class DynamicBatcher:
         self._queued_inputs = 0
         self._condition = threading.Condition()
         self._closed = False
+        self._draining = False
         self._thread: threading.Thread | None = None
         self.forward_batches = 0
         self.inputs_embedded = 0
@@ -97,10 +98,19 @@ class DynamicBatcher:
     def close(self, timeout: float | None = None) -> None:
         """Take no new jobs, finish every queued one, then stop the worker."""
         with self._condition:
-            self._closed = True
+            self._closed = self._draining = True
             self._condition.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def drain(self) -> None:
+        """Stop waiting for company: run what is queued at once (called when shutdown begins).
+
+        Safe from a signal handler: the condition's lock is re-entrant.
+        """
+        self._draining = True
+        with self._condition:
+            self._condition.notify_all()
 
     @property
     def closed(self) -> bool:
@@ -121,7 +131,7 @@ class DynamicBatcher:
         with self._condition:
             if self._closed:
                 raise BatcherClosedError("The server is shutting down and takes no new requests; retry on another instance.")
-            if self._queued_inputs + len(texts) > self.options.max_queue and self._jobs:
+            if self._queued_inputs and self._queued_inputs + len(texts) > self.options.max_queue:
                 raise QueueFullError(
                     f"The server is busy: {self._queued_inputs} inputs are already waiting (--max-queue "
                     f"{self.options.max_queue}). Retry shortly, or send fewer inputs per request."
@@ -161,14 +171,14 @@ class DynamicBatcher:
             first = self._jobs.popleft()
             batch = [first]
             size = len(first.texts)
-            if options.enabled:
+            if options.enabled and not self._draining:
                 deadline = first.enqueued + options.max_wait_ms / 1000
                 while size < options.max_batch_size:
                     more = self._take_fitting(first.kind, options.max_batch_size - size)
                     batch += more
                     size += sum(len(job.texts) for job in more)
                     remaining = deadline - time.monotonic()
-                    if size >= options.max_batch_size or remaining <= 0 or self._closed:
+                    if size >= options.max_batch_size or remaining <= 0 or self._closed or self._draining:
                         break
                     self._condition.wait(remaining)
             self._queued_inputs -= size

@@ -31,13 +31,23 @@ def url_of(sock: socket.socket) -> str:
 
 
 def run(app, sock: socket.socket, log_level: str = "info", graceful_timeout: float = 30.0,
-        announce: Callable[[str], None] | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; then stop accepting, answer in-flight requests, shut down."""
+        on_exit: Callable[[], None] | None = None, announce: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; then stop accepting, answer in-flight requests, shut down.
+
+    ``on_exit`` runs as soon as the signal arrives (the batcher stops waiting for company, so
+    requests already queued are answered at once rather than after their batching window).
+    """
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            if on_exit is not None:
+                on_exit()
+            super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=graceful_timeout,
                             access_log=log_level == "debug")
-    server = uvicorn.Server(config)
+    server = Server(config)
     (announce or _print)(READY_PREFIX + url_of(sock))
     server.run(sockets=[sock])
 
