@@ -20,6 +20,7 @@ def serve_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the index's encoder, else the shipped default."),
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients send as `model` (default: instemb-default, or the model folder's name)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads for the forward passes (default: torch's own)."),
     batching: bool = typer.Option(True, "--batching/--no-batching", help="Dynamic batching: requests arriving together share one forward pass."),
     max_batch_size: int = typer.Option(32, "--max-batch-size", min=1, help="Inputs per forward pass at most."),
     max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", min=0.0, help="How long a request waits for others to share its forward pass."),
@@ -53,6 +54,10 @@ def serve_command(
         console.print(f"[red]error:[/red] cannot listen on {host}:{port} ({error.strerror or error}): "
                       "pick another --port (0 = any free port) or stop what holds it.")
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     try:
         options = ServeOptions(
             model_id=model_name or DEFAULT_MODEL_ID, max_inputs=max_inputs, max_chars=max_chars, max_k=max_k,
