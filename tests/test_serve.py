@@ -308,10 +308,10 @@ def test_openai_client_works_unchanged(server, encoder):
 
 @pytest.fixture(scope="module")
 def batching_server(tiny_model_dir, tmp_path_factory):
-    """A long window (60 s) and room for 4 inputs: a batch fires as soon as 4 inputs are waiting."""
+    """A long window (120 s) and room for 4 inputs: a batch fires as soon as 4 inputs are waiting."""
     log = tmp_path_factory.mktemp("serve_batching") / "server.log"
     with start_server(["--model", str(tiny_model_dir), "--device", "cpu", "--max-batch-size", "4",
-                       "--max-wait-ms", "60000"], log) as process:
+                       "--max-wait-ms", "120000"], log) as process:
         yield process
 
 
