@@ -223,7 +223,7 @@ def test_bad_search_requests_get_openai_errors(client, body, status, words):
 
 def test_malformed_json_and_unknown_routes(client):
     broken = client.post("/v1/embeddings", content=b'{"input": ["tent"', headers={"content-type": "application/json"})
-    assert_openai_error(broken, 400)
+    assert_openai_error(broken, 400, "not valid JSON")
     assert_openai_error(client.get("/v1/nothing"), 404, "No route GET /v1/nothing")
     assert_openai_error(client.get("/v1/embeddings"), 405)
 

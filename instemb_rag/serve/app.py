@@ -175,6 +175,10 @@ def create_app(state: ServerState) -> FastAPI:
     async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
         first = problems[0] if problems else {}
+        if first.get("type") == "json_invalid":
+            position = first.get("loc", ("body", "?"))[-1]
+            return bad_request(f"The request body is not valid JSON ({first.get('msg', 'decode error')} at "
+                               f"character {position}); send a JSON object, see /docs.").response()
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", "invalid request body"))
         if len(problems) > 1:
