@@ -84,7 +84,7 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
 
-    def stop(self, timeout: float = 60.0) -> int:
+    def stop(self, timeout: float = 300.0) -> int:
         """SIGTERM (graceful shutdown), then the exit code; SIGKILL if it does not stop."""
         import subprocess
 
@@ -104,7 +104,7 @@ class ServerProcess:
 
 
 def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = None,
-                 startup_timeout: float = 300.0) -> ServerProcess:
+                 startup_timeout: float = 900.0) -> ServerProcess:
     """Start `instemb-rag serve --host 127.0.0.1 --port 0 ARGS` and wait until /health answers.
 
     The server prints the address it bound; its log (uvicorn's lines) goes to log_path.

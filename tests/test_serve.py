@@ -5,6 +5,7 @@ the OpenAI client, graceful shutdown."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import socket
 import threading
@@ -19,6 +20,9 @@ from instemb_rag.commands.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
 from instemb_rag.testing import start_server
 
 KEY = "test-key-15"
+TIMEOUT = 300  # generous: the machine may be shared with heavy jobs; nothing here is timed
+get = functools.partial(httpx.get, timeout=TIMEOUT)
+post = functools.partial(httpx.post, timeout=TIMEOUT)
 AUTH = {"Authorization": f"Bearer {KEY}"}
 runner = CliRunner()
 
@@ -71,7 +75,7 @@ def server(corpus):
 
 @pytest.fixture()
 def client(server):
-    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as session:
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=TIMEOUT) as session:
         yield session
 
 
@@ -99,7 +103,7 @@ def assert_openai_error(response, status: int, *words: str) -> dict:
 
 
 def test_health_models_and_docs(server, client, encoder):
-    health = httpx.get(server.url + "/health").json()  # no key needed
+    health = get(server.url + "/health").json()  # no key needed
     assert health["status"] == "ok" and health["dimension"] == 64
     assert health["fingerprint"] == encoder.fingerprint
     assert health["index"]["chunks"] == 4 and health["index"]["store"] == "faiss"
@@ -169,16 +173,16 @@ def test_instruction_changes_the_vector(client, encoder):
 
 def test_api_key_is_required_when_set(server):
     body = {"input": ["which tent ?"]}
-    missing = httpx.post(server.url + "/v1/embeddings", json=body)
+    missing = post(server.url + "/v1/embeddings", json=body)
     error = assert_openai_error(missing, 401, "Authorization: Bearer", "INSTEMB_API_KEY")
     assert error["code"] == "invalid_api_key"
     assert missing.headers["www-authenticate"] == "Bearer"
-    wrong = httpx.post(server.url + "/v1/embeddings", json=body, headers={"Authorization": "Bearer nope"})
+    wrong = post(server.url + "/v1/embeddings", json=body, headers={"Authorization": "Bearer nope"})
     assert_openai_error(wrong, 401, "Wrong API key")
-    assert_openai_error(httpx.post(server.url + "/v1/search", json={"query": "tent"}), 401)
-    assert_openai_error(httpx.get(server.url + "/v1/models"), 401)
-    assert httpx.post(server.url + "/v1/embeddings", json=body, headers=AUTH).status_code == 200
-    assert httpx.get(server.url + "/health").status_code == 200
+    assert_openai_error(post(server.url + "/v1/search", json={"query": "tent"}), 401)
+    assert_openai_error(get(server.url + "/v1/models"), 401)
+    assert post(server.url + "/v1/embeddings", json=body, headers=AUTH).status_code == 200
+    assert get(server.url + "/health").status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -282,7 +286,7 @@ def test_instruction_reorders_or_rescores_search(client):
 def test_openai_client_works_unchanged(server, encoder):
     from openai import OpenAI
 
-    client = OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+    client = OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=TIMEOUT)
     model = client.models.list().data[0].id
     texts = [text for text, _ in QUERIES[:3]]
     result = client.embeddings.create(model=model, input=texts)  # the client asks for base64 and decodes it
@@ -308,10 +312,10 @@ def test_openai_client_works_unchanged(server, encoder):
 
 @pytest.fixture(scope="module")
 def batching_server(tiny_model_dir, tmp_path_factory):
-    """A long window (120 s) and room for 4 inputs: a batch fires as soon as 4 inputs are waiting."""
+    """A long window (10 min) and room for 4 inputs: a batch fires as soon as 4 inputs are waiting."""
     log = tmp_path_factory.mktemp("serve_batching") / "server.log"
     with start_server(["--model", str(tiny_model_dir), "--device", "cpu", "--max-batch-size", "4",
-                       "--max-wait-ms", "120000"], log) as process:
+                       "--max-wait-ms", "600000"], log) as process:
         yield process
 
 
@@ -336,16 +340,16 @@ def concurrently(fn, arguments: list) -> list:
 
 def test_concurrent_queries_with_different_instructions_share_one_forward_pass(batching_server, encoder):
     url = batching_server.url
-    before = httpx.get(url + "/health").json()["batching"]
+    before = get(url + "/health").json()["batching"]
 
     def one(pair):
         text, instruction = pair
-        response = httpx.post(url + "/v1/embeddings", json={"input": [text], "instruction": instruction}, timeout=300)
+        response = post(url + "/v1/embeddings", json={"input": [text], "instruction": instruction}, timeout=300)
         assert response.status_code == 200, response.text
         return vectors_of(response.json())[0]
 
     batched = concurrently(one, QUERIES)
-    after = httpx.get(url + "/health").json()["batching"]
+    after = get(url + "/health").json()["batching"]
     assert after["forward_batches"] - before["forward_batches"] == 1  # four requests, one pass
     assert after["largest_batch"] == 4
     for (text, instruction), vector in zip(QUERIES, batched):
@@ -354,7 +358,7 @@ def test_concurrent_queries_with_different_instructions_share_one_forward_pass(b
 
 
 def test_search_needs_an_index(batching_server):
-    response = httpx.post(batching_server.url + "/v1/search", json={"query": "tent"})
+    response = post(batching_server.url + "/v1/search", json={"query": "tent"})
     assert_openai_error(response, 404, "--index-dir")
 
 
@@ -364,18 +368,18 @@ def test_busy_server_answers_503_and_shutdown_finishes_in_flight_requests(tiny_m
     try:
         text, instruction = QUERIES[0]
         answers: list = []
-        waiting = threading.Thread(target=lambda: answers.append(httpx.post(
+        waiting = threading.Thread(target=lambda: answers.append(post(
             server.url + "/v1/embeddings", json={"input": [text], "instruction": instruction}, timeout=300)))
         waiting.start()
-        while httpx.get(server.url + "/health").json()["batching"]["queued_inputs"] < 1:
+        while get(server.url + "/health").json()["batching"]["queued_inputs"] < 1:
             assert waiting.is_alive()
         # One input waits for company (10 minutes' window); two more would pass --max-queue 2.
-        busy = httpx.post(server.url + "/v1/embeddings", json={"input": ["a tent", "a stove"]})
+        busy = post(server.url + "/v1/embeddings", json={"input": ["a tent", "a stove"]})
         assert_openai_error(busy, 503, "busy", "--max-queue")
         assert server.process.poll() is None
 
-        exit_code = server.stop()  # SIGTERM while the first request is still waiting
-        waiting.join(60)
+        exit_code = server.stop(TIMEOUT)  # SIGTERM while the first request is still waiting
+        waiting.join(TIMEOUT)
         assert not waiting.is_alive()
         [answer] = answers
         assert answer.status_code == 200, answer.text
@@ -383,7 +387,7 @@ def test_busy_server_answers_503_and_shutdown_finishes_in_flight_requests(tiny_m
         assert exit_code in (0, -15)
         assert "stopped after 1 forward batches (1 inputs); index closed" in server.log()
         with pytest.raises(httpx.ConnectError):
-            httpx.get(server.url + "/health")
+            get(server.url + "/health")
     finally:
         server.stop()
 

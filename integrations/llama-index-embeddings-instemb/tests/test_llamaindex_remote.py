@@ -18,6 +18,7 @@ from instemb_rag.testing import start_server
 from llama_index.embeddings.instemb import InstEmbEmbedding, InstEmbRetriever
 
 KEY = "remote-key"
+TIMEOUT = 300.0  # generous: the machine may be shared with heavy jobs; nothing here is timed
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,8 @@ def server(index_dir, tmp_path_factory):
 
 
 def test_remote_embeddings_equal_local_ones(server, local_encoder, tiny_docs):
-    remote = InstEmbEmbedding(base_url=server.url, api_key=KEY, query_instruction="focus on weight", embed_batch_size=2)
+    remote = InstEmbEmbedding(base_url=server.url, api_key=KEY, query_instruction="focus on weight", embed_batch_size=2,
+                              timeout=TIMEOUT)
     assert remote.is_remote and remote.dimension == 64
     assert remote.fingerprint == local_encoder.fingerprint
     assert remote.model_name.startswith("tiny_llama")
@@ -69,12 +71,12 @@ def test_remote_embeddings_equal_local_ones(server, local_encoder, tiny_docs):
 
 def test_remote_errors_say_what_to_do(server, tiny_model_dir):
     with pytest.raises(InstEmbError, match="answered 401.*INSTEMB_API_KEY"):
-        InstEmbEmbedding(base_url=server.url, api_key="wrong")
+        InstEmbEmbedding(base_url=server.url, api_key="wrong", timeout=TIMEOUT)
     with pytest.raises(InstEmbError, match="Cannot reach the instemb-rag server.*instemb-rag serve"):
         InstEmbEmbedding(base_url="http://127.0.0.1:9", api_key=KEY, timeout=5)
     with pytest.raises(InstEmbError, match="either base_url"):
         InstEmbEmbedding(str(tiny_model_dir), base_url=server.url)
-    remote = InstEmbEmbedding(base_url=server.url + "/v1", api_key=KEY)  # the OpenAI-style base URL works too
+    remote = InstEmbEmbedding(base_url=server.url + "/v1", api_key=KEY, timeout=TIMEOUT)  # the OpenAI-style base URL works too
     with pytest.raises(InstEmbError, match="413|400"):
         remote.get_text_embedding_batch(["   "])
 
@@ -83,14 +85,14 @@ def test_an_app_embeds_and_retrieves_without_importing_torch(server, index_dir, 
     script = textwrap.dedent(f"""
         import json, sys
         from llama_index.embeddings.instemb import InstEmbEmbedding, InstEmbRetriever
-        embed_model = InstEmbEmbedding(base_url={server.url!r}, api_key={KEY!r})
+        embed_model = InstEmbEmbedding(base_url={server.url!r}, api_key={KEY!r}, timeout={TIMEOUT!r})
         vector = embed_model.get_query_embedding_for("which tent is light ?", "focus on weight")
         with InstEmbRetriever.from_instemb_index({str(index_dir)!r}, embed_model=embed_model, similarity_top_k=3) as retriever:
             nodes = retriever.retrieve("which tent is light ?", instruction="focus on weight")
         print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
                           "vector": vector, "hits": [[n.node.metadata["source"], n.score] for n in nodes]}}))
     """)
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=1200)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result["torch"] is False and result["transformers"] is False
