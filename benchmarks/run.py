@@ -31,6 +31,7 @@ SCRIPTS = {
     "generate_baseline": "bench_generate_baseline.py",
     "index": "bench_index.py",
     "training": "bench_training.py",
+    "serve": "bench_serve.py",
 }
 
 
@@ -151,12 +152,31 @@ def training_rows(result: dict) -> list[tuple]:
     return rows
 
 
+def serve_rows(result: dict) -> list[tuple]:
+    """One row per client count: dynamic batching vs --no-batching, same requests, taking turns."""
+    on, off = result["modes"]["batching"]["levels"], result["modes"]["no_batching"]["levels"]
+    threads = result.get("server_threads", "torch default")
+    load = result.get("load_average_before")
+    note = f"server threads {threads}" + (f", load avg {load} on {result.get('cores', '?')} cores before" if load is not None else "")
+    rows = []
+    for clients in on:
+        a, b = on[clients], off[clients]
+        rows.append((
+            f"Serve /v1/embeddings (1 query + instruction), {clients} concurrent client{'s' if clients != '1' else ''}: "
+            f"batching / none ({note})",
+            f"{fmt(a['requests_per_s'])} / {fmt(b['requests_per_s'])} req/s; p50 {fmt(a['p50_ms'], 0)} / "
+            f"{fmt(b['p50_ms'], 0)} ms; p99 {fmt(a['p99_ms'], 0)} / {fmt(b['p99_ms'], 0)} ms; "
+            f"mean batch {fmt(a['mean_batch'], 1)} ({a['requests']} requests each)", "", ""))
+    return rows
+
+
 RENDERERS = {
     "encoder": encoder_rows,
     "multi_instruction": multi_rows,
     "generate_baseline": generate_rows,
     "index": index_rows,
     "training": training_rows,
+    "serve": serve_rows,
 }
 
 

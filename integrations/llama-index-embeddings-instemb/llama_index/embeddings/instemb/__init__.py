@@ -3,6 +3,7 @@
 from .base import DEFAULT_QUERY_INSTRUCTION, InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
 from .query import InstructionQueryBundle
+from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
 
 __all__ = [
@@ -12,4 +13,5 @@ __all__ = [
     "InstructionQueryBundle",
     "QueryEmbeddingCache",
     "QueryKey",
+    "RemoteEncoder",
 ]

@@ -11,23 +11,32 @@ InstEmb embeds a query *together with an instruction*, so this class
 
 Documents (``text`` in LlamaIndex's words) are embedded once, under ``text_instruction``
 (normally None: the document side of InstEmb carries no instruction).
+
+With ``base_url`` the embeddings come from a running ``instemb-rag serve`` (RemoteEncoder in
+remote.py) and neither torch nor the model is loaded in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from instemb_rag import InstEmbEncoder, normalize_instruction
+from instemb_rag import normalize_instruction  # torch-free; the encoder is imported lazily
 from instemb_rag.errors import InstEmbError
 
 from .cache import QueryEmbeddingCache, QueryKey
 from .query import InstructionQueryBundle
+
+if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
+    from instemb_rag import InstEmbEncoder
+
+    from .remote import RemoteEncoder
 
 DEFAULT_QUERY_INSTRUCTION = "Retrieve passages that answer the question."
 DEFAULT_MODEL_NAME = "instemb-default"
@@ -46,6 +55,9 @@ class InstEmbEmbedding(BaseEmbedding):
         query_cache_size: how many query embeddings to keep (LRU keyed on encoder
             fingerprint, instruction and text); 0 turns the cache off.
         encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``.
+        base_url: URL of a running ``instemb-rag serve`` (e.g. "http://127.0.0.1:8000"): embed
+            through its /v1/embeddings instead of loading a model here (no torch import).
+        api_key: the server's key (Bearer); default: the INSTEMB_API_KEY environment variable.
     """
 
     model_path: Optional[str] = Field(
@@ -62,11 +74,15 @@ class InstEmbEmbedding(BaseEmbedding):
     query_cache_size: int = Field(
         default=1024, ge=0, description="Query embeddings kept in the LRU cache; 0 disables it."
     )
+    base_url: Optional[str] = Field(
+        default=None, description="URL of a running `instemb-rag serve`; None loads the model locally."
+    )
+    api_key: Optional[str] = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
 
-    _encoder: InstEmbEncoder = PrivateAttr()
+    _encoder: "InstEmbEncoder | RemoteEncoder" = PrivateAttr()
     _query_cache: QueryEmbeddingCache = PrivateAttr()
     # One forward pass at a time: the async methods run the encoder in worker threads.
-    _model_lock: threading.Lock = PrivateAttr()
+    _model_lock: Any = PrivateAttr()
 
     def __init__(
         self,
@@ -76,7 +92,10 @@ class InstEmbEmbedding(BaseEmbedding):
         text_instruction: Optional[str] = None,
         embed_batch_size: int = 16,
         query_cache_size: int = 1024,
-        encoder: InstEmbEncoder | None = None,
+        encoder: "InstEmbEncoder | None" = None,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        timeout: float = 60.0,
         **kwargs: Any,
     ):
         if kwargs.get("embeddings_cache") is not None:
@@ -88,6 +107,17 @@ class InstEmbEmbedding(BaseEmbedding):
                 "(keyed on fingerprint, instruction and text) instead."
             )
         model_path = None if model_path is None else str(model_path)
+        if base_url is not None and (model_path is not None or encoder is not None):
+            raise InstEmbError(
+                "Give either base_url (embed through a running `instemb-rag serve`) or model_path/encoder "
+                "(load the model here), not both."
+            )
+        remote = None
+        if base_url is not None:
+            from .remote import RemoteEncoder
+
+            remote = RemoteEncoder(base_url, api_key=api_key, timeout=timeout)
+            kwargs.setdefault("model_name", remote.model_id)
         kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
         super().__init__(
             model_path=model_path,
@@ -96,14 +126,24 @@ class InstEmbEmbedding(BaseEmbedding):
             text_instruction=text_instruction,
             embed_batch_size=embed_batch_size,
             query_cache_size=query_cache_size,
+            base_url=base_url,
+            api_key=api_key,
             **kwargs,
         )
-        self._encoder = encoder if encoder is not None else InstEmbEncoder.from_pretrained(model_path, device=device)
+        if remote is not None:
+            self._encoder = remote
+        elif encoder is not None:
+            self._encoder = encoder
+        else:
+            from instemb_rag import InstEmbEncoder
+
+            self._encoder = InstEmbEncoder.from_pretrained(model_path, device=device)
         self._query_cache = QueryEmbeddingCache(query_cache_size)
-        self._model_lock = threading.Lock()
+        # Local: one forward pass at a time. Remote: the server batches concurrent requests itself.
+        self._model_lock = contextlib.nullcontext() if remote is not None else threading.Lock()
 
     @classmethod
-    def from_encoder(cls, encoder: InstEmbEncoder, **kwargs: Any) -> "InstEmbEmbedding":
+    def from_encoder(cls, encoder: "InstEmbEncoder", **kwargs: Any) -> "InstEmbEmbedding":
         """Wrap an encoder that is already loaded (e.g. shared with an indexer)."""
         kwargs.setdefault("model_name", str(encoder.config.base_model))
         return cls(encoder=encoder, device=str(encoder.device), **kwargs)
@@ -114,8 +154,13 @@ class InstEmbEmbedding(BaseEmbedding):
 
     # ------------------------------------------------------------------ identity
     @property
-    def encoder(self) -> InstEmbEncoder:
+    def encoder(self) -> "InstEmbEncoder | RemoteEncoder":
+        """The local InstEmbEncoder, or with base_url the RemoteEncoder (same encode_* API)."""
         return self._encoder
+
+    @property
+    def is_remote(self) -> bool:
+        return self.base_url is not None
 
     @property
     def fingerprint(self) -> str:

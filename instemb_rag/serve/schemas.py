@@ -1,0 +1,149 @@
+"""Request and response bodies of `instemb-rag serve` (pydantic models, shown in /docs).
+
+`/v1/embeddings` follows OpenAI's embeddings schema, so an OpenAI client works unchanged;
+`instruction` and `input_type` are the two additions. `/v1/search` answers with the same
+JSON as `instemb-rag query --json`. Errors use OpenAI's shape: {"error": {message, type,
+param, code}}.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# ------------------------------------------------------------------ /v1/embeddings
+
+
+class EmbeddingRequest(BaseModel):
+    """OpenAI's embeddings request, plus `instruction` and `input_type`."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{
+        "model": "instemb-default",
+        "input": ["Which tent should I buy?"],
+        "instruction": "focus on packed weight",
+        "input_type": "query",
+    }]})
+
+    # Token arrays (OpenAI's list[int] inputs) are accepted by the schema so that the answer can
+    # say what is wrong (400) instead of a generic validation message.
+    input: Union[str, list[Any]] = Field(..., description="A string, or a list of strings (at most --max-inputs).")
+    model: Optional[str] = Field(None, description="The served model's id (GET /v1/models); omitted = that model.")
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="float: lists of numbers; base64: little-endian float32 bytes, base64-encoded.")
+    dimensions: Optional[int] = Field(None, description="Must equal the model's dimension if given (no truncation).")
+    user: Optional[str] = Field(None, description="Accepted for compatibility; unused.")
+    instruction: Union[str, list[Optional[str]], None] = Field(
+        None, description="One instruction for every input, or one per input (null/'' = none).")
+    input_type: Literal["query", "document"] = Field(
+        "query", description="query: each input under its own instruction (encode_queries); "
+                             "document: documents (encode_documents).")
+
+
+class EmbeddingObject(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: Union[list[float], str]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = Field(..., description="Tokens run through the model: text, instruction and look-ahead tokens.")
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingObject]
+    model: str
+    usage: Usage
+
+
+# ------------------------------------------------------------------ /v1/search
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "query": "Which tent should I buy?",
+        "instruction": "focus on durability",
+        "k": 5,
+        "filter": {"source": "tents/*"},
+    }]})
+
+    query: str = Field(..., description="What to search for.")
+    instruction: Optional[str] = Field(None, description="How to judge relevance; null = none.")
+    k: int = Field(5, description="Number of hits (1 to --max-k).")
+    filter: Optional[dict[str, str]] = Field(
+        None, description="Metadata filter, e.g. {\"source\": \"tents/*.md\"} (glob); every key must hold.")
+
+
+class SearchHitModel(BaseModel):
+    score: float
+    source: str
+    position: int
+    text: str
+    chunk_id: int
+    extra: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    """Exactly what `instemb-rag query --json` prints."""
+
+    query: str
+    instruction: Optional[str]
+    hits: list[SearchHitModel]
+
+
+# ------------------------------------------------------------------ models, health, errors
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "instemb-rag"
+    dimension: int
+    fingerprint: str = Field(..., description="Identifies the weights, template, pooling and look-ahead length.")
+    max_length: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class BatchingStats(BaseModel):
+    enabled: bool
+    max_batch_size: int
+    max_wait_ms: float
+    max_queue: int
+    queued_inputs: int
+    forward_batches: int = Field(..., description="Batches run since start (one encoder call each).")
+    inputs_embedded: int
+    largest_batch: int
+
+
+class IndexInfo(BaseModel):
+    index_dir: str
+    store: str
+    chunks: int
+
+
+class Health(BaseModel):
+    status: Literal["ok", "shutting_down"]
+    model: str
+    dimension: int
+    fingerprint: str
+    in_flight: int = Field(..., description="Embedding and search requests being answered now.")
+    index: Optional[IndexInfo]
+    batching: BatchingStats
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: Optional[str] = None
+    code: Optional[str] = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,79 @@
+"""RemoteEncoder: the encoder API (encode_queries / encode_documents, dimension, fingerprint)
+answered by a running `instemb-rag serve` over HTTP, so an app embeds without torch.
+
+    encoder = RemoteEncoder("http://127.0.0.1:8000", api_key=None)   # INSTEMB_API_KEY by default
+    encoder.encode_queries(["Which tent?"], ["focus on weight"])      # np.ndarray [1, d], L2-normed
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Optional, Sequence
+
+import httpx
+import numpy as np
+
+from instemb_rag.errors import InstEmbError
+
+API_KEY_ENV = "INSTEMB_API_KEY"
+
+
+class RemoteEncoder:
+    """Talks to POST /v1/embeddings of an `instemb-rag serve` server (thread-safe)."""
+
+    def __init__(self, base_url: str, api_key: Optional[str] = None, timeout: float = 60.0):
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[: -len("/v1")]
+        api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        card = self._call("GET", "/v1/models")["data"][0]
+        self.model_id: str = card["id"]
+        self.dimension: int = int(card["dimension"])
+        self.fingerprint: str = card["fingerprint"]
+
+    def _call(self, method: str, path: str, payload: dict | None = None) -> dict:
+        try:
+            response = self._client.request(method, path, json=payload)
+        except httpx.HTTPError as error:
+            raise InstEmbError(
+                f"Cannot reach the instemb-rag server at {self.base_url} ({type(error).__name__}: {error}). "
+                "Start it with `instemb-rag serve`, or check base_url."
+            ) from None
+        if response.status_code != 200:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:300]
+            raise InstEmbError(f"The instemb-rag server at {self.base_url} answered {response.status_code}: {message}")
+        return response.json()
+
+    def embed(self, texts: Sequence[str], instructions: Sequence[Optional[str]], input_type: str,
+              batch_size: int = 64) -> np.ndarray:
+        texts, instructions = list(texts), list(instructions)
+        output = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), max(batch_size, 1)):
+            stop = start + max(batch_size, 1)
+            body = self._call("POST", "/v1/embeddings", {
+                "model": self.model_id, "input": texts[start:stop], "instruction": instructions[start:stop],
+                "input_type": input_type, "encoding_format": "base64",
+            })
+            for item in body["data"]:
+                output[start + item["index"]] = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
+        return output
+
+    def encode_queries(self, queries: Sequence[str], instructions=None, batch_size: int = 64, **_) -> np.ndarray:
+        queries = list(queries)
+        if instructions is None or isinstance(instructions, str):
+            instructions = [instructions or None] * len(queries)
+        return self.embed(queries, [item or None for item in instructions], "query", batch_size)
+
+    def encode_documents(self, documents: Sequence[str], instruction: Optional[str] = None, batch_size: int = 64,
+                         **_) -> np.ndarray:
+        documents = list(documents)
+        return self.embed(documents, [instruction or None] * len(documents), "document", batch_size)
+
+    def close(self) -> None:
+        self._client.close()
