@@ -24,6 +24,7 @@ def eval_command(
     output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    compile: bool = typer.Option(False, "--compile", help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; the first run compiles for minutes)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 (default) | int8: dynamic int8 linear layers on the CPU (faster; inference only)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
     exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
@@ -45,6 +46,10 @@ def eval_command(
         else:
             encoder = InstEmbEncoder.from_pretrained(model, device=device, pooling=pooling, lookahead_length=lookahead,
                                                      precision=precision)
+        if compile:
+            from ..fast.compiled import compile_encoder
+
+            compile_encoder(encoder)
         results = []
         for task in tasks or DEFAULT_TASKS:
             console.print(f"[bold]{task}[/bold] …")

@@ -23,10 +23,15 @@ def exit_code_for(error: Exception) -> int:
     return EXIT_INDEX_FOLDER
 
 
-def load_encoder(model: Optional[str], device: str, precision: str = "fp32"):
+def load_encoder(model: Optional[str], device: str, precision: str = "fp32", compile: bool = False):
     from ..encoder import InstEmbEncoder
 
-    return InstEmbEncoder.from_pretrained(model, device=device, precision=precision)
+    encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=precision)
+    if compile:
+        from ..fast.compiled import compile_encoder
+
+        compile_encoder(encoder)
+    return encoder
 
 
 def model_label(model: Optional[str]) -> str:
@@ -50,6 +55,7 @@ def index_command(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Chunks per forward pass."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
     precision: str = typer.Option("fp32", "--precision", help="fp32 (default) | int8: dynamic int8 linear layers on the CPU (faster; inference only). Query with the same precision."),
+    compile: bool = typer.Option(False, "--compile", help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; the first run compiles for minutes)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
@@ -70,7 +76,7 @@ def index_command(
         rebuild=rebuild, wait_seconds=wait, batch_size=batch_size, model_label=model_label(model),
     )
     try:
-        encoder = load_encoder(model, device, precision)
+        encoder = load_encoder(model, device, precision, compile)
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:

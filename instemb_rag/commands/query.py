@@ -23,6 +23,7 @@ def query_command(
     qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
     precision: str = typer.Option("fp32", "--precision", help="fp32 (default) | int8: dynamic int8 linear layers on the CPU (faster; inference only). Use the one the index was built with."),
+    compile: bool = typer.Option(False, "--compile", help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; the first run compiles for minutes)."),
 ) -> None:
     """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
     from rich.console import Console
@@ -39,13 +40,13 @@ def query_command(
             raise BadInputError("--instruction is empty: leave it out or give an instruction.")
         parsed = parse_filters(filters)
         encoder = None
-        if precision != "fp32":  # the index's own encoder reference, loaded at this precision
+        if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
             from ..index.manifest import read_manifest
 
             manifest = read_manifest(index_dir)
             reference = model or (None if manifest is None or manifest.encoder_reference == "default"
                                   else manifest.encoder_reference)
-            encoder = load_encoder(reference, device, precision)
+            encoder = load_encoder(reference, device, precision, compile)
         index = Index.open(index_dir, encoder=encoder, model=model and model_label(model), qdrant_url=qdrant_url,
                            qdrant_api_key=qdrant_api_key, device=device)
         with index:
