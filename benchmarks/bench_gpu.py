@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> dict:
     small = args.quick or dry_run
     documents, source = load_documents(8 if dry_run else (64 if args.quick else 256))
     machine = machine_info(device)
-    peak = matmul_peak_gflops(device, quick=small, dtype=torch.bfloat16 if device.startswith("cuda") else None)
+    peak = matmul_peak_gflops(device, quick=small, dtype=torch.bfloat16 if device.startswith("cuda") else None,
+                              sizes=(256,) if dry_run else None)
     throughput = document_throughput(encoder, documents, [8] if dry_run else [16, 64, 128], 2 if small else 5, device)
     throughput["fraction_of_measured_peak"] = throughput["model_gflops"] / peak["peak_gflops"]
     key, sheet = datasheet_peak(machine.get("gpu"))
