@@ -15,6 +15,12 @@ gate/up) or into the rows of ``up_proj`` (down_proj), so in exact arithmetic the
 unchanged; the activation maxima come from a fixed calibration set of texts in this module,
 so the same weights always give the same quantized model.
 
+Then a guard: the calibration texts are embedded again by the quantized model; while their
+cosine to the float embeddings is below ``CALIBRATION_TARGET``, the input groups whose
+smoothed activations are still the most outlier-heavy (max / median over channels) go back
+to float, 1, 2, 4, ... groups at a time. Which layers stay float is part of the result, so
+it is deterministic too, and ``quantization_report`` says what happened.
+
 int8 is for inference only: training, saving and CUDA refuse it with a message that says so.
 """
 
@@ -31,6 +37,9 @@ from .errors import InstEmbError
 PRECISIONS = ("fp32", "int8")
 DEFAULT_PRECISION = "fp32"
 SMOOTHING_ALPHA = 0.5
+# Minimum cosine between int8 and float embeddings of the calibration texts (the acceptance
+# bar on held-out texts is 0.99; the margin covers texts unlike the calibration set).
+CALIBRATION_TARGET = 0.995
 
 # Fixed calibration inputs: documents, queries and instructions of the kinds the encoder sees.
 CALIBRATION = (
@@ -73,7 +82,8 @@ def fingerprint_fields(precision: str) -> dict:
     existing fp32 indexes and caches stay as they were)."""
     if precision == DEFAULT_PRECISION:
         return {}
-    return {"precision": precision, "smoothing_alpha": SMOOTHING_ALPHA, "calibration_texts": len(CALIBRATION)}
+    return {"precision": precision, "smoothing_alpha": SMOOTHING_ALPHA, "calibration_texts": len(CALIBRATION),
+            "calibration_target": CALIBRATION_TARGET}
 
 
 def refuse_training(precision: str, action: str = "trained") -> None:
@@ -124,6 +134,13 @@ def _smoothing_scales(act_max: torch.Tensor, weights: Iterable[torch.Tensor], al
 @torch.no_grad()
 def smooth_backbone(encoder, alpha: float = SMOOTHING_ALPHA) -> int:
     """Move activation outliers into the weights (exact in real arithmetic); layers smoothed."""
+    return len({key.split(".")[0] for key in _smooth(encoder, alpha)})
+
+
+@torch.no_grad()
+def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
+    """Smooth in place; per input group (``layer.qkv``, ``.gate_up``, ``.down``): the qualified
+    names of its linear layers and how outlier-heavy its smoothed input still is."""
     layers = _decoder_layers(encoder.model)
     linears: dict[str, nn.Linear] = {}
     plans = []
@@ -136,22 +153,49 @@ def smooth_backbone(encoder, alpha: float = SMOOTHING_ALPHA) -> int:
             continue  # not a Llama-style block: quantized without smoothing
         q, k, v, gate, up, down = parts
         linears[f"{index}.qkv"], linears[f"{index}.gate_up"], linears[f"{index}.down"] = q, gate, down
+        output = getattr(attn, "o_proj", None)
+        if isinstance(output, nn.Linear):
+            linears[f"{index}.o"] = output
         plans.append((index, norms[0], (q, k, v), norms[1], (gate, up), up, down))
     if not plans:
-        return 0
+        return {}
+    names = {module: name for name, module in encoder.model.base_model.named_modules()}
     maxima = _linear_inputs_absmax(encoder, linears)
+    groups = {}
+
+    def outliers(smoothed_max: torch.Tensor) -> float:
+        return float(smoothed_max.max() / smoothed_max.median().clamp(min=1e-8))
+
     for index, norm_attn, qkv, norm_mlp, gate_up, up, down in plans:
         for norm, group, key in ((norm_attn, qkv, "qkv"), (norm_mlp, gate_up, "gate_up")):
-            scales = _smoothing_scales(maxima[f"{index}.{key}"], [lin.weight for lin in group], alpha)
+            act_max = maxima[f"{index}.{key}"]
+            scales = _smoothing_scales(act_max, [lin.weight for lin in group], alpha)
             norm.weight.div_(scales.to(norm.weight.dtype))
             for lin in group:
                 lin.weight.mul_(scales.to(lin.weight.dtype))
-        scales = _smoothing_scales(maxima[f"{index}.down"], [down.weight], alpha)
+            groups[f"{index}.{key}"] = ([names[lin] for lin in group], outliers(act_max / scales))
+        act_max = maxima[f"{index}.down"]
+        scales = _smoothing_scales(act_max, [down.weight], alpha)
         up.weight.div_(scales[:, None].to(up.weight.dtype))
         if up.bias is not None:
             up.bias.div_(scales.to(up.bias.dtype))
         down.weight.mul_(scales.to(down.weight.dtype))
-    return len(plans)
+        groups[f"{index}.down"] = ([names[down]], outliers(act_max / scales))
+        if f"{index}.o" in maxima:  # not smoothed (its input is the attention output), still rankable
+            groups[f"{index}.o"] = ([names[linears[f"{index}.o"]]], outliers(maxima[f"{index}.o"]))
+    return groups
+
+
+def _calibration_embeddings(encoder) -> torch.Tensor:
+    with torch.inference_mode():
+        pooled = [encoder.forward(encoder.collate([encoder.build_ids(text, instruction)]))[0].float()
+                  for text, instruction in CALIBRATION]
+    return torch.nn.functional.normalize(torch.stack(pooled), dim=-1)
+
+
+def _swap(root: nn.Module, name: str, module: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    setattr(root.get_submodule(parent_name) if parent_name else root, child, module)
 
 
 def quantize_int8(encoder) -> None:
@@ -169,11 +213,33 @@ def quantize_int8(encoder) -> None:
         if engine in engines:
             torch.backends.quantized.engine = engine
             break
-    smooth_backbone(encoder)
+    reference = _calibration_embeddings(encoder)
+    groups = _smooth(encoder, SMOOTHING_ALPHA)
     base = encoder.model.base_model
+    float_linears = {name: module for name, module in base.named_modules() if isinstance(module, nn.Linear)}
     with warnings.catch_warnings():
         # torch.ao.quantization announces its move to torchao; the eager API still works.
         warnings.simplefilter("ignore")
         quantize_dynamic(base, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+    quantized = {name: base.get_submodule(name) for name in float_linears}
+    # Most outlier-heavy groups first; ties (and groups of non-Llama layers) in layer order.
+    ranked = sorted(groups, key=lambda key: -groups[key][1])
+    kept_float: list[str] = []
+    cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+    step = 1
+    while cosine < CALIBRATION_TARGET and len(kept_float) < len(ranked):
+        for key in ranked[len(kept_float) : len(kept_float) + step]:
+            for name in groups[key][0]:
+                _swap(base, name, float_linears[name])
+            kept_float.append(key)
+        step *= 2
+        cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
     for param in encoder.model.parameters():
         param.requires_grad_(False)
+    float_names = {name for key in kept_float for name in groups[key][0]}
+    encoder.quantization_report = {
+        "linear_layers": len(quantized),
+        "int8": len(quantized) - len(float_names),
+        "kept_float_groups": kept_float,
+        "calibration_cosine_min": cosine,
+    }

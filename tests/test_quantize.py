@@ -34,12 +34,27 @@ def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_e
 
     linears = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, torch.nn.Linear)]
     quantized = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, DynamicLinear)]
-    assert not linears and len(quantized) == 2 * 7  # q k v o gate up down, two layers
+    report = int8_encoder.quantization_report
+    assert report["linear_layers"] == 2 * 7  # q k v o gate up down, two layers
+    assert len(quantized) == report["int8"] > 0 and len(linears) == 14 - report["int8"]
+    assert report["calibration_cosine_min"] >= quantize.CALIBRATION_TARGET
     reference = tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
     low = int8_encoder.encode_queries(TEXTS, INSTRUCTIONS)
     cosines = (reference * low).sum(axis=1)
     assert cosines.min() > 0.99, cosines
     assert not np.allclose(reference, low, atol=1e-6)  # it really ran the int8 kernels
+
+
+def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir, tiny_encoder, monkeypatch):
+    monkeypatch.setattr(quantize, "CALIBRATION_TARGET", 2.0)  # unreachable: every group goes back
+    unquantizable = load(tiny_model_dir, "int8")
+    report = unquantizable.quantization_report
+    assert report["int8"] == 0 and len(report["kept_float_groups"]) == 2 * 4  # qkv, o, gate_up, down
+    assert all(isinstance(m, torch.nn.Linear) for name, m in unquantizable.model.base_model.named_modules()
+               if name.endswith("_proj"))
+    # Back in float (smoothed, which is exact): the fp32 embeddings again.
+    np.testing.assert_allclose(unquantizable.encode_queries(TEXTS, INSTRUCTIONS),
+                               tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4)
 
 
 def test_smoothing_alone_leaves_the_embeddings_unchanged(tiny_model_dir, tiny_encoder):
