@@ -109,12 +109,15 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[index]
 
 
-def matmul_peak_gflops(device: str = "cpu", quick: bool = False, dtype=None) -> dict:
+def matmul_peak_gflops(device: str = "cpu", quick: bool = False, dtype=None, sizes=None) -> dict:
     """Best fp32 (or ``dtype``) GEMM rate over a few sizes: the machine's reachable peak."""
     import torch
 
     dtype = dtype or torch.float32
-    sizes = (512, 1024, 2048) if quick else (512, 1024, 2048, 3072)
+    if sizes is None:
+        sizes = (512, 1024, 2048) if quick else (512, 1024, 2048, 3072)
+        if device.startswith("cuda"):  # a GPU reaches its peak only on larger products
+            sizes += (4096, 8192)
     results = {}
     for size in sizes:
         left = torch.randn(size, size, device=device, dtype=dtype)

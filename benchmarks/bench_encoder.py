@@ -7,7 +7,10 @@
     best fp32 torch.matmul rate measured in the same run (bracketing peak), and paired per
     repetition with a 1024^3 GEMM burst timed just before (robust on a shared machine);
 (c) DAAP with L = 8 against plain last-token pooling (L = 0) of the same text, timed in
-    alternation so load from other processes hits both alike.
+    alternation so load from other processes hits both alike;
+(d) on the CPU, precision="int8" (instemb_rag/quantize.py) against fp32: one query and the
+    documents, the two encoders timed in alternation, and the cosine of their embeddings.
+    ``--only-int8`` runs (d) alone.
 """
 
 from __future__ import annotations
@@ -130,9 +133,41 @@ def daap_cost(encoder, documents: list[str], repeats: int, device: str) -> dict:
     }
 
 
+def int8_vs_fp32(encoder, documents: list[str], repeats: int, device: str, model: str | None) -> dict:
+    """Same texts, fp32 encoder vs an int8 one of the same model, timed in alternation."""
+    import time
+
+    from instemb_rag import InstEmbEncoder
+
+    started = time.perf_counter()
+    low = InstEmbEncoder.from_pretrained(model, device=device, precision="int8")
+    build_s = time.perf_counter() - started  # load + calibration + quantization
+    encoders = {"fp32": encoder, "int8": low}
+    query_times = interleaved_times({name: (lambda e=e: e.encode_queries([QUERY], [INSTRUCTION]))
+                                     for name, e in encoders.items()}, repeats * 3, device)
+    doc_times = interleaved_times({name: (lambda e=e: e.encode_documents(documents, batch_size=8))
+                                   for name, e in encoders.items()}, repeats, device)
+    cosines = (encoder.encode_documents(documents) * low.encode_documents(documents)).sum(axis=1)
+    query_cosine = float(encoder.encode_queries([QUERY], [INSTRUCTION])[0] @ low.encode_queries([QUERY], [INSTRUCTION])[0])
+    tokens = sum(len(encoder.build_ids(doc, None)) for doc in documents)
+    return {
+        "query_speedup": median(query_times["fp32"]) / median(query_times["int8"]),
+        "documents_speedup": median(doc_times["fp32"]) / median(doc_times["int8"]),
+        "query_ms": {name: 1000 * median(times) for name, times in query_times.items()},
+        "documents_tokens_per_s": {name: tokens / median(times) for name, times in doc_times.items()},
+        "cosine_documents_min": float(cosines.min()),
+        "cosine_documents_mean": float(cosines.mean()),
+        "cosine_query": query_cosine,
+        "int8_build_s": build_s,
+        "documents": len(documents),
+        "repeats": repeats,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="checkpoint or HF folder (default: the shipped model)")
+    parser.add_argument("--only-int8", action="store_true", help="only (d): int8 against fp32")
     args = parser.parse_args(argv)
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
@@ -142,6 +177,11 @@ def main(argv: list[str] | None = None) -> dict:
     documents, source = load_documents(8 if args.quick else 48)
     repeats = 3 if args.quick else 7
     batch_sizes = [8] if args.quick else [1, 4, 16, 48]
+    int8 = (lambda: int8_vs_fp32(encoder, documents[:8], repeats, device, args.model)) if device == "cpu" else None
+    if args.only_int8:
+        return emit({"benchmark": "encoder_int8", "machine": machine_info(device), "threads": threads,
+                     "quick": args.quick, "documents_source": source,
+                     "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"}}, args.json_out)
 
     peak_before = matmul_peak_gflops(device, quick=args.quick)
     throughput = document_throughput(encoder, documents, batch_sizes, repeats, device)
@@ -160,6 +200,8 @@ def main(argv: list[str] | None = None) -> dict:
         "matmul_peak": {"peak_gflops": peak, "before": peak_before, "after": peak_after},
         "daap_vs_last_token": daap_cost(encoder, documents[:4] if args.quick else documents[:16], repeats, device),
     }
+    if int8:
+        result["int8_vs_fp32"] = int8()
     return emit(result, args.json_out)
 
 

@@ -3,6 +3,7 @@
     python benchmarks/run.py --quick            # a few minutes on a small CPU
     python benchmarks/run.py --device cuda      # full repeats on a GPU machine
     python benchmarks/run.py --only encoder multi_instruction
+    bash benchmarks/gpu.sh                      # GPU machine: install, CUDA tests, GPU table
 
 Each script runs in its own process (``main(argv) -> dict``, ``--quick``, ``--json-out``, see
 bench_common.py); one that is missing or fails becomes a row saying so, never a stale figure.
@@ -32,7 +33,9 @@ SCRIPTS = {
     "index": "bench_index.py",
     "training": "bench_training.py",
     "serve": "bench_serve.py",
+    "gpu": "bench_gpu.py",  # CUDA only (run by default with --device cuda; see gpu.sh)
 }
+GPU_ONLY = {"gpu"}
 
 
 def run_script(name: str, quick: bool, device: str, timeout_s: int) -> dict:
@@ -86,16 +89,34 @@ def encoder_rows(result: dict) -> list[tuple]:
          verdict(daap["query_ratio"], 1.25, False)),
         (f"DAAP L={daap['lookahead_length']} / last token L=0, documents", f"{fmt(daap['documents_ratio'])}x",
          "<= 1.25x", verdict(daap["documents_ratio"], 1.25, False)),
+    ] + int8_rows(result)
+
+
+def int8_rows(result: dict) -> list[tuple]:
+    low = result.get("int8_vs_fp32")
+    if not low or "skipped" in low:
+        return []
+    return [
+        ("precision=int8 speed-up over fp32, one query", f"{fmt(low['query_speedup'])}x "
+         f"({fmt(low['query_ms']['int8'], 1)} vs {fmt(low['query_ms']['fp32'], 1)} ms)", "", ""),
+        ("precision=int8 speed-up over fp32, documents (batch 8)", f"{fmt(low['documents_speedup'])}x "
+         f"({fmt(low['documents_tokens_per_s']['int8'], 0)} vs {fmt(low['documents_tokens_per_s']['fp32'], 0)} tokens/s)",
+         "", ""),
+        ("precision=int8 cosine to fp32 (documents min, query)",
+         f"{fmt(low['cosine_documents_min'], 4)}, {fmt(low['cosine_query'], 4)}", ">= 0.99",
+         verdict(min(low["cosine_documents_min"], low["cosine_query"]), 0.99, True)),
     ]
 
 
 def multi_rows(result: dict) -> list[tuple]:
     k, tokens = result["k"], result["tokens"]
-    ratio = result["ratio_shared_k_vs_k1"]
+    ratio, floor = result["ratio_shared_k_vs_k1"], result["token_ratio_shared_vs_k1"]
     return [
         (f"K={k} instructions, shared prefix / K=1 (text {tokens['text']}, instr. ~{max(tokens['instruction'])} tokens)",
-         f"{fmt(ratio)}x (tokens run: {fmt(result['token_ratio_shared_vs_k1'])}x)", "<= 2.50x",
+         f"{fmt(ratio)}x (tokens run: {fmt(floor)}x)", f"<= 2.50x (token floor {fmt(floor)}x)",
          verdict(ratio, 2.5, False)),
+        ("Same, against its token floor (time ratio / tokens-run ratio)", f"{fmt(ratio / floor)}x", "<= 1.00x",
+         verdict(ratio / floor, 1.0, False)),
         (f"K={k} instructions, plain batch / K=1", f"{fmt(result['ratio_plain_k_vs_k1'])}x", "", ""),
         ("Shared prefix speed-up over plain batch", f"{fmt(result['speedup_shared_vs_plain'])}x", "", ""),
     ]
@@ -139,6 +160,30 @@ def index_rows(result: dict) -> list[tuple]:
     return rows
 
 
+def gpu_rows(result: dict) -> list[tuple]:
+    latency, docs, search = result["query_latency"], result["document_throughput"], result["faiss"]
+    dtype = result.get("dtype", "bf16")
+    sheet = docs["datasheet_peak"]
+    against = (f"{fmt(docs['model_gflops'] / 1000, 1)} TFLOP/s = {fmt(docs['fraction_of_measured_peak'])} of the measured "
+               f"{result['matmul_peak']['dtype']} matmul peak ({fmt(result['matmul_peak']['peak_gflops'] / 1000, 1)} TFLOP/s)")
+    if sheet.get("fraction") is not None:
+        against += f", {fmt(sheet['fraction'], 3)} of the {sheet['gpu']} datasheet bf16 peak ({fmt(sheet['bf16_gflops'] / 1000, 0)} TFLOP/s)"
+    if "gpu_queries_per_s" in search:
+        faiss_value = (f"{fmt(search['gpu_queries_per_s'], 0)} queries/s on the GPU vs {fmt(search['cpu_queries_per_s'], 0)} "
+                       f"on the CPU ({fmt(search['gpu_speedup'], 1)}x; top-10 agreement {fmt(search['top10_agreement'], 3)})")
+    else:
+        faiss_value = f"{fmt(search['cpu_queries_per_s'], 0)} queries/s on the CPU; {search.get('gpu', 'no GPU figure')}"
+    prefix = "DRY RUN (CPU, tiny sizes): " if result.get("dry_run") else ""
+    return [
+        (f"{prefix}Query + instruction latency, {dtype}, batch 1 ({latency['repeats']} runs)",
+         f"p50 {fmt(latency['p50_ms'], 1)} ms, p99 {fmt(latency['p99_ms'], 1)} ms ({latency['tokens']} tokens)", "", ""),
+        (f"{prefix}Document throughput, {dtype} ({docs['best_batch'].replace('_', ' ')}, "
+         f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)", f"{fmt(docs['tokens_per_s'], 0)} tokens/s; {against}", "", ""),
+        (f"{prefix}FAISS exact search, {search['vectors']:,} vectors, {search['queries']:,} queries, top-{search['k']}",
+         faiss_value, "", ""),
+    ]
+
+
 def training_rows(result: dict) -> list[tuple]:
     if "results" not in result:
         return generic_rows("training", result)
@@ -177,6 +222,7 @@ RENDERERS = {
     "index": index_rows,
     "training": training_rows,
     "serve": serve_rows,
+    "gpu": gpu_rows,
 }
 
 
@@ -199,9 +245,10 @@ def machine_line(results: dict) -> str:
             f"torch {machine['torch']}, transformers {machine['transformers']}; device {machine['device']}")
 
 
-def render_table(results: dict, quick: bool, command: str) -> str:
+def render_table(results: dict, quick: bool, command: str, section: str = "results") -> str:
+    start, end = markers(section)
     lines = [
-        START,
+        start,
         f"Measured {dt.date.today().isoformat()} on: {machine_line(results)}.",
         f"Mode: {'quick' if quick else 'full'}. Command: `{command}`. Raw figures: `benchmarks/results.json`.",
         "",
@@ -213,16 +260,22 @@ def render_table(results: dict, quick: bool, command: str) -> str:
             continue
         for figure, value, goal, met in rows_for(name, result):
             lines.append(f"| {figure} | {value} | {goal} | {met} |")
-    lines.append(END)
+    lines.append(end)
     return "\n".join(lines)
 
 
-def write_readme(table: str) -> None:
-    text = README.read_text() if README.is_file() else f"# Benchmarks\n\n{START}\n{END}\n"
-    if START not in text or END not in text:
-        text = text.rstrip() + f"\n\n## Results\n\n{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
+def markers(section: str) -> tuple[str, str]:
+    return (START, END) if section == "results" else (f"<!-- {section}:start -->", f"<!-- {section}:end -->")
+
+
+def write_readme(table: str, section: str = "results") -> None:
+    start, end = markers(section)
+    title = "Results" if section == "results" else section.replace("-", " ").capitalize()
+    text = README.read_text() if README.is_file() else f"# Benchmarks\n\n{start}\n{end}\n"
+    if start not in text or end not in text:
+        text = text.rstrip() + f"\n\n## {title}\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
     README.write_text(head + table + tail)
 
 
@@ -235,22 +288,29 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-readme", action="store_true", help="print the table, leave README.md alone")
     parser.add_argument("--render-only", action="store_true",
                         help="measure nothing: rebuild the README table from benchmarks/results.json")
+    parser.add_argument("--section", default=None,
+                        help="README markers to write between (default: results; gpu-results with --device cuda)")
+    parser.add_argument("--results-json", type=Path, default=None,
+                        help="raw figures file (default: results.json; results_cuda.json with --device cuda)")
     args = parser.parse_args(argv)
+    cuda = args.device.startswith("cuda")
+    section = args.section or ("gpu-results" if cuda else "results")
+    results_json = args.results_json or (BENCH_DIR / "results_cuda.json" if cuda else RESULTS_JSON)
     if args.render_only:
-        saved = json.loads(RESULTS_JSON.read_text())
+        saved = json.loads(results_json.read_text())
         quick = any(isinstance(r, dict) and r.get("quick") for r in saved.values())
-        write_readme(render_table(saved, quick, saved.get("_command", "python benchmarks/run.py")))
+        write_readme(render_table(saved, quick, saved.get("_command", "python benchmarks/run.py"), section), section)
         return saved
-    names = args.only or list(SCRIPTS)
+    names = args.only or [name for name in SCRIPTS if cuda or name not in GPU_ONLY]
     # Only figures from this run go into the table: no mixing with older runs.
     results = {name: run_script(name, args.quick, args.device, args.timeout) for name in names}
     command = "python benchmarks/run.py" + (" --quick" if args.quick else "") + (
         f" --device {args.device}" if args.device != "cpu" else "")
-    table = render_table(results, args.quick, command)
+    table = render_table(results, args.quick, command, section)
     print(table)
     if not args.no_readme:
-        RESULTS_JSON.write_text(json.dumps({**results, "_command": command}, indent=2, default=str))
-        write_readme(table)
+        results_json.write_text(json.dumps({**results, "_command": command}, indent=2, default=str))
+        write_readme(table, section)
     return results
 
 

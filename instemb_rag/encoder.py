@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from . import backbone as backbone_lib
+from . import quantize
 from .checkpoint import (
     ADAPTED_FILE,
     CONFIG_FILE,
@@ -57,6 +58,7 @@ class InstEmbEncoder(nn.Module):
         max_length: int = 512,
         lookahead_length: int | None = None,
         training_info: dict | None = None,
+        precision: str = quantize.DEFAULT_PRECISION,
     ):
         super().__init__()
         self.backbone = backbone
@@ -76,6 +78,11 @@ class InstEmbEncoder(nn.Module):
         self.training_info = training_info or {}
         self.padding_side = "right"
         self._fingerprint: str | None = None
+        # Fixed at construction: an int8 encoder is fingerprinted on its float weights, then quantized.
+        self.precision = quantize.check_precision(precision, backbone.model.device)
+        if self.precision != quantize.DEFAULT_PRECISION:
+            self.fingerprint  # noqa: B018
+            quantize.quantize_int8(self)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -87,11 +94,13 @@ class InstEmbEncoder(nn.Module):
         max_length: int = 512,
         device: str = "auto",
         init_text: str = DEFAULT_INIT_TEXT,
+        precision: str = quantize.DEFAULT_PRECISION,
     ) -> "InstEmbEncoder":
         """An untrained encoder over any decoder: fresh look-ahead vectors, chosen pooling."""
         target = resolve_device(device)
+        quantize.check_precision(precision, target)
         loaded = backbone_lib.load_backbone(reference, dtype=default_dtype(target), device=str(target))
-        return cls.from_loaded_backbone(loaded, lookahead_length, pooling, max_length, init_text)
+        return cls.from_loaded_backbone(loaded, lookahead_length, pooling, max_length, init_text, precision)
 
     @classmethod
     def from_loaded_backbone(
@@ -101,13 +110,14 @@ class InstEmbEncoder(nn.Module):
         pooling: str = "daap",
         max_length: int = 512,
         init_text: str = DEFAULT_INIT_TEXT,
+        precision: str = quantize.DEFAULT_PRECISION,
     ) -> "InstEmbEncoder":
         template = PromptTemplate.for_tokenizer(loaded.tokenizer)
         init_ids = loaded.tokenizer(init_text, add_special_tokens=False).input_ids
         lookahead = LookAheadTokens.from_token_embeddings(
             loaded.model.get_input_embeddings(), init_ids, lookahead_length
         )
-        encoder = cls(loaded, template, lookahead, pooling, max_length)
+        encoder = cls(loaded, template, lookahead, pooling, max_length, precision=precision)
         return encoder.to(loaded.model.device)
 
     @classmethod
@@ -118,29 +128,34 @@ class InstEmbEncoder(nn.Module):
         pooling: str | None = None,
         lookahead_length: int | None = None,
         max_length: int | None = None,
+        precision: str = quantize.DEFAULT_PRECISION,
     ) -> "InstEmbEncoder":
         """Load a checkpoint folder, a Hugging Face model folder, or (None) the default.
 
         The default is the checkpoint shipped in the package when present, otherwise the
-        untrained default backbone with fresh look-ahead tokens.
+        untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
+        the backbone's linear layers in dynamic int8 on the CPU (inference only; see quantize.py).
         """
         if path is None and is_checkpoint(SHIPPED_CHECKPOINT):
             path = SHIPPED_CHECKPOINT
         if path is not None and is_checkpoint(path):
-            return cls._from_checkpoint(Path(path), device, pooling, lookahead_length, max_length)
+            return cls._from_checkpoint(Path(path), device, pooling, lookahead_length, max_length, precision)
         return cls.from_backbone(
             path,
             lookahead_length=DEFAULT_LOOKAHEAD if lookahead_length is None else lookahead_length,
             pooling=pooling or "daap",
             max_length=max_length or 512,
             device=device,
+            precision=precision,
         )
 
     @classmethod
-    def _from_checkpoint(cls, folder: Path, device, pooling, lookahead_length, max_length) -> "InstEmbEncoder":
+    def _from_checkpoint(cls, folder: Path, device, pooling, lookahead_length, max_length,
+                         precision: str = quantize.DEFAULT_PRECISION) -> "InstEmbEncoder":
         config = read_config(folder)
         check_complete(folder, config)
         target = resolve_device(device)
+        quantize.check_precision(precision, target)
         loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
         if loaded.fingerprint != config.base_fingerprint:
             raise FingerprintMismatchError(
@@ -164,6 +179,7 @@ class InstEmbEncoder(nn.Module):
             max_length or config.max_length,
             lookahead_length,
             config.training,
+            precision,
         )
         return encoder.to(loaded.model.device)
 
@@ -198,6 +214,7 @@ class InstEmbEncoder(nn.Module):
 
     def save(self, folder: str | os.PathLike, adapted: dict[str, torch.Tensor] | None = None) -> None:
         """Write a checkpoint folder atomically: config, look-ahead vectors, adapted tensors."""
+        quantize.refuse_training(self.precision, "saved as a checkpoint")
         adapted = self.adapted_state_dict() if adapted is None else adapted
         config = self.config
 
@@ -217,6 +234,7 @@ class InstEmbEncoder(nn.Module):
             digest = hashlib.sha256()
             identity = self.config.model_dump(exclude={"training", "files"})
             identity["inference_lookahead_length"] = self.lookahead_length
+            identity.update(quantize.fingerprint_fields(self.precision))
             digest.update(json.dumps(identity, sort_keys=True).encode())
             digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
             for name, tensor in sorted(self.adapted_state_dict().items()):
@@ -224,6 +242,11 @@ class InstEmbEncoder(nn.Module):
                 digest.update(tensor.numpy().tobytes())
             self._fingerprint = digest.hexdigest()[:32]
         return self._fingerprint
+
+    def train(self, mode: bool = True) -> "InstEmbEncoder":
+        if mode:
+            quantize.refuse_training(self.precision, "trained")
+        return super().train(mode)
 
     # ------------------------------------------------------------------ tokenization
     def build_ids(self, text: str, instruction: str | None, lookahead_length: int | None = None) -> list[int]:

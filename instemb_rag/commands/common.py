@@ -14,7 +14,7 @@ Exit codes (the same for every command; README.md "Exit codes"):
 from __future__ import annotations
 
 import re
-from enum import IntEnum
+from enum import Enum, IntEnum
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -66,10 +66,30 @@ def device_option(default: Optional[str] = "auto", help: str = "auto | cpu | cud
     return typer.Option(default, "--device", help=help, callback=check_device)
 
 
-def load_encoder(model: Optional[str], device: str):
+class Precision(str, Enum):
+    fp32 = "fp32"
+    int8 = "int8"
+
+
+def precision_option():
+    return typer.Option(Precision.fp32, "--precision", help="fp32 (default) | int8: dynamic int8 linear layers on "
+                        "the CPU (faster; inference only). An index is queried at the precision it was built with.")
+
+
+def compile_option():
+    return typer.Option(False, "--compile", help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; "
+                        "the first run compiles for minutes).")
+
+
+def load_encoder(model: Optional[str], device: str, precision: Precision | str = Precision.fp32, compile: bool = False):
     from ..encoder import InstEmbEncoder
 
-    return InstEmbEncoder.from_pretrained(model, device=device)
+    encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
+    if compile:
+        from ..fast.compiled import compile_encoder
+
+        compile_encoder(encoder)
+    return encoder
 
 
 def model_label(model: Optional[str]) -> str:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..choices import PoolingMode
-from .common import device_option, fail
+from .common import Precision, compile_option, device_option, fail, precision_option
 
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
@@ -27,6 +27,8 @@ def eval_command(
     output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
+    precision: Precision = precision_option(),
+    compile: bool = compile_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
     exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
     progress: bool = typer.Option(True, help="Show progress bars."),
@@ -45,9 +47,14 @@ def eval_command(
     try:
         if untrained:
             encoder = InstEmbEncoder.from_backbone(model, lookahead_length=8 if lookahead is None else lookahead,
-                                                   pooling=pooling or "daap", device=device)
+                                                   pooling=pooling or "daap", device=device, precision=Precision(precision).value)
         else:
-            encoder = InstEmbEncoder.from_pretrained(model, device=device, pooling=pooling, lookahead_length=lookahead)
+            encoder = InstEmbEncoder.from_pretrained(model, device=device, pooling=pooling, lookahead_length=lookahead,
+                                                     precision=Precision(precision).value)
+        if compile:
+            from ..fast.compiled import compile_encoder
+
+            compile_encoder(encoder)
         results = []
         for task in tasks or DEFAULT_TASKS:
             console.print(f"[bold]{task}[/bold] …")

@@ -8,7 +8,17 @@ from typing import Optional
 import typer
 
 from ..choices import FaissIndexKind, StoreKind
-from .common import ExitCode, device_option, exit_code_for, fail, load_encoder, model_label  # noqa: F401
+from .common import (  # noqa: F401
+    ExitCode,
+    Precision,
+    compile_option,
+    device_option,
+    exit_code_for,
+    fail,
+    load_encoder,
+    model_label,
+    precision_option,
+)
 
 # The exit codes of the one table in common.py, under the names the index tests use.
 EXIT_BAD_INPUT = ExitCode.BAD_INPUT
@@ -32,6 +42,8 @@ def index_command(
     wait: float = typer.Option(0.0, "--wait", min=0.0, help="Seconds to wait if another index run holds the lock."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Chunks per forward pass."),
     device: str = device_option(),
+    precision: Precision = precision_option(),
+    compile: bool = compile_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
@@ -52,7 +64,7 @@ def index_command(
         rebuild=rebuild, wait_seconds=wait, batch_size=batch_size, model_label=model_label(model),
     )
     try:
-        encoder = load_encoder(model, device)
+        encoder = load_encoder(model, device, precision, compile)
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:

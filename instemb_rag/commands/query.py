@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .common import device_option, fail, model_label
+from .common import Precision, compile_option, device_option, fail, load_encoder, model_label, precision_option
 
 
 def query_command(
@@ -22,6 +22,8 @@ def query_command(
     qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
     qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
     device: str = device_option(),
+    precision: Precision = precision_option(),
+    compile: bool = compile_option(),
 ) -> None:
     """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
     from rich.console import Console
@@ -37,12 +39,23 @@ def query_command(
         if instruction is not None and not instruction.strip():
             raise BadInputError("--instruction is empty: leave it out or give an instruction.")
         parsed = parse_filters(filters)
-        index = Index.open(index_dir, model=model and model_label(model), qdrant_url=qdrant_url,
+        encoder = None
+        if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
+            from ..index.manifest import read_manifest
+
+            manifest = read_manifest(index_dir)
+            reference = model or (None if manifest is None or manifest.encoder_reference == "default"
+                                  else manifest.encoder_reference)
+            encoder = load_encoder(reference, device, precision, compile)
+        index = Index.open(index_dir, encoder=encoder, model=model and model_label(model), qdrant_url=qdrant_url,
                            qdrant_api_key=qdrant_api_key, device=device)
         with index:
             hits = index.search(text, instruction, k=k, filter=parsed)
             note = index.fallback_reason
     except InstEmbError as error:
+        if "fingerprint" in str(error):
+            typer.secho("hint: an index built with --precision int8 is queried with --precision int8 (and vice versa).",
+                        fg=typer.colors.YELLOW, err=True)
         fail(error)
     if as_json:
         print(json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2))

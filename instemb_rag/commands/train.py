@@ -20,13 +20,16 @@ def train_command(
     device: Optional[str] = device_option(None, "Overrides training.device: auto | cpu | cuda | cuda:N | mps."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
     set_: list[str] = typer.Option([], "--set", help="Any option as key=value (e.g. training.batch_size=4)."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 only: int8 is for inference (index/query/eval)."),
 ) -> None:
     """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss)."""
     from ..errors import InstEmbError
+    from ..quantize import check_precision, refuse_training
     from ..training.args import load_config, parse_set_option
     from ..training.trainer import train
 
     try:
+        refuse_training(check_precision(precision))
         overrides = dict(parse_set_option(item) for item in set_)
         flags = {"training.output_dir": output_dir, "training.max_steps": max_steps,
                  "data.train_file": train_file, "model.model_name_or_path": model, "training.device": device}

@@ -1,0 +1,245 @@
+"""Inference precision of the encoder's backbone: fp32 (default) or dynamic int8 on CPU.
+
+``precision="int8"`` replaces the backbone's linear layers by PyTorch dynamic-quantized ones
+(``torch.ao.quantization.quantize_dynamic``): weights int8 per output channel, activations
+quantized per call, int8 GEMM (fbgemm / oneDNN), float everywhere else (embeddings, norms,
+rotary, attention, look-ahead vectors, pooling).
+
+Plain dynamic int8 loses too much on a Llama: a few input channels of ``down_proj`` (and of
+the normed residual stream feeding q/k/v, gate/up) carry activations hundreds of times larger
+than the rest, and one scale per row spends the int8 range on them. So before quantizing, the
+backbone is *smoothed* (SmoothQuant, Xiao et al. 2023): for each input channel j of a linear
+layer, s_j = max|x_j|^a / max|W_:,j|^(1-a), the activation is divided by s_j and the weight
+column multiplied by it. The division is folded into the preceding RMSNorm weight (q/k/v,
+gate/up) or into the rows of ``up_proj`` (down_proj), so in exact arithmetic the network is
+unchanged; the activation maxima come from a fixed calibration set of texts in this module,
+so the same weights always give the same quantized model.
+
+Then a guard: the calibration texts are embedded again by the quantized model; while their
+cosine to the float embeddings is below ``CALIBRATION_TARGET``, the input groups whose
+smoothed activations are still the most outlier-heavy (max / median over channels) go back
+to float, 1, 2, 4, ... groups at a time. Which layers stay float is part of the result, so
+it is deterministic too, and ``quantization_report`` says what happened.
+
+int8 is for inference only: training, saving and CUDA refuse it with a message that says so.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from .errors import InstEmbError
+
+PRECISIONS = ("fp32", "int8")
+DEFAULT_PRECISION = "fp32"
+SMOOTHING_ALPHA = 0.5
+# Minimum cosine between int8 and float embeddings of the calibration texts (the acceptance
+# bar on held-out texts is 0.99; the margin covers texts unlike the calibration set).
+CALIBRATION_TARGET = 0.995
+
+# Fixed calibration inputs: documents, queries and instructions of the kinds the encoder sees.
+CALIBRATION = (
+    ("The Ridgeline 2 tent weighs 1.9 kg and packs to 45 x 15 cm. Its fly is 70D ripstop nylon "
+     "with a 3000 mm coating, taped seams and aluminium poles rated for strong wind.", None),
+    ("Is this tent good for a long trip?", "focus on durability"),
+    ("Aspirin reduced the risk of myocardial infarction in patients with stable angina in a "
+     "randomised, placebo-controlled trial of 2,035 patients followed for four years.", None),
+    ("Does vitamin D supplementation prevent fractures in older adults?",
+     "Given a scientific claim, retrieve documents that support or refute the claim"),
+    ("what is the boiling point of water at high altitude",
+     "Given a web search query, retrieve relevant passages that answer the query"),
+    ("The stove burns isobutane canisters, boils a litre of water in 3.5 minutes and folds to "
+     "the size of a fist; in cold weather the flame drops unless the canister is kept warm.", None),
+    ("Measurements of the electron density in the ionosphere obtained by rocket-borne probes "
+     "are compared with values deduced from ground-based ionosonde records.", None),
+    ("A man is playing a guitar on stage.", "Retrieve semantically similar text"),
+    ("Which backpack carries heavy loads comfortably?", "focus on the hip belt and frame"),
+    ("The patients who received the new drug did not show any improvement over placebo, "
+     "contradicting earlier reports of a strong effect.", "find evidence that contradicts the claim"),
+)
+
+
+def check_precision(precision: str, device: torch.device | str | None = None) -> str:
+    """The precision name, validated for the device it will run on."""
+    if precision not in PRECISIONS:
+        raise InstEmbError(f"Unknown precision '{precision}'; choose one of: {', '.join(PRECISIONS)}.")
+    if precision == "int8" and device is not None and torch.device(device).type != "cpu":
+        raise InstEmbError(
+            "precision='int8' (dynamic int8 quantization) runs on the CPU only; on a GPU the "
+            "encoder already runs in bf16. Use --device cpu, or leave the precision at fp32."
+        )
+    if precision == "int8" and not torch.backends.quantized.supported_engines:
+        raise InstEmbError("This torch build has no quantized engine (fbgemm/onednn/qnnpack) for int8.")
+    return precision
+
+
+def fingerprint_fields(precision: str) -> dict:
+    """What the precision adds to the encoder fingerprint (nothing for fp32, so fingerprints of
+    existing fp32 indexes and caches stay as they were)."""
+    if precision == DEFAULT_PRECISION:
+        return {}
+    return {"precision": precision, "smoothing_alpha": SMOOTHING_ALPHA, "calibration_texts": len(CALIBRATION),
+            "calibration_target": CALIBRATION_TARGET}
+
+
+def refuse_training(precision: str, action: str = "trained") -> None:
+    """int8 is for inference only: a quantized encoder can be neither trained nor saved."""
+    if precision != DEFAULT_PRECISION:
+        raise InstEmbError(
+            f"This encoder was loaded with precision='{precision}', which is for inference only, "
+            f"so it cannot be {action}: its linear layers are quantized and have no gradients. "
+            "Train (and save) in fp32, the default, and load the trained checkpoint with "
+            "precision='int8' to embed."
+        )
+
+
+# ---------------------------------------------------------------------------- calibration
+def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+    base = getattr(model, "base_model", model)
+    layers = getattr(base, "layers", None)
+    return list(layers) if layers is not None else []
+
+
+def _linear_inputs_absmax(encoder, linears: dict[str, nn.Linear]) -> dict[str, torch.Tensor]:
+    """Per input channel, max |activation| over the calibration texts (one text per pass, no padding)."""
+    maxima: dict[str, torch.Tensor] = {}
+
+    def hook_for(name):
+        def hook(_module, args):
+            values = args[0].detach().abs().reshape(-1, args[0].shape[-1]).amax(dim=0).float()
+            maxima[name] = values if name not in maxima else torch.maximum(maxima[name], values)
+        return hook
+
+    handles = [module.register_forward_pre_hook(hook_for(name)) for name, module in linears.items()]
+    try:
+        with torch.inference_mode():
+            for text, instruction in CALIBRATION:
+                encoder.forward(encoder.collate([encoder.build_ids(text, instruction)]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return maxima
+
+
+def _smoothing_scales(act_max: torch.Tensor, weights: Iterable[torch.Tensor], alpha: float) -> torch.Tensor:
+    weight_max = torch.stack([w.detach().abs().amax(dim=0).float() for w in weights]).amax(dim=0)
+    scales = act_max.clamp(min=1e-5).pow(alpha) / weight_max.clamp(min=1e-5).pow(1 - alpha)
+    return scales.clamp(min=1e-5)
+
+
+@torch.no_grad()
+def smooth_backbone(encoder, alpha: float = SMOOTHING_ALPHA) -> int:
+    """Move activation outliers into the weights (exact in real arithmetic); layers smoothed."""
+    return len({key.split(".")[0] for key in _smooth(encoder, alpha)})
+
+
+@torch.no_grad()
+def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
+    """Smooth in place; per input group (``layer.qkv``, ``.gate_up``, ``.down``): the qualified
+    names of its linear layers and how outlier-heavy its smoothed input still is."""
+    layers = _decoder_layers(encoder.model)
+    linears: dict[str, nn.Linear] = {}
+    plans = []
+    for index, layer in enumerate(layers):
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        names = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj")
+        parts = [getattr(attn, n, None) for n in names[:3]] + [getattr(mlp, n, None) for n in names[3:]]
+        norms = [getattr(layer, "input_layernorm", None), getattr(layer, "post_attention_layernorm", None)]
+        if any(not isinstance(p, nn.Linear) for p in parts) or any(getattr(n, "weight", None) is None for n in norms):
+            continue  # not a Llama-style block: quantized without smoothing
+        q, k, v, gate, up, down = parts
+        linears[f"{index}.qkv"], linears[f"{index}.gate_up"], linears[f"{index}.down"] = q, gate, down
+        output = getattr(attn, "o_proj", None)
+        if isinstance(output, nn.Linear):
+            linears[f"{index}.o"] = output
+        plans.append((index, norms[0], (q, k, v), norms[1], (gate, up), up, down))
+    if not plans:
+        return {}
+    names = {module: name for name, module in encoder.model.base_model.named_modules()}
+    maxima = _linear_inputs_absmax(encoder, linears)
+    groups = {}
+
+    def outliers(smoothed_max: torch.Tensor) -> float:
+        return float(smoothed_max.max() / smoothed_max.median().clamp(min=1e-8))
+
+    for index, norm_attn, qkv, norm_mlp, gate_up, up, down in plans:
+        for norm, group, key in ((norm_attn, qkv, "qkv"), (norm_mlp, gate_up, "gate_up")):
+            act_max = maxima[f"{index}.{key}"]
+            scales = _smoothing_scales(act_max, [lin.weight for lin in group], alpha)
+            norm.weight.div_(scales.to(norm.weight.dtype))
+            for lin in group:
+                lin.weight.mul_(scales.to(lin.weight.dtype))
+            groups[f"{index}.{key}"] = ([names[lin] for lin in group], outliers(act_max / scales))
+        act_max = maxima[f"{index}.down"]
+        scales = _smoothing_scales(act_max, [down.weight], alpha)
+        up.weight.div_(scales[:, None].to(up.weight.dtype))
+        if up.bias is not None:
+            up.bias.div_(scales.to(up.bias.dtype))
+        down.weight.mul_(scales.to(down.weight.dtype))
+        groups[f"{index}.down"] = ([names[down]], outliers(act_max / scales))
+        if f"{index}.o" in maxima:  # not smoothed (its input is the attention output), still rankable
+            groups[f"{index}.o"] = ([names[linears[f"{index}.o"]]], outliers(maxima[f"{index}.o"]))
+    return groups
+
+
+def _calibration_embeddings(encoder) -> torch.Tensor:
+    with torch.inference_mode():
+        pooled = [encoder.forward(encoder.collate([encoder.build_ids(text, instruction)]))[0].float()
+                  for text, instruction in CALIBRATION]
+    return torch.nn.functional.normalize(torch.stack(pooled), dim=-1)
+
+
+def _swap(root: nn.Module, name: str, module: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    setattr(root.get_submodule(parent_name) if parent_name else root, child, module)
+
+
+def quantize_int8(encoder) -> None:
+    """Smooth, then replace every linear layer of the decoder stack by a dynamic int8 one, in place.
+
+    Only the decoder stack (``model.base_model``) is touched: the LM head is never run by
+    the encoder. Call on a freshly loaded float32 CPU model that nothing else shares.
+    """
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    if encoder.model.dtype != torch.float32:
+        raise InstEmbError(f"int8 quantization starts from float32 weights, not {encoder.model.dtype}.")
+    engines = torch.backends.quantized.supported_engines
+    for engine in ("x86", "fbgemm", "onednn", "qnnpack"):
+        if engine in engines:
+            torch.backends.quantized.engine = engine
+            break
+    reference = _calibration_embeddings(encoder)
+    groups = _smooth(encoder, SMOOTHING_ALPHA)
+    base = encoder.model.base_model
+    float_linears = {name: module for name, module in base.named_modules() if isinstance(module, nn.Linear)}
+    with warnings.catch_warnings():
+        # torch.ao.quantization announces its move to torchao; the eager API still works.
+        warnings.simplefilter("ignore")
+        quantize_dynamic(base, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+    quantized = {name: base.get_submodule(name) for name in float_linears}
+    # Most outlier-heavy groups first; ties (and groups of non-Llama layers) in layer order.
+    ranked = sorted(groups, key=lambda key: -groups[key][1])
+    kept_float: list[str] = []
+    cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+    step = 1
+    while cosine < CALIBRATION_TARGET and len(kept_float) < len(ranked):
+        for key in ranked[len(kept_float) : len(kept_float) + step]:
+            for name in groups[key][0]:
+                _swap(base, name, float_linears[name])
+            kept_float.append(key)
+        step *= 2
+        cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+    for param in encoder.model.parameters():
+        param.requires_grad_(False)
+    float_names = {name for key in kept_float for name in groups[key][0]}
+    encoder.quantization_report = {
+        "linear_layers": len(quantized),
+        "int8": len(quantized) - len(float_names),
+        "kept_float_groups": kept_float,
+        "calibration_cosine_min": cosine,
+    }

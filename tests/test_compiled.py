@@ -1,0 +1,51 @@
+"""Opt-in torch.compile: the compiled-code cache sits under INSTEMB_HOME, keyed by what makes
+compiled code reusable (torch version, device, dtype, precision, encoder fingerprint)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from instemb_rag import InstEmbEncoder
+from instemb_rag.fast.compiled import CACHE_ENV, compile_cache_dir, compile_encoder, is_compiled
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "elsewhere"))  # restored after the test
+    return tmp_path / "home"
+
+
+def test_cache_folder_is_keyed_and_under_instemb_home(home, tiny_model_dir, tiny_encoder):
+    folder = compile_cache_dir(tiny_encoder)
+    assert folder.is_relative_to(home / "compile")
+    assert folder.name == tiny_encoder.fingerprint
+    assert torch.__version__.split("+")[0] in folder.parent.name and "cpu-float32" in folder.parent.name
+    low = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64,
+                                         precision="int8")
+    assert compile_cache_dir(low) != folder and compile_cache_dir(low).parent.name.endswith("-int8")
+    other_length = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=2, max_length=64)
+    assert compile_cache_dir(other_length).name != folder.name  # another fingerprint, another folder
+
+
+def test_compile_is_opt_in_and_points_inductor_at_the_cache(home, tiny_encoder):
+    assert not is_compiled(tiny_encoder)
+    folder = compile_encoder(tiny_encoder)
+    assert is_compiled(tiny_encoder) and folder.is_dir()
+    assert os.environ[CACHE_ENV] == str(folder)
+    assert tiny_encoder.fingerprint == folder.name  # compiling changes no embedding identity
+
+
+@pytest.mark.skipif(os.environ.get("INSTEMB_TEST_COMPILE") != "1",
+                    reason="compiles C++ for minutes on a small CPU; set INSTEMB_TEST_COMPILE=1")
+def test_compiled_encoder_matches_eager_and_fills_the_cache(home, tiny_model_dir, tiny_encoder):
+    texts = ["the tent is light and durable", "which stove is good in cold wind ?", "packed size 10 cm"]
+    eager = tiny_encoder.encode_queries(texts, [None, "focus on weight", None])
+    compiled = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
+    folder = compile_encoder(compiled)
+    np.testing.assert_allclose(compiled.encode_queries(texts, [None, "focus on weight", None]), eager, atol=1e-4)
+    assert any(folder.rglob("*")), "inductor wrote nothing into the cache folder"

@@ -1,0 +1,132 @@
+"""precision="int8": quantized linear layers, close to fp32, its own fingerprint, inference only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from instemb_rag import InstEmbEncoder, quantize
+from instemb_rag.cli import app
+from instemb_rag.errors import InstEmbError
+
+TEXTS = [
+    "the tent is light and durable in rain and wind . the frame uses poles and a nylon floor",
+    "the stove is light . packed size 10 cm . good in cold night camp",
+    "which backpack is good for a long trip ?",
+]
+INSTRUCTIONS = [None, "focus on weight", "focus on durability"]
+
+
+def load(tiny_model_dir, precision="fp32"):
+    return InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64,
+                                          precision=precision)
+
+
+@pytest.fixture()
+def int8_encoder(tiny_model_dir):
+    return load(tiny_model_dir, "int8")
+
+
+def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_encoder):
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    linears = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, torch.nn.Linear)]
+    quantized = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, DynamicLinear)]
+    report = int8_encoder.quantization_report
+    assert report["linear_layers"] == 2 * 7  # q k v o gate up down, two layers
+    assert len(quantized) == report["int8"] > 0 and len(linears) == 14 - report["int8"]
+    assert report["calibration_cosine_min"] >= quantize.CALIBRATION_TARGET
+    reference = tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
+    low = int8_encoder.encode_queries(TEXTS, INSTRUCTIONS)
+    cosines = (reference * low).sum(axis=1)
+    assert cosines.min() > 0.99, cosines
+    assert not np.allclose(reference, low, atol=1e-6)  # it really ran the int8 kernels
+
+
+def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir, tiny_encoder, monkeypatch):
+    monkeypatch.setattr(quantize, "CALIBRATION_TARGET", 2.0)  # unreachable: every group goes back
+    unquantizable = load(tiny_model_dir, "int8")
+    report = unquantizable.quantization_report
+    assert report["int8"] == 0 and len(report["kept_float_groups"]) == 2 * 4  # qkv, o, gate_up, down
+    assert all(isinstance(m, torch.nn.Linear) for name, m in unquantizable.model.base_model.named_modules()
+               if name.endswith("_proj"))
+    # Back in float (smoothed, which is exact): the fp32 embeddings again.
+    np.testing.assert_allclose(unquantizable.encode_queries(TEXTS, INSTRUCTIONS),
+                               tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4)
+
+
+def test_smoothing_alone_leaves_the_embeddings_unchanged(tiny_model_dir, tiny_encoder):
+    smoothed = load(tiny_model_dir)
+    before = {n: p.detach().clone() for n, p in smoothed.model.named_parameters()}
+    assert quantize.smooth_backbone(smoothed) == 2
+    changed = [n for n, p in smoothed.model.named_parameters() if not torch.equal(before[n], p)]
+    assert any("input_layernorm" in n for n in changed) and any("down_proj" in n for n in changed)
+    np.testing.assert_allclose(smoothed.encode_queries(TEXTS, INSTRUCTIONS),
+                               tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4)
+
+
+def test_precision_is_part_of_the_fingerprint(tiny_model_dir, tiny_encoder, int8_encoder):
+    assert int8_encoder.precision == "int8" and tiny_encoder.precision == "fp32"
+    assert int8_encoder.fingerprint != tiny_encoder.fingerprint
+    # Deterministic: a second int8 load (calibration included) gives the same fingerprint and vectors.
+    again = load(tiny_model_dir, "int8")
+    assert again.fingerprint == int8_encoder.fingerprint
+    np.testing.assert_array_equal(again.encode_documents(TEXTS), int8_encoder.encode_documents(TEXTS))
+    # fp32 fingerprints are what they were before precisions existed (old indexes stay valid).
+    assert quantize.fingerprint_fields("fp32") == {}
+
+
+def test_int8_is_inference_only(int8_encoder, tmp_path):
+    with pytest.raises(InstEmbError, match="inference only.*cannot be trained"):
+        int8_encoder.train()
+    int8_encoder.eval()  # switching to eval mode is fine
+    with pytest.raises(InstEmbError, match="cannot be saved"):
+        int8_encoder.save(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_bad_precisions_are_refused_clearly():
+    with pytest.raises(InstEmbError, match="Unknown precision 'int4'"):
+        quantize.check_precision("int4")
+    with pytest.raises(InstEmbError, match="CPU only"):
+        quantize.check_precision("int8", "cuda")
+    assert quantize.check_precision("int8", "cpu") == "int8"
+
+
+def test_shared_prefix_path_works_on_int8(int8_encoder):
+    shared = int8_encoder.encode_instructions(TEXTS[0], INSTRUCTIONS)
+    plain = int8_encoder.encode_queries([TEXTS[0]] * 3, INSTRUCTIONS)
+    # int8 activations are quantized per call, so the two paths agree to quantization noise.
+    assert ((shared * plain).sum(axis=1) > 0.99).all()
+
+
+def cli(*args):
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_cli_index_and_query_keep_precisions_apart(tiny_model_dir, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tent.md").write_text("the tent is durable nylon . good in rain .")
+    (docs / "stove.txt").write_text("the stove is light . packed size 10 cm .")
+    index_dir = str(tmp_path / "index")
+    model = ["--model", str(tiny_model_dir), "--device", "cpu"]
+    code, output = cli("index", str(docs), "--index-dir", index_dir, "--no-progress", "--precision", "int8", *model)
+    assert code == 0, output
+    code, output = cli("query", "durable tent", "--index-dir", index_dir, *model)
+    assert code != 0 and "fingerprint" in output and "--precision int8" in output
+    code, output = cli("query", "durable tent", "--index-dir", index_dir, "--json", "--precision", "int8", *model)
+    assert code == 0, output
+    assert '"source": "tent.md"' in output or '"source": "stove.txt"' in output
+    # Adding files at the other precision is refused rather than mixing vectors in one index.
+    code, output = cli("index", str(docs), "--index-dir", index_dir, "--no-progress", *model)
+    assert code != 0 and "fingerprint" in output
+
+
+def test_cli_train_refuses_int8(tmp_path):
+    code, output = cli("train", "--precision", "int8", "--output-dir", str(tmp_path / "run"))
+    assert code == 2 and "inference only" in output
+    assert not (tmp_path / "run").exists()
