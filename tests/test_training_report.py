@@ -71,3 +71,14 @@ def test_a_stance_wording_bias_is_called_out():
     bias_lines = [line for line in verdicts if "does not tell the stance instructions apart" in line]
     assert len(bias_lines) == 1 and bias_lines[0].startswith("- untrained (input_last) scores the 'support'")
     assert not any("of which" in line for line in verdicts)  # diagnostic rows get no verdict
+
+
+def test_candidate_report_lines_show_intervals_and_goal_shortfalls():
+    from instemb_rag.training.report import comparison_lines, goal_lines
+
+    steering = {"task": "medquad-facets", "metrics": {"steering_accuracy": 0.43, "pairwise_accuracy": 0.85},
+                "intervals": {"steering_accuracy": [0.38, 0.48]}, "notes": [], "limits": {}}
+    table = "\n".join(comparison_lines({"previous": {}, "candidate": {"medquad-facets": steering}}))
+    assert "| medquad-facets | steering_accuracy | – | 0.430 [0.380, 0.480] |" in table
+    goals = goal_lines({"medquad-facets": steering})
+    assert goals[0].endswith("**not met** (short by 0.370)") and goals[1].endswith("**met**")
