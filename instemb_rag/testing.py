@@ -7,6 +7,7 @@ tiny model is the same everywhere.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 WORDS = (
