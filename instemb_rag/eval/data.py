@@ -7,11 +7,11 @@ user can fix the file instead of guessing.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from .. import jsonl
 from ..errors import InstEmbError
 
 
@@ -55,19 +55,7 @@ class STSPair:
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad JSON names file and line."""
-    if not path.is_file():
-        raise EvalDataError(f"{path} does not exist; expected a JSON-lines file there.")
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise EvalDataError(f"{path}:{line_number}: not valid JSON ({error.msg}); each line must be one JSON object.") from None
-            if not isinstance(record, dict):
-                raise EvalDataError(f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}.")
-            yield line_number, record
+    return jsonl.read_jsonl(path, EvalDataError)
 
 
 def _required_text(record: dict, key: str, path: Path, line_number: int, allow_empty: bool = False) -> str:

@@ -3,12 +3,12 @@ source files of ``../shared/data`` with an error that says where the data was ex
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import InstEmbError
+from ..jsonl import read_jsonl
 from .records import TrainingRecord
 
 
@@ -19,10 +19,8 @@ class GroupedRecord:
 
 
 def read_source_jsonl(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+    for _, row in read_jsonl(path):
+        yield row
 
 
 def require_files(folder: Path, *names: str) -> None:
