@@ -25,13 +25,13 @@ Tasks
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..instructions import normalize_instruction
 from . import metrics as metric_lib
 from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
@@ -75,11 +75,11 @@ TASKS: dict[str, TaskSpec] = {
 
 
 def default_data_root() -> Path:
-    """``$INSTEMB_EVAL_DATA`` or ../shared/data beside the project checkout (development data)."""
-    configured = os.environ.get("INSTEMB_EVAL_DATA")
-    if configured:
-        return Path(configured).expanduser()
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    """The development data root: the one rule in paths.data_root ($INSTEMB_DATA_ROOT, the older
+    $INSTEMB_EVAL_DATA, else ../shared/data beside the checkout)."""
+    from ..paths import data_root
+
+    return data_root()
 
 
 def resolve_task(task_name: str, data_root: str | Path | None = None) -> tuple[TaskSpec, Path]:
@@ -129,7 +129,7 @@ def evaluate(
         cache = EmbeddingCache()
     elif cache is False:
         cache = None
-    query_instruction = spec.default_instruction if instruction is None else (instruction or None)
+    query_instruction = spec.default_instruction if instruction is None else normalize_instruction(instruction)
     started = time.perf_counter()
     if exclude_seen is not None and not isinstance(exclude_seen, SeenTexts):
         exclude_seen = SeenTexts(exclude_seen)
