@@ -185,14 +185,28 @@ def run_summary(run_dir: Path) -> list[str]:
     ]
 
 
+def loss_curve_line(run_dir: Path, output: Path, img_dir: Path) -> str:
+    """Copy the run's loss curve next to the report and return its markdown image line."""
+    img_dir.mkdir(parents=True, exist_ok=True)
+    curve = img_dir / "training_loss_curve.png"
+    shutil.copyfile(run_dir / "loss_curve.png", curve)
+    shown = curve.relative_to(output.parent).as_posix() if curve.is_relative_to(output.parent) else curve
+    return f"![loss curve]({shown})"
+
+
+def write_report(output: Path, lines: list[str], notes: list[str]) -> Path:
+    """The report's lines, then the evaluation's notes, written to ``output``."""
+    lines = [*lines, "Notes from the evaluation:", "", *[f"- {note}" for note in notes], ""]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("\n".join(lines))
+    return output
+
+
 def write_training_report(run_dir: Path, results_json: Path, output: Path, img_dir: Path, command: str) -> Path:
     results = json.loads(results_json.read_text())["results"]
     rows = headline_rows(results)
     if not rows:
         raise typer.BadParameter(f"{results_json} has no '{HEADLINE_GROUP}' results; run the ablation script first.")
-    img_dir.mkdir(parents=True, exist_ok=True)
-    curve = img_dir / "training_loss_curve.png"
-    shutil.copyfile(run_dir / "loss_curve.png", curve)
     table, verdicts = figures_table(rows)
     limits = next(iter(next(iter(rows.values())).values()))["limits"]
     notes = sorted({note for per_task in rows.values() for result in per_task.values() for note in result["notes"]})
@@ -215,7 +229,7 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
         "",
         *run_summary(run_dir),
         "",
-        f"![loss curve]({curve.relative_to(output.parent).as_posix() if curve.is_relative_to(output.parent) else curve})",
+        loss_curve_line(run_dir, output, img_dir),
         "",
         "## Dev figures: untrained backbone vs trained default",
         "",
@@ -225,14 +239,8 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
         "",
         *verdicts,
         "",
-        "Notes from the evaluation:",
-        "",
-        *[f"- {note}" for note in notes],
-        "",
     ]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("\n".join(lines))
-    return output
+    return write_report(output, lines, notes)
 
 
 def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: Path, output: Path, img_dir: Path,
@@ -242,9 +250,6 @@ def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: P
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
     previous = ("/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit
                 else "instemb_rag/default_checkpoint")
-    img_dir.mkdir(parents=True, exist_ok=True)
-    curve = img_dir / "training_loss_curve.png"
-    shutil.copyfile(run_dir / "loss_curve.png", curve)
     notes = sorted({note for results in (baseline, candidate) for result in results.values() for note in result["notes"]})
     limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
     lines = [
@@ -270,7 +275,7 @@ def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: P
         "",
         *run_summary(run_dir),
         "",
-        f"![loss curve]({curve.relative_to(output.parent).as_posix() if curve.is_relative_to(output.parent) else curve})",
+        loss_curve_line(run_dir, output, img_dir),
         "",
         "## Dev figures: previous default vs this checkpoint",
         "",
@@ -287,14 +292,8 @@ def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: P
         "",
         "Limits: " + "; ".join(f"`{limit}`" for limit in limits) + ".",
         "",
-        "Notes from the evaluation:",
-        "",
-        *[f"- {note}" for note in notes],
-        "",
     ]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("\n".join(lines))
-    return output
+    return write_report(output, lines, notes)
 
 
 def main(
