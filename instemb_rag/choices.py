@@ -35,5 +35,12 @@ class PoolingMode(str, Enum):
     all_mean = "all_mean"
 
 
+class SteeringSplit(str, Enum):
+    """``eval --split``: which groups the steering tasks score (instemb_rag/eval/steering.py)."""
+
+    heldout = "heldout"
+    train = "train"
+
+
 def values(enum_type: type[Enum]) -> tuple[str, ...]:
     return tuple(member.value for member in enum_type)

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
@@ -151,3 +152,25 @@ def test_steering_tasks_score_held_out_groups_with_intervals(tiny_encoder, share
     else:
         assert result["counts"]["claims"] == 6 and result["counts"]["queries"] == 12
         assert {"pairwise_accuracy_supports", "pairwise_accuracy_refutes"} <= set(result["metrics"])
+
+
+def test_steering_train_split_scores_training_groups_and_says_so(tiny_encoder, shared_data_dir_or_skip):
+    """The fit diagnostic reads the builders' training groups, never the held-out ones, and its
+    result cannot be mistaken for a dev figure."""
+    from instemb_rag.eval import steering
+    from instemb_rag.eval.tasks import evaluate
+    from instemb_rag.training.builders import build_set
+
+    train, heldout = build_set("medquad_facets", shared_data_dir_or_skip, steering.HELD_OUT_FRACTION,
+                               steering.HELD_OUT_SEED)
+    train_foci = {r.source.split(":", 2)[1] for r in train}
+    heldout_foci = {r.source.split(":", 2)[1] for r in heldout}
+    assert train_foci and heldout_foci and not train_foci & heldout_foci
+    records = steering._split_records("medquad_facets", shared_data_dir_or_skip, "train")
+    assert {r.source.split(":", 2)[1] for r in records} == train_foci
+    result = evaluate(tiny_encoder, "medquad-facets", max_queries=4, data_root=shared_data_dir_or_skip,
+                      cache=False, steering_split="train")
+    assert result["limits"]["split"] == "train"
+    assert any("TRAINING" in note for note in result["notes"])
+    with pytest.raises(EvalDataError, match="Unknown split 'dev'"):
+        steering._split_records("medquad_facets", shared_data_dir_or_skip, "dev")

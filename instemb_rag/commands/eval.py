@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..choices import PoolingMode
+from ..choices import PoolingMode, SteeringSplit
 from .common import Precision, compile_option, device_option, fail, precision_option
 
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
@@ -31,6 +31,7 @@ def eval_command(
     compile: bool = compile_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
     exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
+    split: SteeringSplit = typer.Option(SteeringSplit.heldout, help="Groups the steering tasks (medquad-facets, climate-fever-stance) score: heldout (the dev figure) or train (can the model fit the task at all?)."),
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
@@ -63,6 +64,7 @@ def eval_command(
                 max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
                 data_root=data_root or default_data_root(), instruction=instruction, cache=not no_cache,
                 batch_size=batch_size, show_progress=progress, exclude_seen=exclude_seen,
+                steering_split=split.value,
             ))
             for note in results[-1]["notes"]:
                 console.print(f"  [yellow]note:[/yellow] {note}")

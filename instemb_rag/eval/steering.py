@@ -15,7 +15,9 @@ different passages, in pools where every competitor shares the query's topic.
 
 Held-out groups come from the training builders' own split (training/builders.py, seed 0, the
 sets' held-out fractions), so no group scored here was read by a model trained on the default
-data settings. Per-item scores go back with the metrics for bootstrap intervals.
+data settings. ``split="train"`` scores the training groups instead: a diagnostic that tells a
+model that cannot fit the task from one that fits it and does not generalise (a dev figure is
+always the held-out split). Per-item scores go back with the metrics for bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -31,11 +33,20 @@ HELD_OUT_SEED = 0
 HELD_OUT_FRACTION = 0.1  # training's data.heldout_fraction default; Climate-FEVER overrides it
 
 
-def _held_out(name: str, data_root: Path):
+SPLITS = ("heldout", "train")  # choices.SteeringSplit; kept as strings so the library needs no CLI import
+
+
+def _split_records(name: str, data_root: Path, split: str):
     from ..training.builders import build_set
 
-    _, heldout = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
-    return heldout
+    if split not in SPLITS:
+        raise EvalDataError(f"Unknown split '{split}' for {name}: use one of {', '.join(SPLITS)}.")
+    train, heldout = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
+    return heldout if split == "heldout" else train
+
+
+def _split_word(split: str) -> str:
+    return "held-out" if split == "heldout" else "TRAINING (diagnostic, not a dev figure)"
 
 
 def _sample_groups(groups: list[str], limit: int | None, seed: int) -> list[str]:
@@ -50,7 +61,7 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
     from ..training.contrast_sets import FACET_EVAL_PHRASINGS, medquad_query_text
 
     by_focus: dict[str, dict[str, str]] = {}
-    for record in _held_out("medquad_facets", data_root):
+    for record in _split_records("medquad_facets", data_root, context.steering_split):
         _, focus, facet = record.source.split(":", 2)
         by_focus.setdefault(focus, {})[facet] = record.output
     foci = _sample_groups(list(by_focus), max_queries, context.seed)
@@ -75,7 +86,7 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
                "random_steering_accuracy": float(np.mean(chance))}
     per_item = {"steering_accuracy": top1, "pairwise_accuracy": pairwise}
     counts = {"queries": len(passages), "documents": len(passages), "foci": len(foci)}
-    notes = [f"held-out foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"]
+    notes = [f"{_split_word(context.steering_split)} foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"]
     return metrics, counts, notes, per_item
 
 
@@ -85,13 +96,13 @@ def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
 
     by_claim: dict[str, dict[str, list[str]]] = {}
     texts: dict[str, str] = {}
-    for record in _held_out("climate_fever_stance", data_root):
+    for record in _split_records("climate_fever_stance", data_root, context.steering_split):
         _, claim_id, label, _ = record.source.split(":", 3)
         by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
         texts[claim_id] = record.text
     both = [claim_id for claim_id, labels in by_claim.items() if len(labels) == 2]
     if not both:
-        raise EvalDataError(f"No held-out Climate-FEVER claim under {data_root} has both stances.")
+        raise EvalDataError(f"No {_split_word(context.steering_split)} Climate-FEVER claim under {data_root} has both stances.")
     claims = _sample_groups(both, max_queries, context.seed)
     sentences = [(claim_id, label, sentence) for claim_id in claims
                  for label in ("SUPPORTS", "REFUTES") for sentence in by_claim[claim_id][label]]
@@ -113,5 +124,5 @@ def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
     per_item = {"pairwise_accuracy": overall, "pairwise_accuracy_supports": per_label["SUPPORTS"],
                 "pairwise_accuracy_refutes": per_label["REFUTES"]}
     counts = {"queries": len(asked), "documents": len(sentences), "claims": len(claims)}
-    notes = [f"held-out claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"]
+    notes = [f"{_split_word(context.steering_split)} claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"]
     return metrics, counts, notes, per_item

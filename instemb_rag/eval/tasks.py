@@ -115,6 +115,7 @@ def evaluate(
     show_progress: bool = False,
     label: str | None = None,
     exclude_seen: str | Path | SeenTexts | None = None,
+    steering_split: str = "heldout",
 ) -> dict:
     """Evaluate an encoder on one task; returns a JSON-able dict (see :class:`TaskResult`).
 
@@ -122,7 +123,8 @@ def evaluate(
     every judged document plus a seeded sample of the rest. ``instruction`` overrides the task's
     default query instruction ("" means none). ``cache=True`` uses INSTEMB_HOME's embedding cache.
     ``exclude_seen`` (a training records file) leaves out queries whose text the model read in
-    training (retrieval and stance tasks; see seen.py).
+    training (retrieval and stance tasks; see seen.py). ``steering_split="train"`` scores the
+    steering tasks on their training groups (a fit diagnostic; see steering.py).
     """
     spec, location = resolve_task(task_name, data_root)
     if cache is True:
@@ -133,9 +135,11 @@ def evaluate(
     started = time.perf_counter()
     if exclude_seen is not None and not isinstance(exclude_seen, SeenTexts):
         exclude_seen = SeenTexts(exclude_seen)
-    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen)
+    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split)
     limits = {"max_queries": max_queries, "max_docs": max_docs, "seed": seed,
               "exclude_seen": exclude_seen.path if exclude_seen is not None else None}
+    if spec.kind == "steering":
+        limits["split"] = steering_split
     if spec.kind == "retrieval":
         data = load_beir(location, instruction=query_instruction, name=spec.name)
         metrics, counts, notes, from_cache, intervals = _run_retrieval(context, data, max_queries, max_docs)
@@ -172,6 +176,7 @@ class _RunContext:
     show_progress: bool
     seed: int
     seen: SeenTexts | None = None
+    steering_split: str = "heldout"
 
     def unseen(self, items: list, text_of, what: str) -> tuple[list, list[str]]:
         """Items whose text the model did not read in training, and a note on what was dropped."""
