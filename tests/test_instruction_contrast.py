@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from instemb_rag.eval.data import EvalDataError
+from instemb_rag.eval.steering import medquad_focus_and_facet
 from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
@@ -100,7 +101,7 @@ def test_medquad_facets_split_by_focus_and_eval_wordings_are_unseen(shared_data_
 
     train, heldout = build_set("medquad_facets", shared_data_dir_or_skip, 0.1, 0)
     assert {r.group for r in train}.isdisjoint({r.group for r in heldout})
-    assert all(r.instruction in FACET_PHRASINGS[r.source.split(":")[2]] for r in train[:500])
+    assert all(r.instruction in FACET_PHRASINGS[medquad_focus_and_facet(r.source)[1]] for r in train[:500])
     assert not set(FACET_EVAL_PHRASINGS.values()) & {p for ps in FACET_PHRASINGS.values() for p in ps}
     per_group = Counter(r.group for r in train)
     assert min(per_group.values()) >= 2  # a focus with one facet has nothing to steer between
@@ -163,14 +164,15 @@ def test_steering_train_split_scores_training_groups_and_says_so(tiny_encoder, s
 
     train, heldout = build_set("medquad_facets", shared_data_dir_or_skip, steering.HELD_OUT_FRACTION,
                                steering.HELD_OUT_SEED)
-    train_foci = {r.source.split(":", 2)[1] for r in train}
-    heldout_foci = {r.source.split(":", 2)[1] for r in heldout}
+    train_foci = {medquad_focus_and_facet(r.source)[0] for r in train}
+    heldout_foci = {medquad_focus_and_facet(r.source)[0] for r in heldout}
     assert train_foci and heldout_foci and not train_foci & heldout_foci
     records = steering._split_records("medquad_facets", shared_data_dir_or_skip, "train")
-    assert {r.source.split(":", 2)[1] for r in records} == train_foci
+    assert {medquad_focus_and_facet(r.source)[0] for r in records} == train_foci
     result = evaluate(tiny_encoder, "medquad-facets", max_queries=4, data_root=shared_data_dir_or_skip,
                       cache=False, steering_split="train")
     assert result["limits"]["split"] == "train"
     assert any("TRAINING" in note for note in result["notes"])
+    assert medquad_focus_and_facet("medquad_facets:mody: type 2:considerations") == ("mody: type 2", "considerations")
     with pytest.raises(EvalDataError, match="Unknown split 'dev'"):
         steering._split_records("medquad_facets", shared_data_dir_or_skip, "dev")

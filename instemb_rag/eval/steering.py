@@ -49,6 +49,13 @@ def _split_word(split: str) -> str:
     return "held-out" if split == "heldout" else "TRAINING (diagnostic, not a dev figure)"
 
 
+def medquad_focus_and_facet(source: str) -> tuple[str, str]:
+    """``medquad_facets:<focus>:<facet>``; a focus may hold a colon ("... of the young: type 2"),
+    a facet never does, so the facet is what follows the last one."""
+    focus, facet = source.split(":", 1)[1].rsplit(":", 1)
+    return focus, facet
+
+
 def _sample_groups(groups: list[str], limit: int | None, seed: int) -> list[str]:
     groups = sorted(groups)
     if limit is None or limit >= len(groups):
@@ -62,7 +69,7 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
 
     by_focus: dict[str, dict[str, str]] = {}
     for record in _split_records("medquad_facets", data_root, context.steering_split):
-        _, focus, facet = record.source.split(":", 2)
+        focus, facet = medquad_focus_and_facet(record.source)
         by_focus.setdefault(focus, {})[facet] = record.output
     foci = _sample_groups(list(by_focus), max_queries, context.seed)
     passages = [(focus, facet, by_focus[focus][facet]) for focus in foci for facet in sorted(by_focus[focus])]
