@@ -194,7 +194,7 @@ class LocalRayCluster:
         command = [str(ray_cli), "start", "--block", "--num-cpus", str(self.cpus_per_node), "--disable-usage-stats",
                    "--node-ip-address", "127.0.0.1", "--object-store-memory", str(self.object_store_bytes),
                    *self._node_ports(), *arguments]
-        log = open(self.folder / log_name, "wb")
+        log = open(self.folder / log_name, "ab")
         self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                                env=dict(os.environ, **self.env)))
 
@@ -204,14 +204,20 @@ class LocalRayCluster:
         self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
                      "--ray-client-server-port", str(free_port()), "--temp-dir", str(self.temp_dir)], "head.log")
         self._wait_listening(timeout)
-        for number in range(1, self.nodes):
-            self._start(["--address", self.address], f"node{number}.log")
         deadline = time.monotonic() + timeout
-        while self.alive_nodes() < self.nodes:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self.processes):
-                self.stop()
-                raise RuntimeError(f"the Ray test cluster did not start: {self.log()[-3000:]}")
-            time.sleep(1.0)
+        for number in range(1, self.nodes):
+            # `ray start` gives a raylet 30 s to register (hard-coded); on a loaded machine that can
+            # pass, so a node that gave up is started again until the deadline.
+            self._start(["--address", self.address], f"node{number}.log")
+            while True:
+                if self.processes[-1].poll() is None and self.alive_nodes() > number:
+                    break
+                if time.monotonic() > deadline or self.processes[0].poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"the Ray test cluster did not start: {self.log()[-3000:]}")
+                if self.processes[-1].poll() is not None:
+                    self._start(["--address", self.address], f"node{number}.log")
+                time.sleep(1.0)
         return self
 
     def _wait_listening(self, timeout: float) -> None:
