@@ -101,6 +101,8 @@ def test_distributed_index_equals_single_process_incrementally(cluster, tiny_mod
     report = run_distributed(encoder, tiny_model_dir, docs, distributed, cluster.address, store)
     assert len(report.indexed) == 8 and report.chunks_added > 16
     assert_same_index(distributed, single)
+    if store != "faiss":
+        return  # the driver writes both stores through the same calls: the incremental run once is enough
 
     # the same incremental rules: one file changed, one deleted, one added, the rest untouched
     (docs / "part0" / "doc000.md").write_text("the tent is durable nylon . good in rain and wind .")

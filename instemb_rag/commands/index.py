@@ -111,11 +111,11 @@ def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, 
     try:
         import ray  # noqa: F401
 
-        from ..index.distributed import RayOptions, check_ray_reachable
+        from ..index.distributed import RayOptions, check_ray_reachable, resolve_auto
     except ImportError as error:  # the `ray` extra is not installed
         raise ValueError(f"--ray needs Ray: pip install 'instemb-rag[ray]' ({error}).") from None
-    if address not in (RAY_LOCAL, "auto"):
-        check_ray_reachable(address)
+    if address != RAY_LOCAL:
+        check_ray_reachable(resolve_auto() if address == "auto" else address)
     encoder_kwargs = {"path": str(Path(model).resolve()) if model else None, "device": device,
                       "precision": Precision(precision).value}
     return RayOptions(address=None if address == RAY_LOCAL else address, workers=workers,

@@ -108,14 +108,7 @@ def connect_ray(options: RayOptions) -> bool:
         cpus = max(os.cpu_count() or 1, math.ceil(workers * options.cpus_per_worker + CHUNK_TASK_CPUS))
         ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
         return True
-    if address == "auto":
-        if not os.environ.get("RAY_ADDRESS") and not _latest_local_cluster():
-            raise RayUnreachableError(
-                "--ray auto found no running Ray cluster on this machine. Start one (`ray start --head`), "
-                "give its address (--ray HOST:PORT or ray://HOST:PORT), or pass --ray alone for a local runtime."
-            )
-    else:
-        check_ray_reachable(address)
+    check_ray_reachable(resolve_auto(address) if address == "auto" else address)
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, TimeoutError) as error:
@@ -126,11 +119,26 @@ def connect_ray(options: RayOptions) -> bool:
     return True
 
 
-def _latest_local_cluster() -> bool:
-    """Whether `ray start` left a cluster address on this machine (what address="auto" reads)."""
+def resolve_auto(address: str = "auto") -> str:
+    """The address ``auto`` stands for: $RAY_ADDRESS, else the cluster `ray start` last started on
+    this machine (the file Ray itself reads for address="auto")."""
     import tempfile
 
-    return os.path.exists(os.path.join(tempfile.gettempdir(), "ray", "ray_current_cluster"))
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    current = os.path.join(tempfile.gettempdir(), "ray", "ray_current_cluster")
+    try:
+        with open(current, encoding="utf-8") as stream:
+            found = stream.read().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise RayUnreachableError(
+            "--ray auto found no running Ray cluster on this machine (no $RAY_ADDRESS, no "
+            f"{current}). Start one (`ray start --head`), give its address (--ray HOST:PORT or "
+            "ray://HOST:PORT), or pass --ray alone for a local runtime."
+        )
+    return found
 
 
 def cluster_gpus() -> float:
