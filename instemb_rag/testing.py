@@ -198,42 +198,56 @@ class LocalRayCluster:
         self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                                env=dict(os.environ, **self.env)))
 
-    def start(self, timeout: float = 300.0) -> "LocalRayCluster":
+    def start(self, timeout: float = 600.0) -> "LocalRayCluster":
+        """Start the head, then each further node. `ray start` gives a raylet 30 s to register
+        (hard-coded); on a loaded machine that can pass and the node gives up, so a node (the
+        head included) that exited is started again until ``timeout``."""
         import time
 
-        self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
-                     "--ray-client-server-port", str(free_port()), "--temp-dir", str(self.temp_dir)], "head.log")
-        self._wait_listening(timeout)
         deadline = time.monotonic() + timeout
+        while True:
+            head_log = f"head{len(self.processes)}.log"
+            self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
+                         "--ray-client-server-port", str(free_port()), "--temp-dir", str(self.temp_dir)], head_log)
+            if self._wait_registered(1, deadline):
+                break
+            self._stop_groups()
+            self.processes = []
+            self.port = free_port()
+            self.address = f"127.0.0.1:{self.port}"
         for number in range(1, self.nodes):
-            # `ray start` gives a raylet 30 s to register (hard-coded); on a loaded machine that can
-            # pass, so a node that gave up is started again until the deadline.
-            self._start(["--address", self.address], f"node{number}.log")
             while True:
-                if self.processes[-1].poll() is None and self.alive_nodes() > number:
+                self._start(["--address", self.address], f"node{number}-{len(self.processes)}.log")
+                if self._wait_registered(number + 1, deadline):
                     break
-                if time.monotonic() > deadline or self.processes[0].poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"the Ray test cluster did not start: {self.log()[-3000:]}")
-                if self.processes[-1].poll() is not None:
-                    self._start(["--address", self.address], f"node{number}.log")
-                time.sleep(1.0)
         return self
 
-    def _wait_listening(self, timeout: float) -> None:
-        import socket
+    def _wait_registered(self, nodes: int, deadline: float) -> bool:
+        """True once ``nodes`` nodes are alive; False when the latest `ray start` exited (retry)."""
         import time
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.processes[0].poll() is not None:
-                raise RuntimeError(f"ray start --head exited: {self.log()[-3000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError(f"the Ray head did not listen on {self.address}: {self.log()[-3000:]}")
+        head, latest = self.processes[0], self.processes[-1]
+        while True:
+            if latest.poll() is not None:
+                if head is not latest and head.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the Ray test cluster did not start: {self.log()[-3000:]}")
+                return False
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the Ray test cluster did not start in time: {self.log()[-3000:]}")
+            if self._listening() and self.alive_nodes() >= nodes:
+                return True
+            time.sleep(1.0)
+
+    def _listening(self) -> bool:
+        import socket
+
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
 
     def alive_nodes(self) -> int:
         """Nodes registered with the head (asked from a short-lived subprocess driver)."""
@@ -294,8 +308,14 @@ class LocalRayCluster:
     def stop(self) -> None:
         """SIGTERM each node's process group (`ray start --block` then stops its node), then SIGKILL
         whatever of those groups is left."""
-        import os
         import shutil
+
+        self._stop_groups()
+        self.processes = []
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _stop_groups(self) -> None:
+        import os
         import signal
         import time
 
@@ -321,8 +341,6 @@ class LocalRayCluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.processes = []
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalRayCluster":
         return self.start()

@@ -220,3 +220,23 @@ def test_bare_ray_flag_means_a_local_runtime_and_ray_options_need_it(docs, tmp_p
 def test_content_chunk_ids_are_json_safe():
     chunk_id = content_chunk_id("a" * 50, 3, "text" * 100, {"page": "7"})
     assert 0 < chunk_id < 2**53 and json.loads(json.dumps(chunk_id)) == chunk_id
+
+
+def test_ray_addresses_are_parsed_and_auto_is_resolved(monkeypatch, tmp_path):
+    from instemb_rag.index.distributed import RayUnreachableError, resolve_auto, split_address
+
+    assert split_address("10.0.0.5") == ("10.0.0.5", 6379)
+    assert split_address("10.0.0.5:6380") == ("10.0.0.5", 6380)
+    assert split_address("ray://head") == ("head", 10001)
+    assert split_address("ray://[::1]:10002") == ("::1", 10002)
+    with pytest.raises(RayUnreachableError, match="is not a Ray address"):
+        split_address("head:port")
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    assert resolve_auto() == "ray://head:10001"
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    with pytest.raises(RayUnreachableError, match="found no running Ray cluster"):
+        resolve_auto()
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.5:6379\n")
+    assert resolve_auto() == "10.0.0.5:6379"

@@ -265,8 +265,10 @@ class RayEmbedding:
         self.sink = None
 
     def bind_store(self, store, catalog: Catalog):
+        from .qdrant_store import ServerCollection
+
         transport = getattr(store, "transport", None)
-        if type(transport).__name__ == "ServerCollection":
+        if isinstance(transport, ServerCollection):
             stores = self.options.stores
             self.sink = {"url": stores.qdrant_url, "api_key": stores.qdrant_api_key, "collection": transport.collection}
             return WorkerWrittenStore(store, catalog)
