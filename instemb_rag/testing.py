@@ -192,6 +192,7 @@ class LocalRayCluster:
 
         ray_cli = Path(sys.executable).parent / "ray"
         command = [str(ray_cli), "start", "--block", "--num-cpus", str(self.cpus_per_node), "--disable-usage-stats",
+                   "--include-log-monitor", "false",
                    "--node-ip-address", "127.0.0.1", "--object-store-memory", str(self.object_store_bytes),
                    *self._node_ports(), *arguments]
         log = open(self.folder / log_name, "ab")
