@@ -6,9 +6,12 @@ the single-process path, and the driver's commit ceiling that bounds N workers.
 Writes the first --limit Vaswani abstracts as files (as bench_index.py does) and indexes them
 three times into fresh index folders with the same encoder: in this process (torch's threads),
 with a local Ray runtime and one encoder actor (--threads-per-worker x 2 CPUs), and with two
-actors (one CPU each). Each figure is chunks / seconds between the first and the last commit
-(steady state, with a commit every 8 chunks: Ray start-up and actor model loading are reported
-apart, as `startup_s`; so is reading and splitting on the single-process path).
+actors (one CPU each). Per run: `end_to_end_chunks_per_s` (everything: Ray start-up and actor
+model loading included) is the headline; `startup_s` is the time to the first commit and
+`chunks_per_s` the commit rate after it (a commit every 8 chunks). On the Ray path Ray Data
+hands the driver outputs in bursts, so chunks embedded before the first commit land after it and
+`chunks_per_s` overstates the embedding rate there; compare Ray runs with each other by it, and
+with the single-process run end to end only.
 
 The driver ceiling is how fast the driver commits precomputed vectors (catalog transaction per
 file + store), i.e. the chunks/s no number of workers can exceed with this driver.
