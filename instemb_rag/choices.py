@@ -25,6 +25,13 @@ class FaissIndexKind(str, Enum):
     ivf = "ivf"
 
 
+class QdrantQuantization(str, Enum):
+    """``--qdrant-quantization``: none, or int8 (Qdrant scalar quantization of a server collection)."""
+
+    none = "none"
+    int8 = "int8"
+
+
 class PoolingMode(str, Enum):
     """``--pooling``: how hidden states become one embedding (instemb_rag/models/pooling.py)."""
 

@@ -145,3 +145,206 @@ def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = N
     process.wait()
     log.close()
     raise RuntimeError(f"instemb-rag serve did not start (exit {process.returncode}); log:\n{Path(log_path).read_text()}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LocalRayCluster:
+    """A real two-node Ray cluster on 127.0.0.1 for tests: a head and a second node, each started
+    with ``ray start --block`` in its own session, every port chosen free (so clusters of other
+    processes on the machine are neither joined nor disturbed). ``stop`` ends exactly the
+    processes it started (their process groups), never other Ray processes of this user."""
+
+    def __init__(self, folder: Path, nodes: int = 2, cpus_per_node: float = 1, object_store_mb: int = 150):
+        import tempfile
+
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # Ray's unix sockets live under the temp dir: keep its path short
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+        self.nodes = nodes
+        self.cpus_per_node = cpus_per_node
+        self.object_store_bytes = object_store_mb * 1024 * 1024
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.processes: list = []
+        # a loopback test cluster: no token (Ray 2.5x+ defaults the head to token auth, which the
+        # second node and the drivers would then need); drivers of the tests use the same env
+        self.env = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+    def _node_ports(self) -> list[str]:
+        low = free_port()
+        return ["--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
+                "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+                "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port()),
+                "--min-worker-port", str(min(low, 60000)), "--max-worker-port", str(min(low, 60000) + 200)]
+
+    def _start(self, arguments: list[str], log_name: str) -> None:
+        import os
+        import subprocess
+        import sys
+
+        ray_cli = Path(sys.executable).parent / "ray"
+        command = [str(ray_cli), "start", "--block", "--num-cpus", str(self.cpus_per_node), "--disable-usage-stats",
+                   "--include-log-monitor", "false",
+                   "--node-ip-address", "127.0.0.1", "--object-store-memory", str(self.object_store_bytes),
+                   *self._node_ports(), *arguments]
+        log = open(self.folder / log_name, "ab")
+        self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                               env=dict(os.environ, **self.env)))
+
+    def start(self, timeout: float = 600.0) -> "LocalRayCluster":
+        """Start the head, then each further node. `ray start` gives a raylet 30 s to register
+        (hard-coded); on a loaded machine that can pass and the node gives up, so a node (the
+        head included) that exited is started again until ``timeout``."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            head_log = f"head{len(self.processes)}.log"
+            self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
+                         "--ray-client-server-port", str(free_port()), "--temp-dir", str(self.temp_dir)], head_log)
+            if self._wait_registered(1, deadline):
+                break
+            self._stop_groups()
+            self.processes = []
+            self.port = free_port()
+            self.address = f"127.0.0.1:{self.port}"
+        for number in range(1, self.nodes):
+            while True:
+                self._start(["--address", self.address], f"node{number}-{len(self.processes)}.log")
+                if self._wait_registered(number + 1, deadline):
+                    break
+        return self
+
+    def _wait_registered(self, nodes: int, deadline: float) -> bool:
+        """True once ``nodes`` nodes are alive; False when the latest `ray start` exited (retry)."""
+        import time
+
+        head, latest = self.processes[0], self.processes[-1]
+        while True:
+            if latest.poll() is not None:
+                if head is not latest and head.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the Ray test cluster did not start: {self.log()[-3000:]}")
+                return False
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the Ray test cluster did not start in time: {self.log()[-3000:]}")
+            if self._listening() and self.alive_nodes() >= nodes:
+                return True
+            time.sleep(1.0)
+
+    def _listening(self) -> bool:
+        import socket
+
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def alive_nodes(self) -> int:
+        """Nodes registered with the head (asked from a short-lived subprocess driver)."""
+        import subprocess
+        import sys
+
+        probe = ("import ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+                 "print(sum(1 for n in ray.nodes() if n['Alive']))" % self.address)
+        try:
+            import os
+
+            result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                                    env=dict(os.environ, **self.env))
+            return int(result.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            return 0
+
+    def worker_pids(self, marker: str) -> list[int]:
+        """Processes of this cluster (descendants of the nodes it started) whose title has ``marker``."""
+        import os
+
+        ours = {p.pid for p in self.processes}
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                title = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in title and self._descends_from(int(entry), ours):
+                found.append(int(entry))
+        return found
+
+    @staticmethod
+    def _descends_from(pid: int, ancestors: set[int]) -> bool:
+        import os
+
+        seen = 0
+        while pid > 1 and seen < 64:
+            try:
+                session = os.getsid(pid)
+            except OSError:
+                return False
+            if session in ancestors:  # every node runs in the session its `ray start` opened
+                return True
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                pid = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                return False
+            seen += 1
+        return False
+
+    def log(self) -> str:
+        return "".join(path.read_text(errors="replace") for path in sorted(self.folder.glob("*.log")))
+
+    def stop(self) -> None:
+        """SIGTERM each node's process group (`ray start --block` then stops its node), then SIGKILL
+        whatever of those groups is left."""
+        import shutil
+
+        self._stop_groups()
+        self.processes = []
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _stop_groups(self) -> None:
+        import os
+        import signal
+        import time
+
+        for process in reversed(self.processes):
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10  # a node drains up to 30 s on SIGTERM; nothing here needs it
+        for process in self.processes:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except Exception:
+                pass
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # stragglers of the group (workers, agents)
+            except ProcessLookupError:
+                pass
+        leftovers = self.worker_pids("")  # same-session processes that left the group
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self) -> "LocalRayCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

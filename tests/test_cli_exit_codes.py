@@ -65,10 +65,10 @@ def test_an_incomplete_checkpoint_is_a_model_error(tmp_path):
     assert code == ExitCode.MODEL and "is incomplete" in output
 
 
-def test_help_does_not_load_torch_or_faiss():
+def test_help_does_not_load_torch_faiss_or_ray():
     script = ("import sys\nfrom typer.testing import CliRunner\nfrom instemb_rag.cli import app\n"
               "result = CliRunner().invoke(app, ['index', '--help'])\nassert result.exit_code == 0, result.output\n"
-              "print(sorted(name for name in ('torch', 'faiss', 'transformers') if name in sys.modules))")
+              "print(sorted(name for name in ('torch', 'faiss', 'transformers', 'ray') if name in sys.modules))")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"

@@ -7,7 +7,9 @@ from typing import Optional
 
 import typer
 
-from ..choices import FaissIndexKind, StoreKind
+from typer.core import TyperCommand
+
+from ..choices import FaissIndexKind, QdrantQuantization, StoreKind
 from .common import (  # noqa: F401
     ExitCode,
     Precision,
@@ -24,6 +26,22 @@ from .common import (  # noqa: F401
 EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 EXIT_INDEX_FOLDER = ExitCode.INDEX_FOLDER
 EXIT_BUSY = ExitCode.BUSY
+RAY_LOCAL = "local"
+
+
+class RayOptionalValueCommand(TyperCommand):
+    """``--ray`` takes an optional value: a bare ``--ray`` (last, or followed by another option)
+    means a local Ray runtime. typer options cannot have optional values, so the argument list
+    gets the implicit ``local`` before parsing."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for position, arg in enumerate(args):
+            fixed.append(arg)
+            following = args[position + 1] if position + 1 < len(args) else None
+            if arg == "--ray" and (following is None or following.startswith("-")):
+                fixed.append(RAY_LOCAL)
+        return super().parse_args(ctx, fixed)
 
 
 def index_command(
@@ -35,6 +53,15 @@ def index_command(
     qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."),
     qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."),
     qdrant_collection: str = typer.Option("instemb", "--qdrant-collection", help="Collection name on the server."),
+    qdrant_shards: Optional[int] = typer.Option(None, "--qdrant-shards", min=1, help="New server collection: shard_number (shards spread over the cluster's nodes)."),
+    qdrant_replication: Optional[int] = typer.Option(None, "--qdrant-replication", min=1, help="New server collection: replication_factor (copies of each shard)."),
+    qdrant_write_consistency: Optional[int] = typer.Option(None, "--qdrant-write-consistency", min=1, help="New server collection: write_consistency_factor (replicas that acknowledge a write)."),
+    qdrant_on_disk: bool = typer.Option(False, "--qdrant-on-disk", help="New server collection: vectors memory-mapped from disk."),
+    qdrant_quantization: QdrantQuantization = typer.Option(QdrantQuantization.none, "--qdrant-quantization", help="New server collection: int8 = scalar quantization kept in RAM (4x smaller), originals rescore."),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Embed on Ray (`ray` extra): --ray alone starts a local runtime; auto, HOST:PORT or ray://HOST:PORT joins a cluster. Put it after PATH."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", min=1, help="With --ray: encoder actors; default one per GPU, else one per free CPU."),
+    ray_gpus_per_worker: Optional[float] = typer.Option(None, "--ray-gpus-per-worker", min=0.0, help="With --ray: GPUs per actor; default 1 where the cluster has GPUs, else 0."),
+    ray_cpus_per_worker: float = typer.Option(1.0, "--ray-cpus-per-worker", min=0.01, help="With --ray: CPUs per actor (torch threads on CPU actors)."),
     chunk_size: int = typer.Option(256, "--chunk-size", min=16, help="Chunk length in encoder tokens."),
     chunk_overlap: int = typer.Option(32, "--chunk-overlap", min=0, help="Tokens shared by neighbouring chunks."),
     max_file_size: float = typer.Option(20.0, "--max-file-size", min=0.0, help="Skip files larger than this many MB."),
@@ -56,14 +83,21 @@ def index_command(
     console = Console()
     if chunk_overlap >= chunk_size:
         fail(f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size ({chunk_size}).", ExitCode.BAD_INPUT)
+    if ray is None and (ray_workers or ray_gpus_per_worker is not None):
+        fail("--ray-workers and --ray-gpus-per-worker need --ray.", ExitCode.BAD_INPUT)
     options = IndexOptions(
         index_dir=index_dir,
         stores=StoreOptions(store and store.value, faiss_index and faiss_index.value, qdrant_url, qdrant_api_key,
-                            qdrant_collection),
+                            qdrant_collection, shard_number=qdrant_shards, replication_factor=qdrant_replication,
+                            write_consistency_factor=qdrant_write_consistency, on_disk=qdrant_on_disk,
+                            quantization=qdrant_quantization.value),
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, max_file_bytes=int(max_file_size * 1024 * 1024),
         rebuild=rebuild, wait_seconds=wait, batch_size=batch_size, model_label=model_label(model),
     )
     try:
+        if ray is not None:
+            options.ray = ray_options(ray, ray_workers, ray_gpus_per_worker, ray_cpus_per_worker, model, device,
+                                      precision)
         encoder = load_encoder(model, device, precision, compile)
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
@@ -72,5 +106,21 @@ def index_command(
     print_summary(console, report, index_dir)
 
 
+def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, device, precision):
+    """The --ray options; the Ray address is checked before any model is loaded (fails in seconds)."""
+    try:
+        import ray  # noqa: F401
+
+        from ..index.distributed import RayOptions, check_ray_reachable, resolve_auto
+    except ImportError as error:  # the `ray` extra is not installed
+        raise ValueError(f"--ray needs Ray: pip install 'instemb-rag[ray]' ({error}).") from None
+    if address != RAY_LOCAL:
+        check_ray_reachable(resolve_auto() if address == "auto" else address)
+    encoder_kwargs = {"path": str(Path(model).resolve()) if model else None, "device": device,
+                      "precision": Precision(precision).value}
+    return RayOptions(address=None if address == RAY_LOCAL else address, workers=workers,
+                      gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, encoder_kwargs=encoder_kwargs)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("index")(index_command)
+    app.command("index", cls=RayOptionalValueCommand)(index_command)

@@ -1,7 +1,10 @@
 """The SQLite catalog: the source of truth of an index folder.
 
 It holds, per indexed file, its content hash, and per chunk its text, metadata and vector
-(float32 blob). Each file is replaced in one transaction that also bumps a generation
+(float32 blob). A chunk's id is derived from its content (``content_chunk_id``: file path,
+position, text, metadata), so every path that embeds a chunk (this process, or a Ray worker
+that writes the point to a Qdrant server before the driver commits) names it the same way,
+whatever the order of the commits, and a retried write cannot duplicate it. Each file is replaced in one transaction that also bumps a generation
 number, so a `kill -9` leaves every file either fully at its old or fully at its new
 version. Vector stores (FAISS file, Qdrant) are derived from it and remember which
 generation they reflect (``store_generation``); a mismatch tells the next run to repair.
@@ -10,6 +13,7 @@ WAL mode lets `query` read the last committed state while `index` writes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -30,7 +34,8 @@ CREATE TABLE IF NOT EXISTS files (
     chunk_count INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused, so a stale store id cannot alias a new chunk
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- content_chunk_id(): reused only by the same content (older
+                                           -- catalogs hold sequential ids; both kinds coexist)
     path TEXT NOT NULL REFERENCES files(path),
     position INTEGER NOT NULL,
     text TEXT NOT NULL,
@@ -39,6 +44,24 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path);
 """
+
+
+ID_BITS = 53  # exact in a JSON number (JavaScript clients of `serve` read chunk ids too)
+
+
+def content_chunk_id(source: str, position: int, text: str, extra: dict, salt: int = 0) -> int:
+    """The id of a chunk, from its content: the same chunk gets the same id on every machine.
+
+    Two different chunks sharing an id (about 1 in 10**4 for a million chunks) is handled by
+    ``Catalog.replace_file``, which takes the next ``salt``; the caller sees the ids it got.
+    """
+    key = json.dumps([source, position, text, extra, salt], sort_keys=True, ensure_ascii=False)
+    value = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> (64 - ID_BITS)
+    return value or 1
+
+
+def content_chunk_ids(source: str, chunks: Sequence) -> list[int]:
+    return [content_chunk_id(source, chunk.position, chunk.text, chunk.extra) for chunk in chunks]
 
 
 @dataclass
@@ -112,18 +135,28 @@ class Catalog:
     def replace_file(
         self, source: str, sha256: str, size: int, chunks: Sequence, vectors: np.ndarray
     ) -> tuple[list[int], list[int]]:
-        """Swap a file's chunks in one transaction; returns (removed ids, added ids)."""
+        """Swap a file's chunks in one transaction; returns (removed ids, added ids).
+
+        Added ids are ``content_chunk_id`` of each chunk (a salted one in the rare case that
+        another file's chunk holds it already)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self.transaction() as db:
             removed = self._delete_chunks(db, source)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (source, sha256, size, len(chunks)))
             added = []
             for chunk, vector in zip(chunks, vectors):
-                cursor = db.execute(
-                    "INSERT INTO chunks (path, position, text, extra, vector) VALUES (?, ?, ?, ?, ?)",
-                    (source, chunk.position, chunk.text, json.dumps(chunk.extra), vector.tobytes()),
-                )
-                added.append(int(cursor.lastrowid))
+                row = (source, chunk.position, chunk.text, json.dumps(chunk.extra), vector.tobytes())
+                for salt in range(100):
+                    chunk_id = content_chunk_id(source, chunk.position, chunk.text, chunk.extra, salt)
+                    try:
+                        db.execute("INSERT INTO chunks (id, path, position, text, extra, vector) VALUES (?, ?, ?, ?, ?, ?)",
+                                   (chunk_id, *row))
+                        break
+                    except sqlite3.IntegrityError:
+                        continue  # another chunk holds this id: take the next salt
+                else:
+                    raise RuntimeError(f"no free chunk id for {source} #{chunk.position}")
+                added.append(chunk_id)
             self._bump(db)
         return removed, added
 

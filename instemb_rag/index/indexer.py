@@ -5,9 +5,10 @@ Order of work, chosen so that a `kill -9` at any point leaves a state the next r
 1. take the index lock (a second run waits ``wait`` seconds, then refuses);
 2. wipe on --rebuild (manifest first), open the catalog and store, write the manifest;
 3. repair: a store whose generation lags the catalog is reconciled (Qdrant: by chunk id);
-4. remove files that disappeared, then read, split and embed new or changed files, and
-   commit each file in its own transaction (its old chunks go in the same transaction),
-   mirroring each commit into the store;
+4. remove files that disappeared; plan the new or changed files (content hash); read, split
+   and embed them (in this process, or on a Ray cluster: distributed.py), and commit each
+   file in its own transaction (its old chunks go in the same transaction), mirroring each
+   commit into the store and syncing it after each group of files;
 5. bring the vector store up to the catalog's generation (FAISS: rewrite the cache file).
 
 The store is any ``VectorStore`` (stores.py); nothing here depends on which one.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from .errors import BadInputError, IndexFolderError
 from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: also imported from here)
 from .manifest import Manifest, check_encoder, read_manifest, write_manifest
 from .stores import StoreOptions, VectorStore, open_store, resolve_options, wipe_index
+
+if TYPE_CHECKING:
+    from .distributed import RayOptions
 
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 EMBED_GROUP_CHUNKS = 64  # chunks embedded together before their files are committed
@@ -44,6 +49,7 @@ class IndexOptions:
     wait_seconds: float = 0.0
     batch_size: int = 16
     model_label: str = "default"
+    ray: "RayOptions | None" = None  # embed on a Ray cluster (distributed.py); None: in this process
 
 
 @dataclass
@@ -59,16 +65,8 @@ class IndexReport:
     seconds: float = 0.0
 
 
-@dataclass
-class _Pending:
-    source: str
-    sha256: str
-    size: int
-    chunks: list
-
-
 class NullProgress:
-    def start(self, total_chunks: int) -> None: ...
+    def start(self, total_chunks: int | None) -> None: ...  # None: not known in advance (Ray)
     def advance(self, chunks: int) -> None: ...
 
 
@@ -120,8 +118,8 @@ class Indexer:
             report = IndexReport(files_found=len(discovery.files), skipped=list(discovery.skipped))
             report.repaired = store.repair()
             self._remove_missing(catalog, store, discovery, report)
-            pending = self._prepare(catalog, discovery, report)
-            self._embed_and_commit(catalog, store, pending, report, progress)
+            tasks = self._plan(catalog, discovery, report)
+            self._embed_and_commit(catalog, store, tasks, report, progress)
             store.finish(manifest.store_options if manifest is not None else None)
             report.chunks_total = catalog.chunk_count()
             return report
@@ -167,61 +165,147 @@ class Indexer:
         if report.removed:
             store.sync()
 
-    # ------------------------------------------------------------------ reading and embedding
-    def _prepare(self, catalog: Catalog, discovery, report: IndexReport) -> list[_Pending]:
+    # ------------------------------------------------------------------ planning, embedding, committing
+    def _plan(self, catalog: Catalog, discovery, report: IndexReport) -> list[FileTask]:
+        """The files to (re)embed: those whose content hash differs from the catalog's."""
         known = catalog.file_hashes()
-        splitter = ChunkSplitter(self.encoder.tokenizer, self.options.chunk_size, self.options.chunk_overlap)
-        pending: list[_Pending] = []
+        tasks: list[FileTask] = []
         for source, path in discovery.files.items():
             try:
                 sha256 = content_hash(path)
-                if known.get(source) == sha256:
-                    report.unchanged += 1
-                    continue
-                reason = unusable_reason(path)
-                chunks = [] if reason else splitter.split(read_texts(path))
+                size = path.stat().st_size
             except OSError as error:
                 # Transient (permissions, I/O): keep what the index already has for this file.
                 report.skipped.append(Skipped(source, f"unreadable: {error.strerror or error}", keep_previous=True))
                 continue
-            except Exception as error:  # a reader's own failure on a damaged file (PDF, JSON, CSV)
-                reason = f"reader failed: {type(error).__name__}: {str(error)[:120]}"
-                chunks = []
-            if not chunks:
-                report.skipped.append(Skipped(source, reason or "no text to index"))
-                if source in known:  # its content changed to something unusable: old chunks are stale
-                    pending.append(_Pending(source, sha256, path.stat().st_size, []))
+            if known.get(source) == sha256:
+                report.unchanged += 1
                 continue
-            pending.append(_Pending(source, sha256, path.stat().st_size, chunks))
-        return pending
+            tasks.append(FileTask(source, path, sha256, size, source in known))
+        return tasks
 
-    def _embed_and_commit(self, catalog: Catalog, store: VectorStore, pending: list[_Pending], report: IndexReport, progress) -> None:
-        progress.start(sum(len(item.chunks) for item in pending))
-        group: list[_Pending] = []
-        for item in pending:
-            group.append(item)
-            if sum(len(member.chunks) for member in group) >= EMBED_GROUP_CHUNKS:
-                self._commit_group(catalog, store, group, report, progress)
-                group = []
-        if group:
-            self._commit_group(catalog, store, group, report, progress)
+    def _embedding(self):
+        """Where chunks are embedded: this process, or a Ray cluster (``options.ray``)."""
+        if self.options.ray is None:
+            return LocalEmbedding(self.encoder, self.options)
+        from .distributed import RayEmbedding  # ray is imported on this path only
 
-    def _commit_group(self, catalog: Catalog, store: VectorStore, group: list[_Pending], report: IndexReport, progress) -> None:
-        texts = [chunk.text for item in group for chunk in item.chunks]
-        vectors = self.encoder.encode_documents(texts, batch_size=self.options.batch_size) if texts else None
-        offset = 0
-        for item in group:
-            own = vectors[offset : offset + len(item.chunks)] if item.chunks else np.zeros((0, self.encoder.dimension), np.float32)
-            offset += len(item.chunks)
+        return RayEmbedding(self.encoder, self.options)
+
+    def _embed_and_commit(self, catalog: Catalog, store: VectorStore, tasks: list[FileTask], report: IndexReport,
+                          progress) -> None:
+        if not tasks:
+            progress.start(0)
+            return
+        embedding = self._embedding()
+        store = embedding.bind_store(store, catalog)
+        try:
+            for files in embedding.embedded(tasks, report, progress):
+                self._commit_files(catalog, store, files, report, progress)
+            embedding.done(store)
+        finally:
+            embedding.close()
+
+    def _commit_files(self, catalog: Catalog, store: VectorStore, files: list[EmbeddedFile], report: IndexReport,
+                      progress) -> None:
+        """Commit each file in its own transaction and mirror it into the store; then sync."""
+        for item in files:
             if item.chunks:
                 crash_point("before_commit")
-                removed, added = catalog.replace_file(item.source, item.sha256, item.size, item.chunks, own)
+                removed, added = catalog.replace_file(item.source, item.sha256, item.size, item.chunks, item.vectors)
             else:  # the file changed into something unusable: its old chunks are stale
                 removed, added = catalog.remove_file(item.source), []
-            store.apply(removed, added, own, [{"source": item.source, "position": c.position} for c in item.chunks])
+            store.apply(removed, added, item.vectors, [{"source": item.source, "position": c.position} for c in item.chunks])
             if item.chunks:
                 report.indexed.append(item.source)
                 report.chunks_added += len(added)
             progress.advance(len(item.chunks))
             crash_point("after_commit")
         store.sync()
+
+
+@dataclass
+class FileTask:
+    """A new or changed file to read, split and embed."""
+
+    source: str  # path relative to the indexed folder
+    path: Path
+    sha256: str
+    size: int
+    known: bool  # the catalog holds an older version of it
+
+
+@dataclass
+class EmbeddedFile:
+    """A file ready to commit: its chunks and their vectors (none: its old chunks go)."""
+
+    source: str
+    sha256: str
+    size: int
+    chunks: list
+    vectors: np.ndarray
+
+
+def chunk_file(path: Path, splitter: ChunkSplitter) -> tuple[list, str | None, bool]:
+    """(chunks, why there are none, whether that is transient) for one file; the one rule both the
+    local and the Ray path use. A transient failure (OSError) keeps the file's previous chunks."""
+    try:
+        reason = unusable_reason(path)
+        return ([] if reason else splitter.split(read_texts(path))), reason, False
+    except OSError as error:
+        return [], f"unreadable: {error.strerror or error}", True
+    except Exception as error:  # a reader's own failure on a damaged file (PDF, JSON, CSV)
+        return [], f"reader failed: {type(error).__name__}: {str(error)[:120]}", False
+
+
+def file_outcome(task: FileTask, chunks: list, reason: str | None, transient: bool, report: IndexReport,
+                 vectors: np.ndarray | None = None, dimension: int = 0) -> EmbeddedFile | None:
+    """What to commit for a file (None: nothing), recording a skip in the report."""
+    if chunks:
+        return EmbeddedFile(task.source, task.sha256, task.size, chunks, vectors)
+    report.skipped.append(Skipped(task.source, reason or "no text to index", keep_previous=transient))
+    if task.known and not transient:  # its content changed to something unusable: old chunks are stale
+        return EmbeddedFile(task.source, task.sha256, task.size, [], np.zeros((0, dimension), np.float32))
+    return None
+
+
+class LocalEmbedding:
+    """Embedding in this process: split every file, then embed ``EMBED_GROUP_CHUNKS`` chunks at a time."""
+
+    def __init__(self, encoder, options: IndexOptions):
+        self.encoder = encoder
+        self.options = options
+
+    def bind_store(self, store: VectorStore, catalog: Catalog) -> VectorStore:
+        return store
+
+    def embedded(self, tasks: list[FileTask], report: IndexReport, progress):
+        splitter = ChunkSplitter(self.encoder.tokenizer, self.options.chunk_size, self.options.chunk_overlap)
+        pending: list[EmbeddedFile] = []
+        for task in tasks:
+            item = file_outcome(task, *chunk_file(task.path, splitter), report, dimension=self.encoder.dimension)
+            if item is not None:
+                pending.append(item)
+        progress.start(sum(len(item.chunks) for item in pending))
+        group: list[EmbeddedFile] = []
+        for item in pending:
+            group.append(item)
+            if sum(len(member.chunks) for member in group) >= EMBED_GROUP_CHUNKS:
+                yield self._embed(group)
+                group = []
+        if group:
+            yield self._embed(group)
+
+    def _embed(self, group: list[EmbeddedFile]) -> list[EmbeddedFile]:
+        texts = [chunk.text for item in group for chunk in item.chunks]
+        vectors = self.encoder.encode_documents(texts, batch_size=self.options.batch_size) if texts else None
+        offset = 0
+        for item in group:
+            if item.chunks:
+                item.vectors = vectors[offset : offset + len(item.chunks)]
+                offset += len(item.chunks)
+        return group
+
+    def done(self, store: VectorStore) -> None: ...
+
+    def close(self) -> None: ...

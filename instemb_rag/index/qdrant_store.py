@@ -10,27 +10,97 @@ search when the store lags); it talks to Qdrant through one of two small transpo
   uses the engine;
 - ``ServerCollection``: a collection on a server or cluster through qdrant-client (`--qdrant-url`).
 
-Point id = catalog chunk id, payload {source, position}; text stays in the catalog, which
-remains the source of truth.
+Point id = catalog chunk id (derived from the chunk's content: catalog.content_chunk_id, so a
+Ray worker can write a point before the driver commits it and a retried batch overwrites
+itself), payload {source, position}; text stays in the catalog, which remains the source of truth.
+
+A server collection is created with the options of ``CollectionOptions`` (shards, replication,
+write consistency, on-disk vectors, int8 scalar quantization; docs/scale-out.md); the server is
+checked reachable within ``CONNECT_TIMEOUT_S`` so a wrong URL fails in seconds.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
-from .errors import IndexBusyError, IndexFolderError
+from .errors import BadInputError, IndexBusyError, IndexFolderError
 from .lock import hold_index_lock
 
 SHARD_DIR = "qdrant"
 DEFAULT_COLLECTION = "instemb"
 SCROLL_PAGE = 1000
+UPSERT_BATCH = 256  # points per upsert request to a server
 BUSY_NOTE = "an index run is in progress: exact search over the last committed chunks"
 LAG_NOTE = "the Qdrant store lags the catalog: exact search over the committed chunks"
+CONNECT_TIMEOUT_S = 5.0  # TCP reachability of --qdrant-url, and qdrant-client's request timeout floor
+REQUEST_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class CollectionOptions:
+    """How a new server collection is laid out (Qdrant distributed mode). None: the server's default.
+
+    shard_number: shards the points are split over (spread across the cluster's nodes);
+    replication_factor: copies of each shard; write_consistency_factor: replicas that must
+    acknowledge a write; on_disk: vectors memory-mapped from disk instead of RAM;
+    quantization "int8": scalar int8 copies of the vectors kept in RAM for search (4x smaller),
+    the float32 originals used to rescore."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+    on_disk: bool = False
+    quantization: str = "none"
+
+    def recorded(self) -> dict:
+        """The non-default options, as the manifest records them."""
+        default = CollectionOptions()
+        return {key: value for key, value in asdict(self).items() if value != getattr(default, key)}
+
+    @classmethod
+    def from_recorded(cls, recorded: dict) -> "CollectionOptions":
+        return cls(**{key: recorded[key] for key in asdict(cls()) if key in recorded})
+
+
+def collection_request(collection: str, dimension: int, options: CollectionOptions, models) -> dict:
+    """The keyword arguments of ``QdrantClient.create_collection`` for a new collection."""
+    request = {
+        "collection_name": collection,
+        "vectors_config": models.VectorParams(size=dimension, distance=models.Distance.DOT, on_disk=options.on_disk or None),
+    }
+    for key in ("shard_number", "replication_factor", "write_consistency_factor"):
+        if getattr(options, key) is not None:
+            request[key] = getattr(options, key)
+    if options.quantization == "int8":
+        request["quantization_config"] = models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=True)
+        )
+    return request
+
+
+def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail in seconds when nothing listens at ``url`` (instead of a client waiting on retries)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    host = parts.hostname
+    port = parts.port or (443 if parts.scheme == "https" else 6333)
+    if not host:
+        raise BadInputError(f"--qdrant-url {url!r} is not a URL: use e.g. http://HOST:6333.")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        raise IndexFolderError(
+            f"Cannot reach the Qdrant server at {url} ({host}:{port}: {error.strerror or error}). Check that the "
+            "server is running and that this machine can reach it (host, port, firewall), then --qdrant-url."
+        ) from None
 
 
 class EdgeShard:
@@ -90,18 +160,28 @@ class EdgeShard:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def connect(url: str, api_key: str | None):
+    """A QdrantClient for ``url``, after checking in seconds that a server listens there."""
+    from qdrant_client import QdrantClient
+
+    check_reachable(url)
+    return QdrantClient(url=url, api_key=api_key or os.environ.get("QDRANT_API_KEY"), timeout=REQUEST_TIMEOUT_S)
+
+
 class ServerCollection:
     """Transport: a collection on a Qdrant server or cluster, through qdrant-client."""
 
-    def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, client=None):
-        from qdrant_client import QdrantClient, models
+    def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, client=None,
+                 options: CollectionOptions = CollectionOptions(), create: bool = True):
+        from qdrant_client import models
 
         self.models = models
         self.collection = collection
-        if client is not None:  # an existing QdrantClient (tests pass QdrantClient(":memory:"))
-            self.client = client
-        else:
-            self.client = QdrantClient(url=url, api_key=api_key or os.environ.get("QDRANT_API_KEY"))
+        self.options = options
+        # an existing QdrantClient (tests pass QdrantClient(":memory:")), or one for the URL
+        self.client = client if client is not None else connect(url, api_key)
+        if not create:  # a Ray worker writing into the collection the driver opened
+            return
         try:
             exists = self.client.collection_exists(collection)
         except Exception as error:
@@ -110,9 +190,7 @@ class ServerCollection:
                 "(or QDRANT_API_KEY)."
             ) from error
         if not exists:
-            self.client.create_collection(
-                collection, vectors_config=models.VectorParams(size=dimension, distance=models.Distance.DOT)
-            )
+            self.client.create_collection(**collection_request(collection, dimension, options, models))
             self.client.create_payload_index(collection, "source", models.PayloadSchemaType.KEYWORD)
         else:
             size = getattr(self.client.get_collection(collection).config.params.vectors, "size", None)
@@ -123,8 +201,13 @@ class ServerCollection:
                 )
 
     def upsert(self, ids: list[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
-        points = [self.models.PointStruct(id=i, vector=v.tolist(), payload=p) for i, v, p in zip(ids, vectors, payloads)]
-        self.client.upsert(self.collection, points=points, wait=True)
+        """Batched: one request per ``UPSERT_BATCH`` points; ids are content-derived, so a retried
+        batch overwrites its own points instead of adding copies."""
+        for start in range(0, len(ids), UPSERT_BATCH):
+            points = [self.models.PointStruct(id=i, vector=v.tolist(), payload=p) for i, v, p in
+                      zip(ids[start : start + UPSERT_BATCH], vectors[start : start + UPSERT_BATCH],
+                          payloads[start : start + UPSERT_BATCH])]
+            self.client.upsert(self.collection, points=points, wait=True)
 
     def delete(self, ids: list[int]) -> None:
         self.client.delete(self.collection, points_selector=self.models.PointIdsList(points=ids), wait=True)
@@ -179,7 +262,7 @@ class QdrantStore:
         """
         if options.qdrant_url:
             return cls.server(options.qdrant_url, options.qdrant_api_key, options.qdrant_collection, dimension,
-                              catalog=catalog)
+                              catalog=catalog, collection_options=options.collection_options())
         description = {"qdrant": "embedded"}
         lock = None
         if for_search:
@@ -196,9 +279,10 @@ class QdrantStore:
 
     @classmethod
     def server(cls, url: str, api_key: str | None, collection: str, dimension: int, client=None,
-               catalog=None) -> "QdrantStore":
-        transport = ServerCollection(url, api_key, collection, dimension, client)
-        return cls(transport, {"qdrant_url": url, "qdrant_collection": collection}, dimension, catalog)
+               catalog=None, collection_options: CollectionOptions = CollectionOptions()) -> "QdrantStore":
+        transport = ServerCollection(url, api_key, collection, dimension, client, collection_options)
+        description = {"qdrant_url": url, "qdrant_collection": collection, **collection_options.recorded()}
+        return cls(transport, description, dimension, catalog)
 
     @staticmethod
     def wipe_local(index_dir: Path) -> None:
@@ -267,7 +351,8 @@ class QdrantStore:
         return f"Qdrant store repaired: {len(stray)} stray points removed, {len(missing)} missing points restored"
 
     def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
-        self.delete(removed)
+        # A chunk unchanged within a changed file keeps its (content-derived) id: it is overwritten, not deleted.
+        self.delete(sorted(set(removed) - set(added)))
         self.upsert(added, vectors, payloads)
 
     def sync(self) -> None:

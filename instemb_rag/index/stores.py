@@ -12,19 +12,19 @@ decided here (``open_store``), from the options of a new index or the manifest o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..choices import FaissIndexKind, StoreKind, values
+from ..choices import FaissIndexKind, QdrantQuantization, StoreKind, values
 from .catalog import CATALOG_FILE
 from .errors import BadInputError, IndexFolderError
 from .faiss_store import FAISS_KINDS, FaissStore
 from .manifest import MANIFEST_FILE, Manifest
-from .qdrant_store import DEFAULT_COLLECTION, QdrantStore
+from .qdrant_store import DEFAULT_COLLECTION, CollectionOptions, QdrantStore
 
 STORE_KINDS = values(StoreKind)
 
@@ -69,6 +69,15 @@ class StoreOptions:
     qdrant_url: str | None = None  # None: embedded shard in the index folder
     qdrant_api_key: str | None = None
     qdrant_collection: str = DEFAULT_COLLECTION
+    # Layout of a new server collection (CollectionOptions; recorded in the manifest)
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+    on_disk: bool = False
+    quantization: str = "none"
+
+    def collection_options(self) -> CollectionOptions:
+        return CollectionOptions(**{f.name: getattr(self, f.name) for f in fields(CollectionOptions)})
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, qdrant_url: str | None = None,
@@ -81,6 +90,7 @@ class StoreOptions:
             qdrant_url=qdrant_url or recorded.get("qdrant_url"),
             qdrant_api_key=qdrant_api_key,
             qdrant_collection=recorded.get("qdrant_collection", DEFAULT_COLLECTION),
+            **vars(CollectionOptions.from_recorded(recorded)),
         )
 
 
@@ -99,7 +109,11 @@ def resolve_options(options: StoreOptions, manifest: Manifest | None, index_dir:
     if manifest is None:
         store = parse_choice(StoreKind, options.store or "faiss", "--store")
         faiss_index = parse_choice(FaissIndexKind, options.faiss_index or "flat", "--faiss-index")
-        return replace(options, store=store, faiss_index=faiss_index)
+        quantization = parse_choice(QdrantQuantization, options.quantization or "none", "--qdrant-quantization")
+        for name in ("shard_number", "replication_factor", "write_consistency_factor"):
+            if getattr(options, name) is not None and getattr(options, name) < 1:
+                raise BadInputError(f"{name} must be at least 1, got {getattr(options, name)}")
+        return replace(options, store=store, faiss_index=faiss_index, quantization=quantization)
     store = parse_choice(StoreKind, manifest.store, f"{index_dir / MANIFEST_FILE}: store", IndexFolderError)
     if options.store and parse_choice(StoreKind, options.store, "--store") != store:
         raise IndexFolderError(
@@ -108,7 +122,9 @@ def resolve_options(options: StoreOptions, manifest: Manifest | None, index_dir:
         )
     faiss_index = parse_choice(FaissIndexKind, options.faiss_index or manifest.store_options.get("faiss_index", "flat"),
                                "--faiss-index")
-    return replace(options, store=store, faiss_index=faiss_index)
+    # the collection exists: its layout is the one recorded when it was created
+    layout = vars(CollectionOptions.from_recorded(manifest.store_options))
+    return replace(options, store=store, faiss_index=faiss_index, **layout)
 
 
 def open_store(index_dir: Path, catalog, options: StoreOptions, dimension: int, for_search: bool = False) -> VectorStore:

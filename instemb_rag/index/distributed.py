@@ -1,0 +1,346 @@
+"""`instemb-rag index PATH --ray [ADDRESS]`: embedding on a Ray cluster (the `ray` extra).
+
+Only *where chunks are embedded* differs from the single-process path (indexer.py): the driver
+plans the run (content hashes against the catalog), then a Ray Data pipeline
+
+    from_items(files to embed)
+      -> map_batches(read_and_split)            tasks: LlamaIndex readers + the encoder's tokenizer
+      -> map_batches(EmbedChunks, actor pool)   each actor loads the encoder once (num_gpus=1 per
+                                                actor where the cluster has GPUs, CPU actors otherwise)
+
+streams the vectors back, and the driver commits them file by file through the same catalog
+and VectorStore code as the local path (``Indexer._commit_files``), syncing the store after
+each group of files, so a killed run (driver or worker) leaves a store the next run completes.
+
+Sinks: FAISS and the embedded Qdrant shard are written by the driver from the workers'
+outputs. A Qdrant server/cluster (``--qdrant-url``) is written by the workers themselves in
+batches, with point id = the chunk's content-derived id (catalog.content_chunk_id), so a
+retried batch overwrites itself; the driver only deletes stale points, and the store is
+marked as lagging the catalog for the whole run, so a kill leaves it to ``repair()``.
+
+The encoder is never shipped: each actor calls ``InstEmbEncoder.from_pretrained`` with the
+model reference and options, and checks that it gets the driver's fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .catalog import Catalog, content_chunk_id
+from .documents import Chunk, ChunkSplitter
+from .errors import BadInputError
+from .indexer import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexOptions, IndexReport, chunk_file, file_outcome
+
+CHUNK_TASK_CPUS = 0.25  # reading + splitting is light next to embedding
+CONNECT_TIMEOUT_S = 5.0
+DEFAULT_RAY_PORT = 6379
+DEFAULT_CLIENT_PORT = 10001
+LOCAL = "local"
+
+
+@dataclass
+class RayOptions:
+    """How `index --ray` runs. ``encoder_kwargs`` are what each actor passes to
+    ``InstEmbEncoder.from_pretrained`` (the model reference, never the model)."""
+
+    address: str | None = None  # None / "local": start a local Ray runtime; "auto", "HOST:PORT", "ray://HOST:PORT"
+    workers: int | None = None  # encoder actors; None: one per GPU, else one per CPU left after the readers
+    gpus_per_worker: float | None = None  # None: 1 where the cluster has GPUs, else 0 (CPU actors)
+    cpus_per_worker: float = 1.0
+    files_per_task: int = 8  # files read and split per Ray Data task
+    encoder_kwargs: dict = field(default_factory=dict)
+
+
+class RayUnreachableError(BadInputError):
+    """The Ray address given cannot be reached (exit code 2, like any bad option)."""
+
+
+# ---------------------------------------------------------------------- connecting
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of a Ray address: HOST:PORT (GCS, default 6379) or ray://HOST:PORT (client, 10001)."""
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
+    host = host.strip("[]")
+    try:
+        number = int(port) if port else (DEFAULT_CLIENT_PORT if client else DEFAULT_RAY_PORT)
+    except ValueError:
+        raise RayUnreachableError(f"--ray {address!r} is not a Ray address: use auto, HOST:PORT or ray://HOST:PORT.") from None
+    if not host:
+        raise RayUnreachableError(f"--ray {address!r} is not a Ray address: use auto, HOST:PORT or ray://HOST:PORT.")
+    return host, number
+
+
+def check_ray_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """A TCP connection to the head's GCS (or Ray client server) within ``timeout`` seconds, so a
+    wrong address fails now instead of after Ray's own reconnection attempts."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        raise RayUnreachableError(
+            f"Cannot reach the Ray cluster at {address} ({host}:{port}: {error.strerror or error}). Check that the "
+            "head node is running (`ray status` on it), that this is its GCS address (`ray start --head` prints "
+            "it; default port 6379, ray:// uses the client server port 10001) and that the port is open from "
+            "this machine."
+        ) from None
+
+
+def connect_ray(options: RayOptions) -> bool:
+    """Start or join Ray; True when this call started it (and ``close`` shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    address = options.address
+    if address in (None, "", LOCAL):
+        workers = options.workers or 1
+        cpus = max(os.cpu_count() or 1, math.ceil(workers * options.cpus_per_worker + CHUNK_TASK_CPUS))
+        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+        return True
+    check_ray_reachable(resolve_auto(address) if address == "auto" else address)
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, TimeoutError) as error:
+        raise RayUnreachableError(
+            f"Cannot join the Ray cluster at {address}: {error}. Check the address and that this machine runs the "
+            "same Ray and Python versions as the cluster."
+        ) from error
+    return True
+
+
+def resolve_auto(address: str = "auto") -> str:
+    """The address ``auto`` stands for: $RAY_ADDRESS, else the cluster `ray start` last started on
+    this machine (the file Ray itself reads for address="auto")."""
+    import tempfile
+
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    current = os.path.join(tempfile.gettempdir(), "ray", "ray_current_cluster")
+    try:
+        with open(current, encoding="utf-8") as stream:
+            found = stream.read().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise RayUnreachableError(
+            "--ray auto found no running Ray cluster on this machine (no $RAY_ADDRESS, no "
+            f"{current}). Start one (`ray start --head`), give its address (--ray HOST:PORT or "
+            "ray://HOST:PORT), or pass --ray alone for a local runtime."
+        )
+    return found
+
+
+def cluster_gpus() -> float:
+    import ray
+
+    return float(ray.cluster_resources().get("GPU", 0))
+
+
+def pool_size(options: RayOptions, gpus: float, cpus: float) -> int:
+    if options.workers:
+        return options.workers
+    if gpus and (options.gpus_per_worker or 1):
+        return max(1, int(gpus // (options.gpus_per_worker or 1)))
+    return max(1, int((cpus - CHUNK_TASK_CPUS) // options.cpus_per_worker))
+
+
+# ---------------------------------------------------------------------- the pipeline's stages
+def read_and_split(batch: dict, tokenizer, chunk_size: int, chunk_overlap: int) -> dict:
+    """Ray Data stage 1 (tasks): each file -> its chunks, one row per chunk; a file without
+    chunks gives one row with ``count`` 0 and the reason (the driver records the skip)."""
+    from .documents import ChunkSplitter
+    from pathlib import Path
+
+    splitter = ChunkSplitter(tokenizer, chunk_size, chunk_overlap)
+    rows: dict[str, list] = {key: [] for key in ("task", "source", "count", "position", "text", "extra", "reason", "transient")}
+    for task, source, path in zip(batch["task"], batch["source"], batch["path"]):
+        chunks, reason, transient = chunk_file(Path(path), splitter)
+        for chunk in chunks or [None]:
+            rows["task"].append(int(task))
+            rows["source"].append(str(source))
+            rows["count"].append(len(chunks))
+            rows["position"].append(chunk.position if chunk else -1)
+            rows["text"].append(chunk.text if chunk else "")
+            rows["extra"].append(json.dumps(chunk.extra if chunk else {}))
+            rows["reason"].append(reason or "")
+            rows["transient"].append(bool(transient))
+    return {key: np.array(values, dtype=object if key in ("source", "text", "extra", "reason") else None)
+            for key, values in rows.items()}
+
+
+class EmbedChunks:
+    """Ray Data stage 2 (an actor pool): loads the encoder once per actor, embeds each batch of
+    chunks and, with a Qdrant server sink, upserts the points itself (content-derived ids)."""
+
+    def __init__(self, encoder_kwargs: dict, fingerprint: str, batch_size: int, threads: int,
+                 sink: dict | None = None):
+        import torch
+
+        from ..encoder import InstEmbEncoder
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.encoder = InstEmbEncoder.from_pretrained(**encoder_kwargs)
+        if self.encoder.fingerprint != fingerprint:
+            raise RuntimeError(
+                f"The encoder loaded on Ray node {socket.gethostname()} from {encoder_kwargs.get('path') or 'default'} "
+                f"has fingerprint {self.encoder.fingerprint}, the driver's has {fingerprint}: give every node the same "
+                "model files (same path, or the shipped default)."
+            )
+        self.batch_size = batch_size
+        self.sink = None
+        if sink is not None:
+            from .qdrant_store import ServerCollection
+
+            self.sink = ServerCollection(sink["url"], sink.get("api_key"), sink["collection"], self.encoder.dimension,
+                                         client=sink.get("client"), create=False)
+
+    def __call__(self, batch: dict) -> dict:
+        counts = np.asarray(batch["count"])
+        real = np.flatnonzero(counts > 0)
+        vectors = np.zeros((len(counts), self.encoder.dimension), np.float32)
+        if len(real):
+            texts = [str(batch["text"][i]) for i in real]
+            vectors[real] = self.encoder.encode_documents(texts, batch_size=self.batch_size)
+            if self.sink is not None:
+                self._write(batch, real, vectors[real])
+        return {**batch, "vector": vectors}
+
+    def _write(self, batch: dict, rows: np.ndarray, vectors: np.ndarray) -> None:
+        ids, payloads = [], []
+        for i in rows:
+            source, position = str(batch["source"][i]), int(batch["position"][i])
+            ids.append(content_chunk_id(source, position, str(batch["text"][i]), json.loads(batch["extra"][i])))
+            payloads.append({"source": source, "position": position})
+        self.sink.upsert(ids, vectors, payloads)
+
+
+# ---------------------------------------------------------------------- the driver's side
+class WorkerWrittenStore:
+    """A Qdrant server store whose points the Ray workers write: the driver's ``apply`` deletes
+    the stale points only (and writes the rare chunk whose id was salted), and the store stays
+    marked as lagging the catalog until ``finish`` so that a kill leaves it to ``repair()``."""
+
+    def __init__(self, store, catalog: Catalog):
+        self.store = store
+        self.catalog = catalog
+        catalog.set_store_generation(-1)  # from now on the collection may be ahead of the catalog
+
+    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+        self.store.delete(sorted(set(removed) - set(added)))
+        rows = self.catalog.rows(added)
+        salted = [n for n, chunk_id in enumerate(added)
+                  if content_chunk_id(rows[chunk_id].source, rows[chunk_id].position, rows[chunk_id].text,
+                                      rows[chunk_id].extra) != chunk_id]
+        if salted:  # a worker wrote these chunks under the id another chunk holds: put both right
+            self.store.upsert([added[n] for n in salted], vectors[salted], [payloads[n] for n in salted])
+            self.catalog.set_store_generation(-1)
+
+    def sync(self) -> None:
+        self.store.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+class RayEmbedding:
+    """The indexer's embedding step on a Ray cluster (see the module docstring)."""
+
+    def __init__(self, encoder, options: IndexOptions):
+        self.encoder = encoder
+        self.options = options
+        self.ray_options: RayOptions = options.ray
+        self.started = connect_ray(self.ray_options)
+        self.sink = None
+
+    def bind_store(self, store, catalog: Catalog):
+        from .qdrant_store import ServerCollection
+
+        transport = getattr(store, "transport", None)
+        if isinstance(transport, ServerCollection):
+            stores = self.options.stores
+            self.sink = {"url": stores.qdrant_url, "api_key": stores.qdrant_api_key, "collection": transport.collection}
+            return WorkerWrittenStore(store, catalog)
+        return store
+
+    def _dataset(self, tasks: list[FileTask]):
+        import ray
+        from ray.data import ActorPoolStrategy, DataContext
+
+        context = DataContext.get_current()
+        context.enable_progress_bars = False  # the command draws its own bar
+        options = self.ray_options
+        resources = ray.cluster_resources()
+        gpus = float(resources.get("GPU", 0))
+        gpus_per_worker = options.gpus_per_worker if options.gpus_per_worker is not None else (1.0 if gpus else 0.0)
+        workers = pool_size(options, gpus if gpus_per_worker else 0.0, float(resources.get("CPU", 1)))
+        items = [{"task": n, "source": task.source, "path": str(task.path)} for n, task in enumerate(tasks)]
+        files_per_task = max(1, options.files_per_task)
+        dataset = ray.data.from_items(items, override_num_blocks=max(1, math.ceil(len(items) / files_per_task)))
+        dataset = dataset.map_batches(
+            read_and_split, batch_size=files_per_task, batch_format="numpy", num_cpus=CHUNK_TASK_CPUS,
+            fn_kwargs={"tokenizer": self.encoder.tokenizer, "chunk_size": self.options.chunk_size,
+                       "chunk_overlap": self.options.chunk_overlap},
+        )
+        threads = 0 if gpus_per_worker else max(1, int(options.cpus_per_worker))
+        return dataset.map_batches(
+            EmbedChunks, batch_size=self.options.batch_size * 4, batch_format="numpy",
+            compute=ActorPoolStrategy(size=workers), num_gpus=gpus_per_worker, num_cpus=options.cpus_per_worker,
+            fn_constructor_kwargs={"encoder_kwargs": options.encoder_kwargs, "fingerprint": self.encoder.fingerprint,
+                                   "batch_size": self.options.batch_size, "threads": threads, "sink": self.sink},
+        )
+
+    def embedded(self, tasks: list[FileTask], report: IndexReport, progress) -> Iterator[list[EmbeddedFile]]:
+        progress.start(None)  # chunk counts are known only as the readers finish
+        arriving: dict[int, list] = {}
+        group: list[EmbeddedFile] = []
+        group_chunks = 0
+        for batch in self._dataset(tasks).iter_batches(batch_size=None, batch_format="numpy"):
+            for i in range(len(batch["task"])):
+                number, count = int(batch["task"][i]), int(batch["count"][i])
+                task = tasks[number]
+                if count == 0:
+                    item = file_outcome(task, [], batch["reason"][i] or None, bool(batch["transient"][i]), report,
+                                        dimension=self.encoder.dimension)
+                else:
+                    rows = arriving.setdefault(number, [])
+                    rows.append((int(batch["position"][i]), str(batch["text"][i]), json.loads(batch["extra"][i]),
+                                 np.asarray(batch["vector"][i], np.float32)))
+                    if len(rows) < count:
+                        continue
+                    rows = sorted(arriving.pop(number), key=lambda row: row[0])
+                    chunks = [Chunk(position, text, extra) for position, text, extra, _ in rows]
+                    item = file_outcome(task, chunks, None, False, report, np.stack([row[3] for row in rows]))
+                if item is None:
+                    continue
+                group.append(item)
+                group_chunks += len(item.chunks)
+                if group_chunks >= EMBED_GROUP_CHUNKS:
+                    yield group
+                    group, group_chunks = [], 0
+        if group:
+            yield group
+
+    def done(self, store) -> None: ...
+
+    def close(self) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+            self.started = False
+
+
+__all__ = ["ChunkSplitter", "EmbedChunks", "RayEmbedding", "RayOptions", "RayUnreachableError", "WorkerWrittenStore",
+           "check_ray_reachable", "connect_ray", "read_and_split"]
