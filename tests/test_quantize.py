@@ -30,10 +30,8 @@ def int8_encoder(tiny_model_dir):
 
 
 def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_encoder):
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     linears = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, torch.nn.Linear)]
-    quantized = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, DynamicLinear)]
+    quantized = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, quantize.Int8Linear)]
     report = int8_encoder.quantization_report
     assert report["linear_layers"] == 2 * 7  # q k v o gate up down, two layers
     assert len(quantized) == report["int8"] > 0 and len(linears) == 14 - report["int8"]
@@ -43,6 +41,32 @@ def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_e
     cosines = (reference * low).sum(axis=1)
     assert cosines.min() > 0.99, cosines
     assert not np.allclose(reference, low, atol=1e-6)  # it really ran the int8 kernels
+
+
+def test_int8_linear_scales_each_token_on_its_own():
+    """One token with activations 1000x the others (a Llama's first token) must not cost the
+    other tokens their precision: each row is quantized with its own scale."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    low = quantize.Int8Linear(linear)
+    quiet = torch.randn(5, 64)
+    loud = torch.randn(1, 64) * 1000
+    with torch.inference_mode():
+        alone = low(quiet)
+        beside_loud = low(torch.cat([loud, quiet]))[1:]
+        exact = linear(quiet)
+    torch.testing.assert_close(beside_loud, alone, rtol=1e-5, atol=1e-5)  # the loud row changes nothing
+    error = (alone - exact).norm(dim=1) / exact.norm(dim=1)
+    assert error.max() < 0.02, error  # int8 weights and activations: about 1 % relative error
+    assert low(quiet[None]).shape == (1, 5, 32)  # any leading shape
+
+
+def test_activation_bits_are_in_the_fingerprint_fields(monkeypatch):
+    fields = quantize.fingerprint_fields("int8")
+    assert fields["activation_scale"] == "per_token" and fields["int8_recipe"] == quantize.RECIPE
+    assert fields["activation_bits"] in (7, 8)
+    monkeypatch.setattr(quantize, "activation_bits", lambda: 7)
+    assert quantize.fingerprint_fields("int8") != fields or fields["activation_bits"] == 7
 
 
 def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir, tiny_encoder, monkeypatch):

@@ -33,10 +33,12 @@ def dev_texts(count: int) -> list[str]:
     return texts
 
 
-# Issue 16 asks for cosine >= 0.99 to fp32. Measured on the shipped default (2026-11-23): the
-# lowest of these 24 dev texts is 0.974, the median 0.987, so that goal is NOT met and int8 stays
-# opt-in. This test guards what int8 does reach, so a regression below it fails.
-INT8_COSINE_FLOOR = 0.97
+# Issue 16 asks for cosine >= 0.99 to fp32 on dev texts. With per-token 8-bit activations
+# (quantize.RECIPE 2) the shipped default reaches min 0.996 / mean 0.998 on 16 held-out SciFact
+# and Vaswani texts (benchmarks/README.md); per-tensor activations gave min 0.958. On a CPU without
+# VNNI the activations get 7 bits (min 0.987 measured), and the guard may keep layers in float.
+INT8_COSINE_FLOOR = 0.99
+INT8_COSINE_MEAN_FLOOR = 0.995
 
 
 def test_int8_stays_close_to_fp32_on_dev_texts(default_encoder):
@@ -47,4 +49,6 @@ def test_int8_stays_close_to_fp32_on_dev_texts(default_encoder):
     quantized = low.encode_queries(texts, instructions)
     cosines = (reference * quantized).sum(axis=1)
     assert cosines.min() >= INT8_COSINE_FLOOR, sorted(cosines)[:5]
+    assert cosines.mean() >= INT8_COSINE_MEAN_FLOOR, cosines.mean()
+    assert low.quantization_report["activation_scale"] == "per_token"
     assert low.fingerprint != default_encoder.fingerprint
