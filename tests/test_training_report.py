@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from instemb_rag.training.report import HEADLINE_GROUP, figures_table, headline_rows, write_training_report
+from instemb_rag.tools.reports.training_report import HEADLINE_GROUP, figures_table, headline_rows, write_training_report
 
 
 def result(label: str, task: str, metrics: dict) -> dict:
@@ -74,7 +74,7 @@ def test_a_stance_wording_bias_is_called_out():
 
 
 def test_candidate_report_lines_show_intervals_and_goal_shortfalls():
-    from instemb_rag.training.report import comparison_lines, goal_lines
+    from instemb_rag.tools.reports.training_report import comparison_lines, goal_lines
 
     steering = {"task": "medquad-facets", "metrics": {"steering_accuracy": 0.43, "pairwise_accuracy": 0.85},
                 "intervals": {"steering_accuracy": [0.38, 0.48]}, "notes": [], "limits": {}}

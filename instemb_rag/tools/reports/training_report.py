@@ -4,8 +4,8 @@ untrained backbone against the trained checkpoint.
 The figures come from the ablation results JSON (its "trained vs untrained" group), so one
 evaluation pass serves both reports::
 
-    python -m instemb_rag.eval.ablations ... --results-json docs/ablations.json
-    python -m instemb_rag.training.report --run runs/default --results docs/ablations.json
+    python -m instemb_rag.tools.reports.ablations ... --results-json docs/ablations.json
+    python -m instemb_rag.tools.reports.training_report --run runs/default --results docs/ablations.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from ..jsonl import read_jsonl_objects
+from ...jsonl import read_jsonl_objects
 
 HEADLINE_GROUP = "trained vs untrained"
 # (task, metric, label, kind) in report order. Instruction and generic figures get a verdict
@@ -221,8 +221,8 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
         "```bash",
         "instemb-rag train --config instemb_rag/training/recipes/default.yaml --resume",
         "instemb-rag export runs/default/final instemb_rag/default_checkpoint --max-length 512",
-        "python -m instemb_rag.eval.ablations --results-json docs/ablations.json ...  # full command: top of docs/ablations.md",
-        "python -m instemb_rag.training.report --run runs/default --results docs/ablations.json",
+        "python -m instemb_rag.tools.reports.ablations --results-json docs/ablations.json ...  # full command: top of docs/ablations.md",
+        "python -m instemb_rag.tools.reports.training_report --run runs/default --results docs/ablations.json",
         "```",
         "",
         "## Run",
@@ -310,11 +310,11 @@ def main(
 ) -> None:
     """Write the training report of a run."""
     if baseline is not None and candidate is not None:
-        command = (f"python -m instemb_rag.training.report --run {run} --baseline {baseline} "
+        command = (f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
                    f"--candidate {candidate}" + (f" --baseline-commit {baseline_commit}" if baseline_commit else ""))
         typer.echo(f"wrote {write_candidate_report(run, baseline, candidate, output, img_dir, command, recipe, baseline_commit)}")
         return
-    command = f"python -m instemb_rag.training.report --run {run} --results {results}"
+    command = f"python -m instemb_rag.tools.reports.training_report --run {run} --results {results}"
     typer.echo(f"wrote {write_training_report(run, results, output, img_dir, command)}")
 
 
