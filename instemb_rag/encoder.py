@@ -64,7 +64,7 @@ class InstEmbEncoder(nn.Module):
                 "look-ahead vectors; choose a value between 0 and that."
             )
         quantize.check_precision(settings.precision, backbone.model.device)
-        self.settings = settings
+        self._settings = settings
         self._pooling = Pooling(settings.pooling)
         # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
@@ -78,6 +78,10 @@ class InstEmbEncoder(nn.Module):
             quantize.quantize_int8(self)
 
     # ------------------------------------------------------------------ settings (read-only)
+    @property
+    def settings(self) -> EncoderSettings:
+        return self._settings
+
     @property
     def pooling(self) -> Pooling:
         return self._pooling
