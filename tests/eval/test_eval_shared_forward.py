@@ -12,7 +12,7 @@ from instemb_rag.eval import evaluate
 from instemb_rag.eval.seen import SeenTexts
 from instemb_rag.eval.shared_forward import SharedForward, truncate_lookahead_mask
 from instemb_rag.models.pooling import POOLING_MODES
-from test_eval_data import QUERIES, write_beir_folder
+from helpers import QUERIES, write_beir_folder
 
 TEXTS = ["this tent is light and packed size is compact .", "the stove burner is durable",
          "a nylon tent with a pole and floor seam for cold night ."]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from instemb_rag.tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
-from test_eval_data import write_beir_folder
+from helpers import write_beir_folder
 
 
 def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
