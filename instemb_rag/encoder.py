@@ -232,7 +232,7 @@ class InstEmbEncoder(nn.Module):
             identity.update(quantize.fingerprint_fields(self.precision))
             digest.update(json.dumps(identity, sort_keys=True).encode())
             digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
-            for name, param in sorted(self.model.named_parameters()):
+            for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
                 digest.update(name.encode())
                 digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
             self._fingerprint = digest.hexdigest()[:32]
