@@ -105,20 +105,13 @@ def document_throughput(encoder, documents: list[str], batch_sizes: list[int], r
 
 def daap_cost(encoder, documents: list[str], repeats: int, device: str) -> dict:
     """Same texts, same encoder, L = 8 DAAP vs L = 0 (which pools the last input token)."""
-    trained_length = encoder.lookahead_length
 
     def with_length(length: int, work):
-        def run():
-            encoder.lookahead_length = length
-            try:
-                return work()
-            finally:
-                encoder.lookahead_length = trained_length
+        view = encoder.with_options(lookahead_length=length)  # shares the weights: nothing is loaded
+        return lambda: work(view)
 
-        return run
-
-    query = lambda: encoder.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
-    docs = lambda: encoder.encode_documents(documents, batch_size=16)  # noqa: E731
+    query = lambda view: view.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
+    docs = lambda view: view.encode_documents(documents, batch_size=16)  # noqa: E731
     lookahead = min(8, encoder.lookahead.length)
     query_times = interleaved_times({"daap": with_length(lookahead, query), "last": with_length(0, query)},
                                     repeats * 3, device)

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
+    from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)

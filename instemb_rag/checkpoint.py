@@ -1,10 +1,11 @@
-"""The InstEmb checkpoint folder.
+"""The InstEmb checkpoint folder, and the one place that reads and writes it (``load``, ``save``).
 
     instemb_config.json     EncoderConfig: base model reference + fingerprint, template,
-                            look-ahead length, pooling, format version
+                            look-ahead length, pooling, format version, the names of the
+                            trained backbone tensors (``trained``) and of the weight files
     lookahead.safetensors   the L look-ahead vectors
     adapted.safetensors     (optional) backbone tensors that training changed, by name
-    lora/                   (optional) a peft LoRA adapter over the backbone
+    lora/                   (optional) a peft LoRA adapter over the backbone (models/lora.py)
 
 The base model's weights are never copied; loading checks the base fingerprint. The config's
 ``files`` lists every weight file the checkpoint was written with (filled in by
@@ -20,9 +21,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from typing import Callable, Iterable
 
-from .errors import CheckpointError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CheckpointError, FingerprintMismatchError
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "instemb_config.json"
@@ -31,6 +34,10 @@ LORA_DIR = "lora"
 
 
 class EncoderConfig(BaseModel):
+    """What ``instemb_config.json`` holds; frozen: change a copy (``model_copy(update=...)``)."""
+
+    model_config = ConfigDict(frozen=True)
+
     format_version: int = FORMAT_VERSION
     base_model: str
     base_fingerprint: str
@@ -42,6 +49,14 @@ class EncoderConfig(BaseModel):
     # Weight files the checkpoint holds, relative to its folder (e.g. "lora/adapter_model.safetensors").
     # None in checkpoints written before instemb-rag recorded it: those load unchecked.
     files: list[str] | None = None
+    # Backbone tensors training changed, saved in adapted.safetensors. None in checkpoints written
+    # before instemb-rag recorded it: the file's own tensor names stand in.
+    trained: list[str] | None = None
+
+
+# Fields that do not shape an embedding, so the encoder fingerprint leaves them out (recording
+# `files` and `trained` changed no fingerprint of an existing index or embedding cache).
+NOT_IN_FINGERPRINT = frozenset({"training", "files", "trained"})
 
 
 def is_checkpoint(folder: str | os.PathLike) -> bool:
@@ -160,3 +175,131 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
 
     write_folder_atomically(target, fill)
     return target
+
+
+# ---------------------------------------------------------------------------- load and save
+def trained_names(folder: str | os.PathLike, config: EncoderConfig) -> list[str]:
+    """The backbone tensors the checkpoint's adapted.safetensors replaces."""
+    if config.trained is not None:
+        return list(config.trained)
+    path = Path(folder) / ADAPTED_FILE
+    if not path.is_file():
+        return []
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        return sorted(handle.keys())
+
+
+def overlay_adapted(model, folder: Path) -> None:
+    """Copy the checkpoint's adapted tensors over the base model's."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = folder / ADAPTED_FILE
+    if not path.is_file():
+        return
+    tensors = load_file(str(path))
+    own = dict(model.named_parameters())
+    unknown = sorted(set(tensors) - set(own))
+    if unknown:
+        raise CheckpointError(
+            f"{path} holds tensors the base model lacks ({', '.join(unknown[:3])}...). "
+            "It was trained on a different architecture."
+        )
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            if own[name].shape != tensor.shape:
+                raise CheckpointError(f"{path}: tensor {name} has shape {tuple(tensor.shape)}, "
+                                      f"the base model expects {tuple(own[name].shape)}.")
+            own[name].copy_(tensor.to(own[name].dtype))
+
+
+def load(folder: str | os.PathLike, device: str = "auto", pooling: str | None = None,
+         lookahead_length: int | None = None, max_length: int | None = None, precision: str = "fp32",
+         merge_lora: bool = True):
+    """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
+
+    The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
+    import). ``merge_lora=False`` leaves it out, for training on from the checkpoint, which
+    runs it live through peft (training/continuation.py) so it goes on training as an adapter.
+    """
+    from . import backbone as backbone_lib
+    from . import quantize
+    from .encoder import InstEmbEncoder, default_dtype, resolve_device
+    from .models.lookahead import LookAheadTokens
+    from .models.lora import merge_adapter
+    from .models.template import PromptTemplate
+    from .settings import EncoderSettings
+
+    folder = Path(folder)
+    config = read_config(folder)
+    check_complete(folder, config)
+    target = resolve_device(device)
+    quantize.check_precision(precision, target)
+    loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
+    if loaded.fingerprint != config.base_fingerprint:
+        raise FingerprintMismatchError(
+            f"Checkpoint {folder} was trained on base model '{config.base_model}' with weights "
+            f"fingerprint {config.base_fingerprint}, but the weights found there have fingerprint "
+            f"{loaded.fingerprint}. Point the checkpoint at the original base model "
+            f"(edit base_model in {folder / CONFIG_FILE}) or retrain it on this one."
+        )
+    overlay_adapted(loaded.model, folder)
+    trained = trained_names(folder, config)
+    if merge_lora and (folder / LORA_DIR).is_dir():
+        # The merged weights are what a later save writes, in full (the adapter is gone from them).
+        trained = sorted(set(trained) | set(merge_adapter(loaded.model, folder / LORA_DIR)))
+    lookahead = LookAheadTokens.load(folder)
+    if lookahead.length != config.lookahead_length:
+        raise CheckpointError(
+            f"{folder}: config says {config.lookahead_length} look-ahead tokens but "
+            f"lookahead.safetensors holds {lookahead.length}. The checkpoint is damaged."
+        )
+    settings = EncoderSettings(
+        pooling=pooling or config.pooling,
+        lookahead_length=lookahead.length if lookahead_length is None else lookahead_length,
+        max_length=max_length or config.max_length,
+        precision=precision,
+    )
+    encoder = InstEmbEncoder(loaded, PromptTemplate(**config.template), lookahead, settings,
+                             training_info=config.training, trained_names=trained)
+    return encoder.to(loaded.model.device)
+
+
+def save(encoder, folder: str | os.PathLike, trained: Iterable[str] | None = None, dtype=None,
+         also: Callable[[Path], None] | None = None) -> None:
+    """Write ``encoder`` as a checkpoint folder, atomically.
+
+    ``trained``: the backbone tensors to store (default: the encoder's own ``trained_names``),
+    in ``dtype`` (default float32); a live LoRA adapter goes to lora/ in the same dtype.
+    ``also(staging)`` writes more files into the same folder before it is swapped in (the
+    trainer's state), so a checkpoint and its trainer state appear together or not at all.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from . import quantize
+    from .models.lora import plain_parameters, save_adapter
+
+    quantize.refuse_training(encoder.precision, "saved as a checkpoint")
+    dtype = dtype or torch.float32
+    names = sorted(encoder.trained_names if trained is None else set(trained))
+    params = plain_parameters(encoder.model)
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise CheckpointError(f"Cannot save {missing[0]}: the model has no such tensor.")
+    tensors = {name: params[name].detach().to(dtype).cpu().contiguous() for name in names}
+    config = encoder.config.model_copy(update={"trained": names})
+
+    def fill(staging: Path) -> None:
+        (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
+        encoder.lookahead.save(staging)
+        if tensors:
+            save_file(tensors, str(staging / ADAPTED_FILE))
+        if encoder.adapter is not None:
+            save_adapter(encoder.adapter, staging / LORA_DIR, dtype, base_reference=encoder.backbone.reference)
+        if also is not None:
+            also(staging)
+
+    write_folder_atomically(Path(folder), fill)

@@ -10,27 +10,19 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from . import backbone as backbone_lib
-from . import quantize
-from .checkpoint import (
-    ADAPTED_FILE,
-    CONFIG_FILE,
-    LORA_DIR,
-    EncoderConfig,
-    check_complete,
-    is_checkpoint,
-    read_config,
-    write_folder_atomically,
-)
-from .errors import CheckpointError, FingerprintMismatchError, InstEmbError
+from . import checkpoint, quantize
+from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
+from .errors import InstEmbError
 from .instructions import Instructions
 from .instructions import per_item_instructions as _per_item_instructions
+from .models.forward import States, embed_inputs, run_backbone
 from .models.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .models.pooling import Pooling
-from .models.template import LOOKAHEAD_SLOT, PromptTemplate
+from .models.template import PromptTemplate
+from .settings import EncoderSettings
 
 DEFAULT_LOOKAHEAD = 8
 SHIPPED_CHECKPOINT = Path(__file__).parent / "default_checkpoint"
@@ -54,11 +46,10 @@ class InstEmbEncoder(nn.Module):
         backbone: backbone_lib.Backbone,
         template: PromptTemplate,
         lookahead: LookAheadTokens,
-        pooling: str = "daap",
-        max_length: int = 512,
-        lookahead_length: int | None = None,
+        settings: EncoderSettings,
         training_info: dict | None = None,
-        precision: str = quantize.DEFAULT_PRECISION,
+        trained_names: Sequence[str] = (),
+        _quantize: bool = True,
     ):
         super().__init__()
         self.backbone = backbone
@@ -66,23 +57,72 @@ class InstEmbEncoder(nn.Module):
         self.tokenizer = backbone.tokenizer
         self.template = template
         self.lookahead = lookahead
-        self.pooling = Pooling(pooling)
-        self.max_length = max_length
         # Inference may use fewer look-ahead tokens than were trained (ablation of L).
-        self.lookahead_length = lookahead.length if lookahead_length is None else lookahead_length
-        if not 0 <= self.lookahead_length <= lookahead.length:
+        if not settings.lookahead_length <= lookahead.length:
             raise InstEmbError(
-                f"lookahead_length={self.lookahead_length} but the checkpoint has {lookahead.length} "
+                f"lookahead_length={settings.lookahead_length} but the checkpoint has {lookahead.length} "
                 "look-ahead vectors; choose a value between 0 and that."
             )
-        self.training_info = training_info or {}
+        quantize.check_precision(settings.precision, backbone.model.device)
+        self._settings = settings
+        self._pooling = Pooling(settings.pooling)
+        # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
+        self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
+        self.training_info = training_info or {}  # provenance only: not part of the fingerprint
         self.padding_side = "right"
+        self.__dict__["adapter"] = None  # a live peft LoRA (training); not a submodule: it wraps self.model
         self._fingerprint: str | None = None
-        # Fixed at construction: an int8 encoder is fingerprinted on its float weights, then quantized.
-        self.precision = quantize.check_precision(precision, backbone.model.device)
-        if self.precision != quantize.DEFAULT_PRECISION:
+        # An int8 encoder is fingerprinted on its float weights, then quantized.
+        if _quantize and settings.precision != quantize.DEFAULT_PRECISION:
             self.fingerprint  # noqa: B018
             quantize.quantize_int8(self)
+
+    # ------------------------------------------------------------------ settings (read-only)
+    @property
+    def settings(self) -> EncoderSettings:
+        return self._settings
+
+    @property
+    def pooling(self) -> Pooling:
+        return self._pooling
+
+    @property
+    def lookahead_length(self) -> int:
+        """Look-ahead tokens used at inference (``lookahead.length`` were trained)."""
+        return self.settings.lookahead_length
+
+    @property
+    def max_length(self) -> int:
+        return self.settings.max_length
+
+    @property
+    def precision(self) -> str:
+        return self.settings.precision
+
+    def with_options(self, pooling: str | None = None, lookahead_length: int | None = None,
+                     max_length: int | None = None) -> "InstEmbEncoder":
+        """This encoder under other settings, sharing its weights (nothing is copied or loaded).
+
+        It is a different encoder, with its own fingerprint: the one ``from_pretrained`` with
+        these settings would give.
+        """
+        settings = self.settings.with_changes(pooling=pooling, lookahead_length=lookahead_length,
+                                              max_length=max_length)
+        if settings == self.settings:
+            return self
+        if self.precision != quantize.DEFAULT_PRECISION:
+            # Its fingerprint would need the float weights, which quantization replaced.
+            raise InstEmbError(f"with_options is for fp32 encoders; load the checkpoint again with "
+                               f"precision='{self.precision}' and these settings instead.")
+        view = InstEmbEncoder(self.backbone, self.template, self.lookahead, settings, self.training_info,
+                              self.trained_names, _quantize=False)
+        view.padding_side = self.padding_side
+        view.__dict__["adapter"] = self.adapter
+        return view
+
+    def attach_adapter(self, peft_model) -> None:
+        """Record the LoRA adapter peft injected into ``self.model`` (a save writes it to lora/)."""
+        self.__dict__["adapter"] = peft_model
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -117,7 +157,8 @@ class InstEmbEncoder(nn.Module):
         lookahead = LookAheadTokens.from_token_embeddings(
             loaded.model.get_input_embeddings(), init_ids, lookahead_length
         )
-        encoder = cls(loaded, template, lookahead, pooling, max_length, precision=precision)
+        settings = EncoderSettings(pooling, lookahead_length, max_length, precision)
+        encoder = cls(loaded, template, lookahead, settings)
         return encoder.to(loaded.model.device)
 
     @classmethod
@@ -139,7 +180,7 @@ class InstEmbEncoder(nn.Module):
         if path is None and is_checkpoint(SHIPPED_CHECKPOINT):
             path = SHIPPED_CHECKPOINT
         if path is not None and is_checkpoint(path):
-            return cls._from_checkpoint(Path(path), device, pooling, lookahead_length, max_length, precision)
+            return checkpoint.load(path, device, pooling, lookahead_length, max_length, precision)
         return cls.from_backbone(
             path,
             lookahead_length=DEFAULT_LOOKAHEAD if lookahead_length is None else lookahead_length,
@@ -148,40 +189,6 @@ class InstEmbEncoder(nn.Module):
             device=device,
             precision=precision,
         )
-
-    @classmethod
-    def _from_checkpoint(cls, folder: Path, device, pooling, lookahead_length, max_length,
-                         precision: str = quantize.DEFAULT_PRECISION) -> "InstEmbEncoder":
-        config = read_config(folder)
-        check_complete(folder, config)
-        target = resolve_device(device)
-        quantize.check_precision(precision, target)
-        loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
-        if loaded.fingerprint != config.base_fingerprint:
-            raise FingerprintMismatchError(
-                f"Checkpoint {folder} was trained on base model '{config.base_model}' with weights "
-                f"fingerprint {config.base_fingerprint}, but the weights found there have fingerprint "
-                f"{loaded.fingerprint}. Point the checkpoint at the original base model "
-                f"(edit base_model in {folder / CONFIG_FILE}) or retrain it on this one."
-            )
-        _apply_adapted_weights(loaded.model, folder)
-        lookahead = LookAheadTokens.load(folder)
-        if lookahead.length != config.lookahead_length:
-            raise CheckpointError(
-                f"{folder}: config says {config.lookahead_length} look-ahead tokens but "
-                f"lookahead.safetensors holds {lookahead.length}. The checkpoint is damaged."
-            )
-        encoder = cls(
-            loaded,
-            PromptTemplate(**config.template),
-            lookahead,
-            pooling or config.pooling,
-            max_length or config.max_length,
-            lookahead_length,
-            config.training,
-            precision,
-        )
-        return encoder.to(loaded.model.device)
 
     # ------------------------------------------------------------------ identity and saving
     @property
@@ -202,50 +209,39 @@ class InstEmbEncoder(nn.Module):
             pooling=self.pooling.mode,
             max_length=self.max_length,
             training=self.training_info,
+            trained=list(self.trained_names),
         )
 
-    def adapted_state_dict(self) -> dict[str, torch.Tensor]:
-        """Backbone tensors that training may have changed (those with requires_grad)."""
-        return {
-            name: param.detach().float().cpu().contiguous()
-            for name, param in self.model.named_parameters()
-            if param.requires_grad
-        }
-
-    def save(self, folder: str | os.PathLike, adapted: dict[str, torch.Tensor] | None = None) -> None:
-        """Write a checkpoint folder atomically: config, look-ahead vectors, adapted tensors."""
-        quantize.refuse_training(self.precision, "saved as a checkpoint")
-        adapted = self.adapted_state_dict() if adapted is None else adapted
-        config = self.config
-
-        def fill(staging: Path) -> None:
-            (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
-            self.lookahead.save(staging)
-            if adapted:
-                save_file(adapted, str(staging / ADAPTED_FILE))
-
-        write_folder_atomically(Path(folder), fill)
+    def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
+        """Write a checkpoint folder atomically (checkpoint.save): config, look-ahead vectors,
+        the trained backbone tensors (``trained``, default ``trained_names``) and a live adapter."""
+        checkpoint.save(self, folder, trained=trained)
         self._fingerprint = None
 
     @property
     def fingerprint(self) -> str:
-        """Identifies everything that shapes an embedding: weights, template, pooling, L."""
+        """Identifies everything that shapes an embedding: weights, template, pooling, L, precision.
+
+        Every backbone weight is hashed as it is now (not only the trained ones): that is how
+        every existing index and embedding cache was fingerprinted, so it stays so.
+        """
         if self._fingerprint is None:
             digest = hashlib.sha256()
-            identity = self.config.model_dump(exclude={"training", "files"})
+            identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
             identity["inference_lookahead_length"] = self.lookahead_length
             identity.update(quantize.fingerprint_fields(self.precision))
             digest.update(json.dumps(identity, sort_keys=True).encode())
             digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
-            for name, tensor in sorted(self.adapted_state_dict().items()):
+            for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
                 digest.update(name.encode())
-                digest.update(tensor.numpy().tobytes())
+                digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
             self._fingerprint = digest.hexdigest()[:32]
         return self._fingerprint
 
     def train(self, mode: bool = True) -> "InstEmbEncoder":
         if mode:
             quantize.refuse_training(self.precision, "trained")
+        self._fingerprint = None  # training changes weights; the fingerprint is taken afresh after
         return super().train(mode)
 
     # ------------------------------------------------------------------ tokenization
@@ -270,32 +266,21 @@ class InstEmbEncoder(nn.Module):
     # ------------------------------------------------------------------ forward
     def input_embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Token embeddings with look-ahead vectors written into the LOOKAHEAD_SLOT positions."""
-        slots = input_ids == LOOKAHEAD_SLOT
-        embeds = self.model.get_input_embeddings()(input_ids.clamp(min=0))
-        if slots.any():
-            per_row = int(slots[0].sum())
-            vectors = self.lookahead.vectors[:per_row].to(embeds.dtype)
-            embeds = embeds.masked_scatter(
-                slots[..., None], vectors.expand(input_ids.shape[0], -1, -1).reshape(-1, embeds.shape[-1])
-            )
-        return embeds
+        return embed_inputs(self.model, self.lookahead.vectors, input_ids)
+
+    def states(self, batch: dict[str, torch.Tensor], cache=None, embed_dropout: float = 0.0) -> States:
+        """Final-layer states + mask of a collated batch: the one forward path (models/forward.py)."""
+        return run_backbone(self.model, self.lookahead.vectors, batch, cache=cache, embed_dropout=embed_dropout)
 
     def hidden_states(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Final-layer hidden states (after the final norm) for a collated batch."""
-        batch = {key: value.to(self.device) for key, value in batch.items()}
-        outputs = self.model.base_model(
-            inputs_embeds=self.input_embeddings(batch["input_ids"]),
-            attention_mask=batch["attention_mask"],
-            position_ids=batch["position_ids"],
-            use_cache=False,
-        )
-        return outputs.last_hidden_state
+        return self.states(batch).hidden
 
     def forward(self, batch: dict[str, torch.Tensor], lookahead_length: int | None = None) -> torch.Tensor:
         """Un-normalised pooled embeddings [B, d] of a collated batch (differentiable)."""
         length = self.lookahead_length if lookahead_length is None else lookahead_length
-        hidden = self.hidden_states(batch)
-        return self.pooling(hidden, batch["attention_mask"].to(hidden.device), length)
+        states = self.states(batch)
+        return self.pooling(states.hidden, states.attention_mask, length)
 
     # ------------------------------------------------------------------ public encoding API
     @torch.inference_mode()
@@ -344,31 +329,6 @@ class InstEmbEncoder(nn.Module):
         from .fast.shared_prefix import encode_instructions
 
         return encode_instructions(self, text, instructions, batch_size=batch_size)
-
-
-def _apply_adapted_weights(model: nn.Module, folder: Path) -> None:
-    """Overlay the tensors training changed, then merge a LoRA adapter if the checkpoint has one."""
-    adapted_path = folder / ADAPTED_FILE
-    if adapted_path.is_file():
-        tensors = load_file(str(adapted_path))
-        own = dict(model.named_parameters())
-        unknown = sorted(set(tensors) - set(own))
-        if unknown:
-            raise CheckpointError(
-                f"{adapted_path} holds tensors the base model lacks ({', '.join(unknown[:3])}...). "
-                "It was trained on a different architecture."
-            )
-        with torch.no_grad():
-            for name, tensor in tensors.items():
-                if own[name].shape != tensor.shape:
-                    raise CheckpointError(f"{adapted_path}: tensor {name} has shape {tuple(tensor.shape)}, "
-                                          f"the base model expects {tuple(own[name].shape)}.")
-                own[name].copy_(tensor.to(own[name].dtype))
-    lora_path = folder / LORA_DIR
-    if lora_path.is_dir():
-        from .training.lora import merge_lora_adapter
-
-        merge_lora_adapter(model, lora_path)
 
 
 def _progress(starts, enabled: bool, total_items: int, batch_size: int):

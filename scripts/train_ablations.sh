@@ -6,7 +6,7 @@
 # the models were still indistinguishable from the untrained backbone on the dev sets).
 # Finished runs are skipped, interrupted ones resume. The named checkpoints land in
 # ABLATION_NAMED (default runs/ablation-checkpoints)/<name>, the folder that
-# `python -m instemb_rag.eval.ablations --checkpoints-dir` reads.
+# `python -m instemb_rag.tools.reports.ablations --checkpoints-dir` reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS="${ABLATION_STEPS:-30}"

@@ -15,21 +15,21 @@ TEXTS = ["a durable tent for rain", "light stove"]
 INSTRUCTIONS = ["focus on durability", None]
 
 
-def _perturb(encoder: InstEmbEncoder, seed: int = 1) -> dict:
-    """Pretend training happened: move the look-ahead vectors and one top layer."""
+def _perturb(encoder: InstEmbEncoder, seed: int = 1) -> list[str]:
+    """Pretend training happened: move the look-ahead vectors and one top layer; its name."""
     generator = torch.Generator().manual_seed(seed)
     top = encoder.model.base_model.layers[-1]
     with torch.no_grad():
         encoder.lookahead.vectors.add_(torch.randn(encoder.lookahead.vectors.shape, generator=generator))
         top.mlp.down_proj.weight.add_(0.05 * torch.randn(top.mlp.down_proj.weight.shape, generator=generator))
     name = next(n for n, p in encoder.model.named_parameters() if p is top.mlp.down_proj.weight)
-    return {name: top.mlp.down_proj.weight.detach().clone()}
+    return [name]
 
 
 def test_save_load_round_trip_is_exact(tiny_encoder, tmp_path):
-    adapted = _perturb(tiny_encoder)
+    trained = _perturb(tiny_encoder)
     before = tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
-    tiny_encoder.save(tmp_path / "ckpt", adapted=adapted)
+    tiny_encoder.save(tmp_path / "ckpt", trained=trained)
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
     np.testing.assert_array_equal(before, loaded.encode_queries(TEXTS, INSTRUCTIONS))
     assert loaded.fingerprint == tiny_encoder.fingerprint
@@ -40,7 +40,7 @@ def test_save_load_round_trip_is_exact(tiny_encoder, tmp_path):
 
 
 def test_untrained_checkpoint_from_any_base(tiny_encoder, tmp_path):
-    tiny_encoder.save(tmp_path / "fresh", adapted={})
+    tiny_encoder.save(tmp_path / "fresh")
     config = read_config(tmp_path / "fresh")
     assert config.lookahead_length == 4 and config.pooling == "daap"
     assert config.base_fingerprint == tiny_encoder.backbone.fingerprint
@@ -51,7 +51,7 @@ def test_untrained_checkpoint_from_any_base(tiny_encoder, tmp_path):
 def test_fingerprint_mismatch_is_refused(tmp_path):
     base = build_tiny_model_folder(tmp_path / "base", seed=0)
     encoder = InstEmbEncoder.from_pretrained(base, device="cpu", lookahead_length=2)
-    encoder.save(tmp_path / "ckpt", adapted={})
+    encoder.save(tmp_path / "ckpt")
     # Replace the base weights in place: same path, different weights.
     build_tiny_model_folder(tmp_path / "base", seed=1)
     with pytest.raises(FingerprintMismatchError, match="retrain it on this one"):
@@ -66,7 +66,7 @@ def test_fingerprint_changes_with_what_shapes_embeddings(tiny_model_dir):
 
 
 def test_newer_format_and_damaged_config_are_refused(tiny_encoder, tmp_path):
-    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    tiny_encoder.save(tmp_path / "ckpt")
     config_path = tmp_path / "ckpt" / CONFIG_FILE
     raw = json.loads(config_path.read_text())
     config_path.write_text(json.dumps({**raw, "format_version": 99}))
@@ -78,7 +78,7 @@ def test_newer_format_and_damaged_config_are_refused(tiny_encoder, tmp_path):
 
 
 def test_inference_lookahead_length_ablation(tiny_encoder, tmp_path):
-    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    tiny_encoder.save(tmp_path / "ckpt")
     for length in (0, 1, 4):
         encoder = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu", lookahead_length=length)
         assert encoder.encode_documents(TEXTS).shape == (2, encoder.dimension)
@@ -95,7 +95,7 @@ def test_missing_model_folder_gets_clear_error(tmp_path):
 
 
 def test_interrupted_save_keeps_previous_checkpoint(tiny_encoder, tmp_path, monkeypatch):
-    tiny_encoder.save(tmp_path / "ckpt", adapted={})
+    tiny_encoder.save(tmp_path / "ckpt")
     before = (tmp_path / "ckpt" / "lookahead.safetensors").read_bytes()
     _perturb(tiny_encoder)
 
@@ -104,7 +104,7 @@ def test_interrupted_save_keeps_previous_checkpoint(tiny_encoder, tmp_path, monk
 
     monkeypatch.setattr(tiny_encoder.lookahead, "save", crash)
     with pytest.raises(KeyboardInterrupt):
-        tiny_encoder.save(tmp_path / "ckpt", adapted={})
+        tiny_encoder.save(tmp_path / "ckpt")
     assert (tmp_path / "ckpt" / "lookahead.safetensors").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging left behind
 
@@ -134,8 +134,8 @@ def test_export_keeps_weights_drops_trainer_state_and_overrides_inference_settin
 
 
 def test_checkpoint_records_its_weight_files_and_refuses_to_load_without_one(tiny_encoder, tmp_path):
-    adapted = _perturb(tiny_encoder)
-    tiny_encoder.save(tmp_path / "ckpt", adapted=adapted)
+    trained = _perturb(tiny_encoder)
+    tiny_encoder.save(tmp_path / "ckpt", trained=trained)
     assert read_config(tmp_path / "ckpt").files == ["lookahead.safetensors", "adapted.safetensors"]
     (tmp_path / "ckpt" / "adapted.safetensors").unlink()
     with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing.*Copy the whole checkpoint folder"):
@@ -157,8 +157,8 @@ def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path):
 
 def test_checkpoint_without_a_file_list_still_loads(tiny_encoder, tmp_path):
     """Checkpoints written before the config recorded its files load as before."""
-    adapted = _perturb(tiny_encoder)
-    tiny_encoder.save(tmp_path / "old", adapted=adapted)
+    trained = _perturb(tiny_encoder)
+    tiny_encoder.save(tmp_path / "old", trained=trained)
     path = tmp_path / "old" / CONFIG_FILE
     raw = json.loads(path.read_text())
     del raw["files"]

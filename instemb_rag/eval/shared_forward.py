@@ -72,9 +72,8 @@ class SharedForward:
         poolers = [Pooling(mode) for mode, _ in self.variants]
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            batch = encoder.collate([id_lists[i] for i in chunk])
-            hidden = encoder.hidden_states(batch).float()
-            mask = batch["attention_mask"].to(hidden.device)
+            states = encoder.states(encoder.collate([id_lists[i] for i in chunk]))
+            hidden, mask = states.hidden.float(), states.attention_mask
             pooled = torch.stack([
                 pooler(hidden, truncate_lookahead_mask(mask, self.full_length, length), length)
                 for pooler, (_, length) in zip(poolers, self.variants)
@@ -85,14 +84,8 @@ class SharedForward:
 
     def fingerprint_of(self, index: int) -> str:
         """The fingerprint a stand-alone encoder with this variant's settings would have."""
-        encoder = self.encoder
         mode, length = self.variants[index]
-        saved = encoder.pooling, encoder.lookahead_length, encoder._fingerprint
-        try:
-            encoder.pooling, encoder.lookahead_length, encoder._fingerprint = Pooling(mode), length, None
-            return encoder.fingerprint
-        finally:
-            encoder.pooling, encoder.lookahead_length, encoder._fingerprint = saved
+        return self.encoder.with_options(pooling=mode, lookahead_length=length).fingerprint
 
 
 class VariantView:

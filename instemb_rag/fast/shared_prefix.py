@@ -87,15 +87,11 @@ def encode_instructions(
 
 def run_prefix(encoder, prefix_ids: list[int]) -> DynamicCache:
     """Key/value cache of the prefix, one row."""
-    input_ids = torch.tensor([prefix_ids], dtype=torch.long, device=encoder.device)
     cache = DynamicCache(config=encoder.model.config)
-    encoder.model.base_model(
-        inputs_embeds=encoder.input_embeddings(input_ids),
-        attention_mask=torch.ones_like(input_ids),
-        position_ids=torch.arange(len(prefix_ids), device=encoder.device)[None, :],
-        past_key_values=cache,
-        use_cache=True,
-    )
+    batch = {"input_ids": torch.tensor([prefix_ids], dtype=torch.long),
+             "attention_mask": torch.ones(1, len(prefix_ids), dtype=torch.long),
+             "position_ids": torch.arange(len(prefix_ids))[None, :]}
+    encoder.states(batch, cache=cache)
     return cache
 
 
@@ -120,16 +116,9 @@ def cache_is_plain(cache: DynamicCache) -> bool:
 def pool_suffixes(encoder, cache: DynamicCache, prefix_length: int, suffixes: list[list[int]]) -> torch.Tensor:
     """Run right-padded suffixes after the cached prefix; pooled, normalised [K, d]."""
     batch = encoder.collate(suffixes, padding_side="right")
-    suffix_mask = batch["attention_mask"].to(encoder.device)
-    rows, width = suffix_mask.shape
-    full_mask = torch.cat([torch.ones(rows, prefix_length, dtype=suffix_mask.dtype, device=encoder.device), suffix_mask], dim=1)
-    position_ids = prefix_length + torch.arange(width, device=encoder.device).expand(rows, -1)
-    hidden = encoder.model.base_model(
-        inputs_embeds=encoder.input_embeddings(batch["input_ids"].to(encoder.device)),
-        attention_mask=full_mask,
-        position_ids=position_ids,
-        past_key_values=repeat_cache(cache, rows),
-        use_cache=True,
-    ).last_hidden_state
-    pooled = encoder.pooling(hidden, suffix_mask, encoder.lookahead_length).float()
+    rows, width = batch["attention_mask"].shape
+    # Positions go on from the prefix (padding included: nothing valid attends to it).
+    batch["position_ids"] = prefix_length + torch.arange(width).expand(rows, -1)
+    states = encoder.states(batch, cache=repeat_cache(cache, rows))
+    pooled = encoder.pooling(states.hidden, states.attention_mask, encoder.lookahead_length).float()
     return torch.nn.functional.normalize(pooled, dim=-1)

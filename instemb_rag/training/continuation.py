@@ -1,34 +1,30 @@
 """Training on from an InstEmb checkpoint (``model.model_name_or_path`` = a checkpoint folder).
 
-A checkpoint loads with its LoRA adapter merged into the weights and its adapted tensors copied
-in, but a checkpoint written by the next run stores only what *that* run trains: without care,
+A checkpoint written by the next run stores only what *that* run trains: without care,
 everything the earlier run learned in the backbone would silently vanish from the new
 checkpoint. So:
 
-- the earlier LoRA adapter is taken out of the weights again and becomes the starting value of
-  the new run's adapter (same rank, alpha, target modules and layers, or a clear error);
+- the checkpoint is loaded with its LoRA adapter unmerged (``checkpoint.load(merge_lora=False)``)
+  and the adapter runs live through peft as the starting value of the new run's adapter (same
+  rank, alpha, target modules and layers, or a clear error);
 - every tensor the earlier checkpoint adapted is written again by the new one, trained or not.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from safetensors import safe_open
-from safetensors.torch import load_file
-
-from ..checkpoint import ADAPTED_FILE, LORA_DIR, check_complete, is_checkpoint, read_config
+from ..checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
 from ..errors import InstEmbError
-from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, merge_lora_adapter
+from ..models.lora import apply_lora, load_adapter_weights, read_adapter_config
 
 
 @dataclass(frozen=True)
 class StartingCheckpoint:
     folder: Path
     adapted_names: list[str]  # backbone tensors the checkpoint replaced
-    lora_folder: Path | None  # its LoRA adapter, merged on load
+    lora_folder: Path | None  # its LoRA adapter, run live through peft
 
 
 def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
@@ -36,14 +32,10 @@ def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
     if not reference or not is_checkpoint(reference):
         return None
     folder = Path(reference)
-    check_complete(folder, read_config(folder))  # training on from part of a checkpoint would lose the rest
-    adapted_path = folder / ADAPTED_FILE
-    names: list[str] = []
-    if adapted_path.is_file():
-        with safe_open(str(adapted_path), framework="pt") as handle:
-            names = sorted(handle.keys())
+    config = read_config(folder)
+    check_complete(folder, config)  # training on from part of a checkpoint would lose the rest
     lora_folder = folder / LORA_DIR
-    return StartingCheckpoint(folder, names, lora_folder if lora_folder.is_dir() else None)
+    return StartingCheckpoint(folder, trained_names(folder, config), lora_folder if lora_folder.is_dir() else None)
 
 
 def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_alpha: float,
@@ -51,7 +43,7 @@ def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_al
     """Checked before any work: the run must be able to carry the checkpoint's adapter on."""
     if start is None or start.lora_folder is None:
         return
-    saved = json.loads((start.lora_folder / ADAPTER_CONFIG).read_text())
+    saved = read_adapter_config(start.lora_folder)
     if lora_rank <= 0 or not layers:
         raise InstEmbError(
             f"{start.folder} was trained with a LoRA adapter (rank {saved.get('r')}) but this run trains "
@@ -73,32 +65,12 @@ def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_al
         )
 
 
-def take_out_merged_lora(model, start: StartingCheckpoint | None) -> None:
-    """Undo the load-time merge so the adapter can go on training as an adapter."""
-    if start is not None and start.lora_folder is not None:
-        merge_lora_adapter(model, start.lora_folder, subtract=True)
-
-
-def load_starting_adapter(peft_model, start: StartingCheckpoint | None) -> None:
-    """Copy the checkpoint's adapter weights into the freshly injected adapter of this run
-    (``check_continuation`` has made sure the two have the same shape)."""
+def attach_starting_adapter(encoder, start: StartingCheckpoint | None, layers: list[int], rank: int,
+                            alpha: float, dropout: float, target_modules: list[str]) -> None:
+    """Inject this run's LoRA (``check_continuation`` has made sure it has the checkpoint's
+    shape) and start it at the checkpoint's adapter weights, live, not merged."""
     if start is None or start.lora_folder is None:
         return
-    from peft import set_peft_model_state_dict
-
-    result = set_peft_model_state_dict(peft_model, load_file(str(start.lora_folder / ADAPTER_WEIGHTS)))
-    if result.unexpected_keys:
-        raise InstEmbError(f"{start.folder / LORA_DIR}: adapter tensors {result.unexpected_keys[:3]} fit no "
-                           "module of this model.")
-
-
-def parameter_for(params: dict, name: str):
-    """The parameter saved as ``name``; inside a module that LoRA wraps, peft renames the
-    weight to ``...base_layer.weight`` while the checkpoint keeps the plain name."""
-    if name in params:
-        return params[name]
-    stem, _, leaf = name.rpartition(".")
-    wrapped = f"{stem}.base_layer.{leaf}"
-    if wrapped in params:
-        return params[wrapped]
-    raise InstEmbError(f"The starting checkpoint adapted {name}, which this model lacks.")
+    peft_model = apply_lora(encoder.model, layers, rank, alpha, dropout, target_modules)
+    load_adapter_weights(peft_model, start.lora_folder)
+    encoder.attach_adapter(peft_model)

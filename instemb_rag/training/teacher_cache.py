@@ -93,7 +93,7 @@ def compute_teacher_targets(
         built = [teacher_input_ids(encoder, record, lookahead_length, strip_stopwords) for record in chunk]
         batch = encoder.collate([ids for ids, _, _ in built], padding_side="right")
         with autocast_for(encoder.device, bf16):
-            hidden = encoder.hidden_states(batch).float().cpu()
+            hidden = encoder.states(batch).hidden.float().cpu()
         for row, (_, x_len, y_len) in enumerate(built):
             anchor[start + row] = hidden[row, x_len - 1]
             lookahead[start + row, :y_len] = hidden[row, x_len : x_len + y_len]

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from ..checkpoint import LORA_DIR, is_checkpoint, write_folder_atomically
+from .. import checkpoint
+from ..checkpoint import is_checkpoint
 from ..errors import InstEmbError
 from ..losses import (
     instruction_retrieval_loss,
@@ -33,17 +33,11 @@ from ..losses import (
     mse_distillation_loss,
     multiview_supcon_loss,
 )
+from ..models.lora import apply_lora
 from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
 from .builders import build_data_folder
-from .continuation import (
-    check_continuation,
-    load_starting_adapter,
-    parameter_for,
-    starting_checkpoint,
-    take_out_merged_lora,
-)
-from .lora import apply_lora, save_lora_adapter
+from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
 from .records import TrainingRecord, read_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .teacher_cache import (
@@ -139,27 +133,33 @@ def _pack(units: list[list[int]], size: int, look_ahead: int = 16) -> list[list[
 
 # ---------------------------------------------------------------------------- model
 def load_student(config: TrainConfig, device: torch.device):
-    """Float32 master weights (bf16 only inside autocast), on ``device``."""
+    """Float32 master weights (bf16 only inside autocast), on ``device``.
+
+    A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
+    start (the teacher included) and goes on training as an adapter (continuation.py).
+    """
     from ..encoder import InstEmbEncoder
 
     model_args = config.model
     reference = model_args.model_name_or_path
     if reference and is_checkpoint(reference):
-        encoder = InstEmbEncoder.from_pretrained(reference, device="cpu", max_length=model_args.max_length)
-        layer_count = len(decoder_layers(encoder.model))
-        check_continuation(starting_checkpoint(reference), model_args.lora_rank, model_args.lora_alpha,
-                           list(model_args.lora_target_modules), _top_layers(layer_count, model_args.trainable_top_layers))
+        encoder = checkpoint.load(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
+        start = starting_checkpoint(reference)
+        top = _top_layers(len(decoder_layers(encoder.model)), model_args.trainable_top_layers)
+        check_continuation(start, model_args.lora_rank, model_args.lora_alpha,
+                           list(model_args.lora_target_modules), top)
         if encoder.lookahead.length != model_args.lookahead_length:
             raise InstEmbError(
                 f"{reference} has {encoder.lookahead.length} look-ahead vectors but the config asks for "
                 f"model.lookahead_length={model_args.lookahead_length}; make them equal."
             )
+        attach_starting_adapter(encoder, start, top, model_args.lora_rank, model_args.lora_alpha,
+                                model_args.lora_dropout, list(model_args.lora_target_modules))
     else:
         encoder = InstEmbEncoder.from_backbone(
             reference, lookahead_length=model_args.lookahead_length, pooling=model_args.pooling,
             max_length=model_args.max_length, device="cpu",
         )
-    encoder.max_length = model_args.max_length
     return encoder.to(device)
 
 
@@ -198,12 +198,15 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     layer_count = len(decoder_layers(model))
     top = _top_layers(layer_count, model_args.trainable_top_layers)
     start = starting_checkpoint(model_args.model_name_or_path)
-    peft_model = None
+    peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
     if model_args.lora_rank > 0 and top:
-        take_out_merged_lora(model, start)
-        peft_model = apply_lora(model, top, model_args.lora_rank, model_args.lora_alpha,
-                                model_args.lora_dropout, model_args.lora_target_modules)
-        load_starting_adapter(peft_model, start)
+        if peft_model is None:
+            peft_model = apply_lora(model, top, model_args.lora_rank, model_args.lora_alpha,
+                                    model_args.lora_dropout, model_args.lora_target_modules)
+            encoder.attach_adapter(peft_model)
+        for name, param in model.named_parameters():
+            if "lora_" in name:
+                param.requires_grad_(True)
     elif top:
         for index in top:
             for param in decoder_layers(model)[index].parameters():
@@ -240,16 +243,9 @@ def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
 # ---------------------------------------------------------------------------- losses
 def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float = 0.0) -> torch.Tensor:
     """Final-layer state at each sequence's last token, with input-embedding dropout (view 2)."""
-    batch = {k: v.to(encoder.device) for k, v in encoder.collate(id_lists, padding_side="right").items()}
-    embeds = encoder.input_embeddings(batch["input_ids"])
-    if embed_dropout > 0:
-        embeds = F.dropout(embeds, p=embed_dropout, training=True)
-    hidden = encoder.model.base_model(
-        inputs_embeds=embeds, attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"], use_cache=False,
-    ).last_hidden_state
-    rows = torch.arange(hidden.shape[0], device=hidden.device)
-    return hidden[rows, last_valid_positions(batch["attention_mask"])]
+    states = encoder.states(encoder.collate(id_lists, padding_side="right"), embed_dropout=embed_dropout)
+    rows = torch.arange(states.hidden.shape[0], device=states.hidden.device)
+    return states.hidden[rows, last_valid_positions(states.attention_mask)]
 
 
 @dataclass
@@ -272,10 +268,9 @@ class StudentPass:
 
 def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int) -> StudentPass:
     ids = [encoder.build_ids(text, instruction, length) for text, instruction in pairs]
-    batch = {k: v.to(encoder.device) for k, v in encoder.collate(ids, padding_side="right").items()}
-    hidden = encoder.hidden_states(batch)
-    input_last, lookahead_idx = anchor_positions(batch["attention_mask"], length)
-    return StudentPass(hidden, batch["attention_mask"], input_last, lookahead_idx)
+    states = encoder.states(encoder.collate(ids, padding_side="right"))
+    input_last, lookahead_idx = anchor_positions(states.attention_mask, length)
+    return StudentPass(states.hidden, states.attention_mask, input_last, lookahead_idx)
 
 
 def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
@@ -352,30 +347,18 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
 
 
 # ---------------------------------------------------------------------------- saving
-def _adapted_tensors(encoder, parts: TrainableParts, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    params = dict(encoder.model.named_parameters())
-    return {name: parameter_for(params, name).detach().to(dtype).cpu().contiguous() for name in parts.adapted_names}
-
-
 def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainConfig,
                     optimizer=None, scheduler=None, info: dict | None = None) -> None:
     """An encoder checkpoint folder (loadable by InstEmbEncoder.from_pretrained), plus the
     trainer state when ``optimizer`` is given; written atomically as one folder."""
-    dtype = SAVE_DTYPES[config.training.save_dtype]
+    saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
 
-    def fill(staging: Path) -> None:
-        training_length = encoder.max_length
-        encoder.max_length = config.model.inference_max_length  # the saved encoder's setting
-        try:
-            encoder.save(staging, adapted=_adapted_tensors(encoder, parts, dtype))
-        finally:
-            encoder.max_length = training_length
-        if parts.peft_model is not None:
-            save_lora_adapter(parts.peft_model, staging / LORA_DIR, dtype, base_reference=encoder.backbone.reference)
+    def trainer_state(staging: Path) -> None:
         if optimizer is not None:
             write_trainer_state(staging, parts.named, optimizer, scheduler, info or {})
 
-    write_folder_atomically(folder, fill)
+    checkpoint.save(saved, folder, trained=parts.adapted_names, dtype=SAVE_DTYPES[config.training.save_dtype],
+                    also=trainer_state)
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

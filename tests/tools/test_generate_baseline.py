@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from instemb_rag.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
+from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 from instemb_rag.models.template import LOOKAHEAD_SLOT
 
 

@@ -12,7 +12,7 @@ The report opens with the paper's findings checked against these results (findin
 
 Run small first (CPU embeds ~400 tokens/s)::
 
-    python -m instemb_rag.eval.ablations --tasks scifact-stance --tasks stsb --max-queries 20 --max-docs 200
+    python -m instemb_rag.tools.reports.ablations --tasks scifact-stance --tasks stsb --max-queries 20 --max-docs 200
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Callable, Optional
 
 import typer
 
-from ..models.pooling import POOLING_MODES
+from ...eval.results import write_results_json
+from ...eval.seen import SeenTexts
+from ...eval.shared_forward import SharedForward
+from ...eval.tasks import TASKS, evaluate
+from ...models.pooling import POOLING_MODES
 from .findings import findings_markdown
-from .results import write_results_json
-from .seen import SeenTexts
-from .shared_forward import SharedForward
-from .tasks import TASKS, evaluate
 
 DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
 CHECKPOINT_GROUPS = (("loss-", "distillation loss (MSE vs KL)"), ("views-", "contrastive views"))
@@ -90,7 +90,7 @@ class Variant:
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
     share one forward pass (shared_forward.py), as do the two untrained variants."""
-    from ..encoder import InstEmbEncoder
+    from ...encoder import InstEmbEncoder
 
     notes: list[str] = []
     device = args.device
@@ -135,7 +135,7 @@ def _lazy(build):
 
 
 def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
-    from ..checkpoint import is_checkpoint
+    from ...checkpoint import is_checkpoint
 
     folder = args.checkpoints_dir
     if folder is None or not Path(folder).is_dir():
@@ -156,7 +156,7 @@ def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
 
 
 def _checkpoint_loader(path: Path, device: str):
-    from ..encoder import InstEmbEncoder
+    from ...encoder import InstEmbEncoder
 
     return lambda: InstEmbEncoder.from_pretrained(path, device=device)
 
@@ -291,7 +291,7 @@ def main(
                         task_limits=dict(parse_task_limit(item) for item in task_limit))
     variants, notes = build_variants(args)
     results = run_ablations(args, variants, echo=typer.echo)
-    command = "python -m instemb_rag.eval.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python -m instemb_rag.tools.reports.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     typer.echo(f"wrote {write_report(results, notes, args, command)}")
 
 

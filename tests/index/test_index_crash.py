@@ -17,7 +17,7 @@ from instemb_rag.cli import app
 from instemb_rag.index import Index
 from instemb_rag.index.catalog import Catalog
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FIRST_VERSION = {
     "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
     "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",

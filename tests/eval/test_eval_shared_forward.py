@@ -11,8 +11,8 @@ import pytest
 from instemb_rag.eval import evaluate
 from instemb_rag.eval.seen import SeenTexts
 from instemb_rag.eval.shared_forward import SharedForward, truncate_lookahead_mask
-from instemb_rag.models.pooling import POOLING_MODES, Pooling
-from test_eval_data import QUERIES, write_beir_folder
+from instemb_rag.models.pooling import POOLING_MODES
+from helpers import QUERIES, write_beir_folder
 
 TEXTS = ["this tent is light and packed size is compact .", "the stove burner is durable",
          "a nylon tent with a pole and floor seam for cold night ."]
@@ -20,10 +20,9 @@ INSTRUCTIONS = ["focus on durability", None, "focus on weight"]
 VARIANTS = [(mode, 4) for mode in POOLING_MODES] + [("daap", 0), ("daap", 1), ("special_mean", 2)]
 
 
-def standalone(encoder, mode: str, length: int) -> np.ndarray:
-    """What an encoder configured with this pooling and inference L returns on its own."""
-    encoder.pooling, encoder.lookahead_length, encoder._fingerprint = Pooling(mode), length, None
-    return encoder.encode_queries(TEXTS, INSTRUCTIONS, batch_size=2)
+def standalone(encoder, mode: str, length: int):
+    """An encoder configured with this pooling and inference L on its own (same weights)."""
+    return encoder.with_options(pooling=mode, lookahead_length=length)
 
 
 @pytest.mark.parametrize("padding_side", ["right", "left"])
@@ -33,16 +32,17 @@ def test_every_view_equals_the_standalone_encoder(tiny_encoder, padding_side):
     views = {variant: shared.view(*variant) for variant in VARIANTS}
     from_views = {variant: view.encode_queries(TEXTS, INSTRUCTIONS, batch_size=3) for variant, view in views.items()}
     for (mode, length), view in views.items():
-        expected = standalone(tiny_encoder, mode, length)
+        alone = standalone(tiny_encoder, mode, length)
+        expected = alone.encode_queries(TEXTS, INSTRUCTIONS, batch_size=2)
         np.testing.assert_allclose(from_views[(mode, length)], expected, atol=1e-5)
-        assert view.fingerprint == tiny_encoder.fingerprint  # same identity as the stand-alone encoder
+        assert view.fingerprint == alone.fingerprint  # same identity as the stand-alone encoder
 
 
 def test_views_share_one_forward_per_input(tiny_encoder):
     shared = SharedForward(tiny_encoder, VARIANTS)
     calls = []
-    original = tiny_encoder.hidden_states
-    tiny_encoder.hidden_states = lambda batch: calls.append(len(batch["input_ids"])) or original(batch)
+    original = tiny_encoder.states
+    tiny_encoder.states = lambda batch, **kw: calls.append(len(batch["input_ids"])) or original(batch, **kw)
     for variant in VARIANTS:
         shared.view(*variant).encode_documents(TEXTS, batch_size=8)
     assert calls == [len(TEXTS)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from instemb_rag.eval.ablations import AblationArgs, build_variants, run_ablations, write_report
-from test_eval_data import write_beir_folder
+from instemb_rag.tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
+from helpers import write_beir_folder
 
 
 def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
@@ -32,7 +32,7 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     assert len(results) == len(variants)
     # Different poolings really produce different encoders (different fingerprints).
     assert len({r["encoder"]["fingerprint"] for r in results if r["group"] == "pooling"}) == 5
-    report = write_report(results, notes, args, command="python -m instemb_rag.eval.ablations (test)")
+    report = write_report(results, notes, args, command="python -m instemb_rag.tools.reports.ablations (test)")
     text = report.read_text()
     assert "## Which of the paper's findings hold at this scale" in text
     assert "## pooling" in text and "| daap |" in text and "## look-ahead length" in text
@@ -45,7 +45,7 @@ def test_per_task_limits_override_the_run_limits():
     import pytest
     import typer
 
-    from instemb_rag.eval.ablations import parse_task_limit
+    from instemb_rag.tools.reports.ablations import parse_task_limit
 
     args = AblationArgs(max_queries=50, max_docs=300, sts_pairs=400,
                         task_limits=dict(parse_task_limit(item) for item in ["vaswani=25:400", "scifact=0:0"]))

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..encoder import _per_item_instructions
+from ...instructions import per_item_instructions as _per_item_instructions
 
 
 @dataclass

@@ -9,36 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import DOCS, QRELS, QUERIES, write_beir_folder  # noqa: F401
 from instemb_rag.eval import EmbeddingCache, EvalDataError, evaluate, load_beir, load_stance, load_sts
-
-DOCS = {
-    "d1": ("tent", "the tent is light and durable in rain and wind"),
-    "d2": ("stove", "the gas stove burner is compact for a camp trip"),
-    "d3": ("backpack", "this backpack frame and strap are heavy but durable"),
-    "d4": ("", "a cold night with poor water and bad fuel"),
-    "d5": ("pole", "the pole and zipper of the tent floor"),
-    "d6": ("review", "a great review of a warm nylon tent"),
-}
-QUERIES = [
-    {"_id": "q1", "text": "light tent for rain", "instruction": "focus on durability"},
-    {"_id": "q2", "text": "compact stove"},
-    {"_id": "q3", "text": "heavy backpack frame"},
-]
-QRELS = [("q1", "d1", 1), ("q1", "d5", 1), ("q2", "d2", 1), ("q3", "d3", 1)]
-
-
-def write_beir_folder(folder: Path, docs=DOCS, queries=QUERIES, qrels=QRELS) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "corpus.jsonl").open("w") as handle:
-        for doc_id, (title, text) in docs.items():
-            handle.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
-    with (folder / "queries.jsonl").open("w") as handle:
-        for query in queries:
-            handle.write(json.dumps(query) + "\n")
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
-    (folder / "qrels.tsv").write_text("\n".join(lines) + "\n")
-    return folder
-
 
 class CountingEncoder:
     """Delegates to a real encoder and counts document-embedding calls (to observe the cache)."""

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.eval.mteb_adapter import MTEBInstEmb
-from test_eval_data import write_beir_folder
+from helpers import write_beir_folder
 
 
 def test_eval_cli_prints_table_and_writes_json(tmp_path, tiny_model_dir, monkeypatch):

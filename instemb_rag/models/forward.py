@@ -1,0 +1,65 @@
+"""The one forward pass of an InstEmb model: the path every embedding and training loss runs.
+
+Token embeddings get the look-ahead vectors written into their LOOKAHEAD_SLOT positions (they
+never enter the vocabulary), the decoder stack runs on those ``inputs_embeds``, and the
+final-layer states (after the final norm) come back with the rows' attention mask. The
+encoder, the trainer, the shared-prefix path and the evaluation's shared forward all call
+``run_backbone`` (through ``InstEmbEncoder.states``), so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .template import LOOKAHEAD_SLOT
+
+
+@dataclass
+class States:
+    hidden: torch.Tensor  # [B, T, d] final-layer states of the rows' own positions
+    attention_mask: torch.Tensor  # [B, T] the rows' mask (cached prefix positions not included)
+
+
+def embed_inputs(model, lookahead_vectors: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """Token embeddings with the look-ahead vectors written into the LOOKAHEAD_SLOT positions."""
+    slots = input_ids == LOOKAHEAD_SLOT
+    embeds = model.get_input_embeddings()(input_ids.clamp(min=0))
+    if slots.any():
+        per_row = int(slots[0].sum())
+        vectors = lookahead_vectors[:per_row].to(embeds.dtype)
+        embeds = embeds.masked_scatter(
+            slots[..., None], vectors.expand(input_ids.shape[0], -1, -1).reshape(-1, embeds.shape[-1])
+        )
+    return embeds
+
+
+def run_backbone(model, lookahead_vectors: torch.Tensor, batch: dict[str, torch.Tensor], *,
+                 cache=None, embed_dropout: float = 0.0) -> States:
+    """Final-layer states of a collated batch (``input_ids``, ``attention_mask``, ``position_ids``).
+
+    ``cache``: a key/value cache of a prefix every row continues (shared_prefix.py); the rows'
+    ``position_ids`` must then continue from it, and the cache grows by the rows.
+    ``embed_dropout``: dropout on the input embeddings (the trainer's second SimCSE-style view;
+    Llama has no dropout layers of its own).
+    """
+    device = lookahead_vectors.device
+    batch = {key: value.to(device) for key, value in batch.items()}
+    embeds = embed_inputs(model, lookahead_vectors, batch["input_ids"])
+    if embed_dropout > 0:
+        embeds = F.dropout(embeds, p=embed_dropout, training=True)
+    mask = batch["attention_mask"]
+    full_mask = mask
+    if cache is not None and cache.get_seq_length() > 0:
+        prefix = torch.ones(mask.shape[0], cache.get_seq_length(), dtype=mask.dtype, device=device)
+        full_mask = torch.cat([prefix, mask], dim=1)
+    outputs = model.base_model(
+        inputs_embeds=embeds,
+        attention_mask=full_mask,
+        position_ids=batch["position_ids"],
+        past_key_values=cache,
+        use_cache=cache is not None,
+    )
+    return States(outputs.last_hidden_state, mask)

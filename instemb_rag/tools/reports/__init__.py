@@ -1,0 +1,1 @@
+"""Report generators (markdown + matplotlib plots) run by hand or by scripts/, never at runtime."""
