@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from instemb_rag.training.args import load_config
+from instemb_rag.training.distributed import KILL_AFTER_STEP_ENV
 from instemb_rag.training.records import TrainingRecord, write_records
 from instemb_rag.training.trainer import train
 
@@ -65,20 +64,18 @@ def single_process_run(tiny_model_dir, train_file, tmp_path_factory) -> Path:
     return output_dir
 
 
-def _torchrun(tiny_model_dir, train_file, output_dir, nproc: int, *extra: str, wait: bool = True):
+def _torchrun(tiny_model_dir, train_file, output_dir, nproc: int, *extra: str, check: bool = True,
+              environ: dict[str, str] | None = None) -> str:
     sets = [item for key, value in SETTINGS.items() for item in ("--set", f"{key}={json.dumps(value)}")]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "instemb_rag.cli", "train", "--config", TINY_RECIPE, "--model", str(tiny_model_dir),
                "--train-file", str(train_file), "--output-dir", str(output_dir), *sets, *extra]
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["OMP_NUM_THREADS"] = "1"
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
-    if not wait:
-        return process
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == 0, output
-    return output
+    env.update({"OMP_NUM_THREADS": "1", **(environ or {})})
+    result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stdout
+    return result.stdout
 
 
 def _metrics(folder: Path) -> list[dict]:
@@ -116,14 +113,11 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, train_file, single_pro
 
 def test_killed_two_rank_run_resumes_in_one_process(tiny_model_dir, train_file, single_process_run, tmp_path):
     run = tmp_path / "killed"
-    process = _torchrun(tiny_model_dir, train_file, run, 2, "--set", "training.save_steps=1", wait=False)
-    deadline = time.monotonic() + 300
-    while not (run / "checkpoint-2").is_dir() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.killpg(process.pid, signal.SIGKILL)  # torchrun and both ranks, mid-run
-    output, _ = process.communicate(timeout=60)
-    assert (run / "checkpoint-2").is_dir(), output
-    assert not (run / "final").exists(), "the run finished before it could be killed"
+    # Rank 1 dies (SIGKILL) after step 5; rank 0 wrote checkpoint-4 before step 5's collectives.
+    output = _torchrun(tiny_model_dir, train_file, run, 2, "--set", "training.save_steps=1", check=False,
+                       environ={KILL_AFTER_STEP_ENV: "1:5"})
+    assert (run / "checkpoint-4").is_dir(), output
+    assert not (run / "final").exists() and not (run / f"checkpoint-{STEPS}").exists(), output
     train(load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir), "data.train_file": str(train_file),
                                     "training.output_dir": str(run), **SETTINGS, "training.save_steps": 1,
                                     "training.resume": True}))

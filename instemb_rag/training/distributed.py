@@ -246,7 +246,67 @@ def reseed_for_rank(seed: int, step: int, env: DistributedEnv) -> None:
         torch.manual_seed(seed + 1_000_003 * env.rank + step)
 
 
+# Fault injection for the resume tests: "RANK:STEP" makes that rank die (SIGKILL, as a lost node
+# would) right after the optimizer step STEP, so the launcher tears the job down mid-run.
+KILL_AFTER_STEP_ENV = "INSTEMB_TEST_KILL_RANK_AFTER_STEP"
+
+
+def simulate_failure_if_asked(step: int, env: DistributedEnv) -> None:
+    wanted = os.environ.get(KILL_AFTER_STEP_ENV)
+    if wanted and wanted == f"{env.rank}:{step}":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 # ---------------------------------------------------------------------------- FSDP
+# Parameters below this size stay replicated: sharding a norm saves nothing and costs a collective.
+SHARD_MIN_PARAMS = 1 << 12
+
+
+def _frozen_units(module: torch.nn.Module, tied: set[int], found: list[torch.nn.Module]) -> None:
+    """The coarsest submodules whose parameters are all frozen, untied and large enough to shard;
+    a module that holds trainable parameters (a top layer, a LoRA-wrapped projection) is searched
+    further, so its frozen base weights are sharded and only the trainable parts stay replicated."""
+    params = list(module.parameters())
+    if not params:
+        return
+    frozen = not any(p.requires_grad for p in params)
+    if frozen and not any(id(p) in tied for p in params):
+        if sum(p.numel() for p in params) >= SHARD_MIN_PARAMS:
+            found.append(module)
+        return
+    for child in module.children():
+        _frozen_units(child, tied, found)
+
+
+def shard_frozen_weights(model: torch.nn.Module, decoder_layers: Sequence[torch.nn.Module], env: DistributedEnv,
+                         device: torch.device, bf16: bool) -> int:
+    """FSDP (``training.parallel: fsdp``): fully shard every frozen weight of the decoder layers and
+    of untied embeddings / LM head over the ranks (gathered per layer for compute, in bf16 on CUDA,
+    and freed again after use, in forward and backward). The trainable parameters (look-ahead
+    vectors, LoRA, trained top layers, final norm) stay replicated, so checkpoints, the optimizer
+    and gradient clipping are those of DDP. Returns how many parameters were sharded."""
+    if not env.enabled:
+        return 0
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    seen: dict[int, int] = {}
+    for _, param in model.named_parameters(remove_duplicate=False):
+        seen[id(param)] = seen.get(id(param), 0) + 1
+    tied = {key for key, count in seen.items() if count > 1}
+    units: list[torch.nn.Module] = []
+    candidates = list(decoder_layers) + [model.get_input_embeddings(), model.get_output_embeddings()]
+    for candidate in candidates:
+        if candidate is not None:
+            _frozen_units(candidate, tied, units)
+    compute_dtype = torch.bfloat16 if (bf16 and device.type == "cuda") else None
+    policy = MixedPrecisionPolicy(param_dtype=compute_dtype)
+    for unit in units:
+        fully_shard(unit, mp_policy=policy, reshard_after_forward=True)
+    return sum(p.numel() for unit in units for p in unit.parameters())
+
+
 def is_sharded(tensor: torch.Tensor) -> bool:
     try:
         from torch.distributed.tensor import DTensor

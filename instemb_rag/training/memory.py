@@ -8,10 +8,11 @@ tests check them against the instantiated tiny model, with and without LoRA.
 Memory per device, in bytes, for the trainer as it runs (float32 master weights, bf16 autocast
 on CUDA, AdamW):
 
-    weights      every parameter in float32 (FSDP: the decoder layers sharded over the ranks, the
-                 embeddings, head and norms replicated, plus two layers gathered in bf16 for compute)
-    gradients    float32, trainable parameters only (FSDP: sharded with the layers)
-    optimizer    AdamW's two float32 moments of the trainable parameters (FSDP: sharded)
+    weights      every parameter in float32 (FSDP: the frozen weights of the layers, and untied
+                 embeddings and head, sharded over the ranks, plus two layers gathered in bf16
+                 for compute; the trainable parameters and the norms stay replicated)
+    gradients    float32, trainable parameters only (replicated in both modes)
+    optimizer    AdamW's two float32 moments of the trainable parameters (replicated)
     activations  what backward keeps of the layers it runs through (all of them while the
                  look-ahead vectors train, else the top trainable layers): about (8 d + 4 ffn)
                  values a token a layer, for the rank's share of the micro-batch and every
@@ -187,20 +188,24 @@ def tokens_per_device(config: TrainConfig, world_size: int) -> int:
     return rows * passes
 
 
+def shardable_params(shape: ModelShape, counts: ParameterCounts) -> int:
+    """What FSDP shards (distributed.shard_frozen_weights): every frozen weight of the decoder layers
+    (LoRA layers' base weights included) and untied embeddings and head; norms stay replicated."""
+    frozen = counts.total - counts.trainable
+    replicated_norms = shape.layers * 2 * shape.hidden + shape.hidden
+    tied_embeddings = shape.vocab * shape.hidden if shape.tied else 0
+    return max(0, frozen - replicated_norms - tied_embeddings)
+
+
 def estimate_memory(shape: ModelShape, counts: ParameterCounts, config: TrainConfig, world_size: int,
                     parallel: str, cuda: bool = True) -> MemoryEstimate:
     t = config.training
-    fsdp = parallel == "fsdp" and world_size > 1
     act_bytes = 2 if (cuda and t.bf16) else 4
-    layer_weights = shape.layers * shape.layer_params + (counts.trainable_in_layers if config.model.lora_rank else 0)
-    replicated = counts.total - layer_weights
-    if fsdp:
-        weights = 4 * (layer_weights / world_size + replicated) + 2 * 2 * shape.layer_params
-        sharded_trainable = counts.trainable_in_layers / world_size
-    else:
-        weights = 4 * counts.total
-        sharded_trainable = counts.trainable_in_layers
-    trainable_here = sharded_trainable + (counts.trainable - counts.trainable_in_layers)
+    weights = 4.0 * counts.total
+    if parallel == "fsdp" and world_size > 1:
+        sharded = shardable_params(shape, counts)
+        gathered = 2 * (2 if (cuda and t.bf16) else 4) * shape.layer_params  # a layer in use + the next prefetched
+        weights = 4.0 * (counts.total - sharded + sharded / world_size) + gathered
     tokens = tokens_per_device(config, world_size)
     per_token_layer = 8 * shape.hidden + 4 * shape.ffn
     if t.gradient_checkpointing:
@@ -210,7 +215,8 @@ def estimate_memory(shape: ModelShape, counts: ParameterCounts, config: TrainCon
     if t.distill_loss == "kl":  # student and teacher logits at the look-ahead positions, float32
         activations += 3 * 4 * math.ceil(t.batch_size / world_size) * config.model.lookahead_length * shape.vocab
     teacher = 0.0 if t.teacher_cache else 4.0 * shape.total_params
-    return MemoryEstimate(weights, 4 * trainable_here, 8 * trainable_here, activations, teacher)
+    # The trainable parameters are replicated in both modes: float32 gradients and AdamW's two moments.
+    return MemoryEstimate(weights, 4.0 * counts.trainable, 8.0 * counts.trainable, activations, teacher)
 
 
 def _gib(value: float) -> str:

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ..checkpoint import LORA_DIR, is_checkpoint, write_folder_atomically
+from ..choices import ParallelMode
 from ..errors import InstEmbError
 from ..losses import (
     instruction_retrieval_loss,
@@ -37,7 +38,6 @@ from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
 from .builders import build_data_folder
 from . import distributed
-from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
 from .continuation import (
     check_continuation,
     load_starting_adapter,
@@ -45,6 +45,7 @@ from .continuation import (
     starting_checkpoint,
     take_out_merged_lora,
 )
+from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
 from .lora import apply_lora, save_lora_adapter
 from .records import RecordFile, TrainingRecord, open_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
@@ -234,6 +235,16 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     # What the starting checkpoint adapted is written again even where this run leaves it alone.
     adapted += [n for n in (start.adapted_names if start else []) if n not in adapted]
     return TrainableParts(named, adapted, peft_model)
+
+
+def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
+    """Rank 0 writes checkpoints alone, so every tensor it writes must be whole on it: a tensor a
+    starting checkpoint adapted in a layer this run freezes (and FSDP shards) cannot be."""
+    params = dict(encoder.model.named_parameters())
+    sharded = [name for name in parts.adapted_names if distributed.is_sharded(parameter_for(params, name))]
+    if sharded:
+        raise InstEmbError(f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
+                           "this run freezes; train that layer too (model.trainable_top_layers) or use ddp.")
 
 
 def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
@@ -613,6 +624,10 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
     parts = make_trainable(encoder, config)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(encoder)
+    if t.parallel == ParallelMode.fsdp.value:
+        run_info["fsdp_sharded_parameters"] = distributed.shard_frozen_weights(
+            encoder.model, decoder_layers(encoder.model), env, device, t.bf16)
+        refuse_sharded_adapted_tensors(encoder, parts)
     optimizer, scheduler = build_optimizer(encoder, parts, config)
     data_info = {"train_file": str(train_file), "data_sha256": file_digest(train_file),
                  "records": len(records), "seed": t.seed, "examples_per_step": per_step}
@@ -639,6 +654,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
             optimizer.step()
             scheduler.step()
             done = step + 1
+            distributed.simulate_failure_if_asked(done, env)
             bar.update(task, completed=done, loss=f"{sums['loss']:.4f}")
             if metrics and (done % t.logging_steps == 0 or done == t.max_steps):
                 metrics.add({"step": done, **{k: round(v, 6) for k, v in sums.items()},
