@@ -192,13 +192,17 @@ class MicroBatchShard:
             return local
         return gather_rows(local if self.contributes else local[:0], self.env)
 
-    def gather_optional(self, local: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
-        """Like ``gather`` for extra rows that a rank may not have (hard negatives); None when no rank has any."""
+    def rows_of_pass(self, forward, items: list, anyone_has: bool, stand_in: list) -> torch.Tensor | None:
+        """``forward(items)`` for extra rows (hard negatives) gathered over the micro-batch; None when
+        no rank has any. Under data parallelism a rank without items still runs ``forward`` on a
+        stand-in and gathers none of its rows: FSDP's sharded layers gather their weights
+        collectively, so every rank must run the same passes."""
         if not self.env.enabled:
-            return local
-        rows = local if local is not None else like.new_zeros((0, *like.shape[1:]))
-        gathered = self.gather(rows)
-        return gathered if gathered.shape[0] else None
+            return forward(items) if items else None
+        if not anyone_has:
+            return None
+        rows = forward(items) if items else forward(stand_in)[:0]
+        return self.gather(rows)
 
     def global_mean(self, local_mean: torch.Tensor, local_weight: torch.Tensor) -> torch.Tensor:
         """This rank's share of a mean over the whole micro-batch: local mean x local weight / global

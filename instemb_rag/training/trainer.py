@@ -340,13 +340,17 @@ def _retrieval_term(encoder, records, query_pass: StudentPass, output_pass: Stud
     length = encoder.lookahead.length
     flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
     extra_outputs = [(text, None) for r in records for text in r.negative_outputs]
-    negative_queries = _student_forward(encoder, flipped, length).pooled(encoder) if flipped else None
-    negative_outputs = _student_forward(encoder, extra_outputs, length).pooled(encoder) if extra_outputs else None
-    queries = shard.gather(query_pass.pooled(encoder))
-    return instruction_retrieval_loss(queries, shard.gather(output_pass.pooled(encoder)), shared,
-                                      config.training.retrieval_temperature,
-                                      shard.gather_optional(negative_outputs, like=queries),
-                                      shard.gather_optional(negative_queries, like=queries))
+
+    def pooled(pairs):
+        return _student_forward(encoder, pairs, length).pooled(encoder)
+
+    stand_in = [(records[0].text, None)]
+    negative_queries = shard.rows_of_pass(pooled, flipped, any(r.negative_instruction for r in shard.batch_records),
+                                          stand_in)
+    negative_outputs = shard.rows_of_pass(pooled, extra_outputs, any(r.negative_outputs for r in shard.batch_records),
+                                          stand_in)
+    return instruction_retrieval_loss(shard.gather(query_pass.pooled(encoder)), shard.gather(output_pass.pooled(encoder)),
+                                      shared, config.training.retrieval_temperature, negative_outputs, negative_queries)
 
 
 def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig,
