@@ -217,19 +217,24 @@ class MicroBatchShard:
 
 # ---------------------------------------------------------------------------- gradients and weights
 def sum_gradients(params: Sequence[torch.nn.Parameter], env: DistributedEnv) -> None:
-    """All-reduce (sum) the gradients of the replicated trainable parameters as one flat buffer."""
+    """All-reduce (sum) the gradients of the replicated trainable parameters as one flat buffer.
+
+    A parameter no rank gave a gradient keeps None (AdamW then leaves it alone, as one process
+    would); one flag a parameter rides along in the buffer to tell."""
     if not env.enabled:
         return
     replicated = [p for p in params if not is_sharded(p)]
     if not replicated:
         return
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in replicated]
-    flat = torch.cat([g.reshape(-1).float() for g in grads])
+    flags = torch.tensor([float(p.grad is not None) for p in replicated], device=grads[0].device)
+    flat = torch.cat([g.reshape(-1).float() for g in grads] + [flags])
     dist.all_reduce(flat)
     offset = 0
-    for param, grad in zip(replicated, grads):
+    for index, (param, grad) in enumerate(zip(replicated, grads)):
         size = grad.numel()
-        param.grad = flat[offset : offset + size].view_as(param).to(param.dtype)
+        had_gradient = bool(flat[flat.numel() - len(replicated) + index] > 0)
+        param.grad = flat[offset : offset + size].view_as(param).to(param.dtype) if had_gradient else None
         offset += size
 
 

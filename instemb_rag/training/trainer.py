@@ -50,6 +50,7 @@ from .lora import apply_lora, save_lora_adapter
 from .records import RecordFile, TrainingRecord, open_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .teacher_cache import (
+    ShardTeacherCache,
     TeacherCache,
     TeacherTargets,
     autocast_for,
@@ -493,12 +494,14 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
             param.requires_grad_(False)
         return None, teacher
     key_fields = cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words)
-    if env.enabled:  # absent in one process, so single-process caches stay valid
-        key_fields["rank_shard"] = f"{env.rank}/{env.world_size}"
-    cache = TeacherCache(t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache", key_fields,
-                         len(records), length, encoder.dimension)
+    folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
     needed = sorted({i for step in range(t.max_steps) for batch in order.step(step)
                      for i in local_indices(batch, env)[0]})
+    if env.enabled:  # the rank's own records only; single-process caches keep their key and layout
+        cache = ShardTeacherCache(folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed,
+                                  length, encoder.dimension)
+    else:
+        cache = TeacherCache(folder, key_fields, len(records), length, encoder.dimension)
     encoder.eval()
     started = time.perf_counter()
     cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16,
