@@ -117,6 +117,7 @@ class RecordFile(Sequence[TrainingRecord]):
     needs is a micro-batch of them)."""
 
     def __init__(self, path: str | os.PathLike):
+        self._handle = None  # opened on the first read
         self.path = Path(path)
         self._offsets = array("q")
         self.groups: list[str | None] = []
@@ -125,7 +126,6 @@ class RecordFile(Sequence[TrainingRecord]):
             self._offsets.append(offset)
             self.groups.append(record.group)
             self.negative_carriers += bool(record.negative_instruction or record.negative_outputs)
-        self._handle = None
 
     def __len__(self) -> int:
         return len(self._offsets)

@@ -36,8 +36,8 @@ from ..losses import (
 )
 from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
-from .builders import build_data_folder
 from . import distributed
+from .builders import build_data_folder
 from .continuation import (
     check_continuation,
     load_starting_adapter,
@@ -650,7 +650,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
 
     encoder.train()
     # A resumed run's clock goes on from the last logged step, so elapsed_s is the run's total.
-    started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics and metrics.rows else 0.0)
+    started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics is not None and metrics.rows else 0.0)
     with _progress(t.show_progress and env.is_main) as bar:
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
@@ -663,7 +663,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
             done = step + 1
             distributed.simulate_failure_if_asked(done, env)
             bar.update(task, completed=done, loss=f"{sums['loss']:.4f}")
-            if metrics and (done % t.logging_steps == 0 or done == t.max_steps):
+            if metrics is not None and (done % t.logging_steps == 0 or done == t.max_steps):
                 metrics.add({"step": done, **{k: round(v, 6) for k, v in sums.items()},
                              "grad_norm": round(float(grad_norm), 4), "lr": scheduler.get_last_lr()[-1],
                              "input_tokens": tokens, "elapsed_s": round(time.perf_counter() - started, 2)})
