@@ -73,3 +73,24 @@ def test_dry_run_of_an_unknown_model_is_bad_input(tmp_path):
     (tmp_path / "m" / "config.json").write_text(json.dumps({"hidden_size": 8}))
     result = CliRunner().invoke(app, ["train", "--model", str(tmp_path / "m"), "--dry-run"])
     assert result.exit_code == 2 and "Llama-style" in result.output
+
+
+def test_gradient_checkpointing_changes_memory_not_the_result(tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from instemb_rag.training.records import TrainingRecord, write_records
+    from instemb_rag.training.trainer import train
+
+    words = "the tent is light and durable for a camp trip in cold rain".split()
+    write_records(tmp_path / "r.jsonl", [TrainingRecord(text=" ".join(words[i:i + 6]), instruction="what is it ?",
+                                                        output=" ".join(words[i + 1:i + 4])) for i in range(6)])
+    finals = {}
+    for checkpointing in (False, True):
+        run = tmp_path / f"run-{checkpointing}"
+        train(load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir), "training.max_steps": 2,
+                                        "data.train_file": str(tmp_path / "r.jsonl"), "training.output_dir": str(run),
+                                        "training.views": ["student_input", "teacher_input", "student_output"],
+                                        "training.gradient_checkpointing": checkpointing}))
+        finals[checkpointing] = load_file(str(run / "checkpoint-2" / "trainer_params.safetensors"))
+    for name, tensor in finals[False].items():
+        assert torch.allclose(tensor, finals[True][name], atol=1e-6), name
