@@ -49,5 +49,13 @@ class SteeringSplit(str, Enum):
     train = "train"
 
 
+class ParallelMode(str, Enum):
+    """``--parallel`` (under torchrun): ddp replicates the model on every rank; fsdp shards the
+    decoder layers (full shard, bf16 compute) for models that do not fit one device."""
+
+    ddp = "ddp"
+    fsdp = "fsdp"
+
+
 def values(enum_type: type[Enum]) -> tuple[str, ...]:
     return tuple(member.value for member in enum_type)

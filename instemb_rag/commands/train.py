@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..choices import PoolingMode
+from ..choices import ParallelMode, PoolingMode
 from .common import device_option, fail
 
 
@@ -21,25 +21,48 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
     set_: list[str] = typer.Option([], "--set", help="Any option as key=value (e.g. training.batch_size=4)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 only: int8 is for inference (index/query/eval)."),
+    parallel: Optional[ParallelMode] = typer.Option(None, "--parallel", help="Under torchrun: ddp (replicated, "
+                                                    "default) or fsdp (decoder layers sharded); overrides training.parallel."),
+    gradient_checkpointing: Optional[bool] = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
+                                                          help="Overrides training.gradient_checkpointing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print parameter counts, trainable share and memory per "
+                                 "device from the model's config.json (no weights loaded, nothing written); exit."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", min=1, help="Ranks --dry-run sizes for "
+                                             "(default: $WORLD_SIZE, else 1)."),
 ) -> None:
-    """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss)."""
+    """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss).
+
+    Runs unchanged under torchrun (multi-GPU, multi-node): see docs/training-at-scale.md."""
     from ..errors import InstEmbError
     from ..quantize import check_precision, refuse_training
     from ..training.args import load_config, parse_set_option
-    from ..training.trainer import train
 
     try:
         refuse_training(check_precision(precision))
         overrides = dict(parse_set_option(item) for item in set_)
         flags = {"training.output_dir": output_dir, "training.max_steps": max_steps,
-                 "data.train_file": train_file, "model.model_name_or_path": model, "training.device": device}
+                 "data.train_file": train_file, "model.model_name_or_path": model, "training.device": device,
+                 "training.parallel": parallel and parallel.value,
+                 "training.gradient_checkpointing": gradient_checkpointing}
         overrides.update({key: value for key, value in flags.items() if value is not None})
         if resume:
             overrides["training.resume"] = True
-        final = train(load_config(config, overrides))
+        train_config = load_config(config, overrides)
+        if dry_run:
+            from ..training.distributed import detect_env
+            from ..training.memory import dry_run_report
+
+            typer.echo(dry_run_report(train_config, world_size or detect_env().world_size))
+            return
+        from ..training.trainer import train
+
+        final = train(train_config)
     except InstEmbError as exc:
         fail(exc)
-    typer.echo(f"Final checkpoint: {final}")
+    from ..training.distributed import detect_env
+
+    if detect_env().is_main:  # under torchrun, one line for the run, not one a rank
+        typer.echo(f"Final checkpoint: {final}")
 
 
 def build_data_command(

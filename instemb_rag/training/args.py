@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..choices import ParallelMode, values
 from ..errors import InstEmbError
 
 VIEW_NAMES = ("student_input", "student_input_dropout", "teacher_input", "student_output")
@@ -41,6 +42,8 @@ class ModelArguments:
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+    # LoRA on every decoder layer instead of the top trainable_top_layers (with lora_rank > 0).
+    lora_all_layers: bool = False
 
 
 @dataclass
@@ -58,7 +61,9 @@ class DataArguments:
 class TrainingArguments:
     output_dir: str = "runs/instemb"
     max_steps: int = 100  # optimizer steps
-    batch_size: int = 8  # examples per micro-batch (the contrastive loss sees one micro-batch)
+    # Examples per micro-batch, all ranks together (the contrastive loss sees one micro-batch
+    # whole: under torchrun each rank runs batch_size / world_size of them and gathers the rest).
+    batch_size: int = 8
     gradient_accumulation_steps: int = 1
     learning_rate: float = 5e-5  # backbone parameters (full layers, norm or LoRA)
     lookahead_learning_rate: float = 1e-3  # the look-ahead vectors are new parameters
@@ -85,6 +90,12 @@ class TrainingArguments:
     seed: int = 42
     device: str = "auto"
     bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
+    # Recompute each decoder layer's activations in backward instead of keeping them (less memory,
+    # ~30 % more compute); see `instemb-rag train --dry-run` for the difference.
+    gradient_checkpointing: bool = False
+    # Under torchrun: "ddp" (replicated weights, gradients summed once a step) or "fsdp" (decoder
+    # layers sharded over the ranks, bf16 compute); choices.ParallelMode.
+    parallel: str = "ddp"
     logging_steps: int = 1
     save_steps: int = 50
     save_total_limit: int = 2
@@ -120,6 +131,8 @@ class TrainConfig:
              "nothing to train: set model.train_lookahead, trainable_top_layers or train_final_norm"),
             (m.trainable_top_layers >= 0, "model.trainable_top_layers must be >= 0"),
             (0 <= t.view_dropout < 1, "training.view_dropout must be in [0, 1)"),
+            (t.parallel in values(ParallelMode), f"training.parallel must be one of {list(values(ParallelMode))}"),
+            (not m.lora_all_layers or m.lora_rank > 0, "model.lora_all_layers needs model.lora_rank > 0"),
         ]
         for ok, message in checks:
             if not ok:

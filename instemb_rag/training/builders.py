@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Iterable
 
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..atomic import write_text_atomically
 from ..errors import InstEmbError
+from ..jsonl import jsonl_lines
 
 
 class RecordError(InstEmbError):
@@ -67,36 +70,86 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
-    """Read and validate a JSONL file; the first bad line raises RecordError with its number."""
-    path = Path(path)
+def _parse_record(raw: bytes, path: Path, number: int) -> TrainingRecord:
+    try:
+        parsed = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise RecordError(f"{path}, line {number}: not valid JSON ({detail}).") from exc
+    if not isinstance(parsed, dict):
+        raise RecordError(
+            f"{path}, line {number}: expected a JSON object with 'text', 'instruction', 'output', "
+            f"got {type(parsed).__name__}."
+        )
+    try:
+        return TrainingRecord.model_validate(parsed)
+    except ValidationError as exc:
+        raise RecordError(
+            f"{path}, line {number}: {_describe(exc)}. Each line needs 'text' and 'output' "
+            "(non-empty strings) and optionally 'instruction', 'source', 'negative_instruction', "
+            "'negative_outputs' (a list of strings) and 'group'."
+        ) from exc
+
+
+def _scan(path: Path) -> Iterator[tuple[int, int, TrainingRecord]]:
+    """(line number, byte offset, record) of every line, validated; the first bad line raises."""
     if not path.is_file():
         raise RecordError(f"Training file {path} not found. Build one with `instemb-rag build-data --out DIR`.")
-    records: list[TrainingRecord] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno}).") from exc
-            if not isinstance(raw, dict):
-                raise RecordError(
-                    f"{path}, line {number}: expected a JSON object with 'text', 'instruction', 'output', "
-                    f"got {type(raw).__name__}."
-                )
-            try:
-                records.append(TrainingRecord.model_validate(raw))
-            except ValidationError as exc:
-                raise RecordError(
-                    f"{path}, line {number}: {_describe(exc)}. Each line needs 'text' and 'output' "
-                    "(non-empty strings) and optionally 'instruction', 'source', 'negative_instruction', "
-                    "'negative_outputs' (a list of strings) and 'group'."
-                ) from exc
-    if not records:
+    found = False
+    for number, offset, raw in jsonl_lines(path, RecordError):
+        found = True
+        yield number, offset, _parse_record(raw, path, number)
+    if not found:
         raise RecordError(f"{path} holds no records.")
-    return records
+
+
+def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
+    """Read and validate a JSONL file; the first bad line raises RecordError with its number."""
+    return [record for _, _, record in _scan(Path(path))]
+
+
+class RecordFile(Sequence[TrainingRecord]):
+    """The records of a JSONL file, read from disk when indexed.
+
+    One streaming pass validates every line and keeps only each line's byte offset, its
+    ``group`` and whether it carries hard negatives, so a file of a million records costs a few
+    megabytes of memory; ``records[i]`` reads and parses line i again (what a training step
+    needs is a micro-batch of them)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self._handle = None  # opened on the first read
+        self.path = Path(path)
+        self._offsets = array("q")
+        self.groups: list[str | None] = []
+        self.negative_carriers = 0  # records with negative_instruction or negative_outputs
+        for _, offset, record in _scan(self.path):
+            self._offsets.append(offset)
+            self.groups.append(record.group)
+            self.negative_carriers += bool(record.negative_instruction or record.negative_outputs)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if self._handle is None:
+            self._handle = open(self.path, "rb")
+        self._handle.seek(self._offsets[index])
+        return _parse_record(self._handle.readline(), self.path, index + 1)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def open_records(path: str | os.PathLike) -> RecordFile:
+    """A validated, lazily read view of a training file (see RecordFile)."""
+    return RecordFile(path)
 
 
 def _as_json(record: TrainingRecord) -> dict:

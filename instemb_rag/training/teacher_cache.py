@@ -187,6 +187,61 @@ class TeacherCache:
         (self.folder / f"{self.key}.json").write_text(json.dumps(self.key_fields, indent=2))
 
 
+class _RecordsAt:
+    """records[ids[j]] as item j, so a TeacherCache of only some records can index them densely."""
+
+    def __init__(self, records: Sequence[TrainingRecord], ids: list[int]):
+        self.records, self.ids = records, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, row: int) -> TrainingRecord:
+        return self.records[self.ids[row]]
+
+
+@dataclass
+class MappedTargets:
+    """Targets stored for some records only; ``select`` takes record indices as TeacherTargets' does."""
+
+    stored: TeacherTargets
+    row_of: dict[int, int]
+
+    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> TeacherTargets:
+        return self.stored.select([self.row_of[i] for i in indices], device)
+
+
+class ShardTeacherCache:
+    """The teacher targets of the records one rank runs (distributed training), one file a rank.
+
+    A rank needs about (steps x records a step / ranks) records, not the whole file, so only
+    those rows are stored: an 8B run's cache stays a few GB a rank instead of N x L x d floats.
+    The key adds the record ids, so a run over other steps (or another world size) gets its own
+    file, and the same run (a resumed one) reuses it."""
+
+    def __init__(self, folder: str | os.PathLike, key_fields: dict, record_ids: Sequence[int],
+                 lookahead_length: int, dim: int):
+        self.record_ids = sorted(set(record_ids))
+        ids_digest = hashlib.sha256(json.dumps(self.record_ids).encode()).hexdigest()[:16]
+        self._cache = TeacherCache(folder, {**key_fields, "record_ids_sha256": ids_digest}, len(self.record_ids),
+                                   lookahead_length, dim)
+        self.path = self._cache.path
+        self.targets = MappedTargets(self._cache.targets, {r: j for j, r in enumerate(self.record_ids)})
+
+    @property
+    def computed_last(self) -> int:
+        return self._cache.computed_last
+
+    def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int], **options) -> MappedTargets:
+        missing = set(indices) - set(self.record_ids)
+        if missing:
+            raise ValueError(f"records {sorted(missing)[:3]} are not in this rank's shard")
+        stored = self._cache.ensure(encoder, _RecordsAt(records, self.record_ids), range(len(self.record_ids)),
+                                    **options)
+        self.targets = MappedTargets(stored, self.targets.row_of)
+        return self.targets
+
+
 @contextmanager
 def _progress(enabled: bool, total: int):
     """A rich progress bar over the records to compute: yields (bar, task)."""

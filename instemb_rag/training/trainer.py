@@ -26,6 +26,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import is_checkpoint
+from ..choices import ParallelMode
 from ..errors import InstEmbError
 from ..losses import (
     instruction_retrieval_loss,
@@ -33,14 +34,17 @@ from ..losses import (
     mse_distillation_loss,
     multiview_supcon_loss,
 )
-from ..models.lora import apply_lora
+from ..models.lora import apply_lora, plain_parameters
 from ..models.pooling import anchor_positions, last_valid_positions
 from .args import TrainConfig
+from . import distributed
 from .builders import build_data_folder
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
-from .records import TrainingRecord, read_records
+from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
+from .records import RecordFile, TrainingRecord, open_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .teacher_cache import (
+    ShardTeacherCache,
     TeacherCache,
     TeacherTargets,
     autocast_for,
@@ -145,7 +149,7 @@ def load_student(config: TrainConfig, device: torch.device):
     if reference and is_checkpoint(reference):
         encoder = checkpoint.load(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
         start = starting_checkpoint(reference)
-        top = _top_layers(len(decoder_layers(encoder.model)), model_args.trainable_top_layers)
+        top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
         check_continuation(start, model_args.lora_rank, model_args.lora_alpha,
                            list(model_args.lora_target_modules), top)
         if encoder.lookahead.length != model_args.lookahead_length:
@@ -189,6 +193,18 @@ def _top_layers(layer_count: int, trainable_top_layers: int) -> list[int]:
     return list(range(max(0, layer_count - trainable_top_layers), layer_count))
 
 
+def _trained_layers(layer_count: int, model_args) -> list[int]:
+    """The decoder layers that train: the top ones, or every one for LoRA on all layers."""
+    if model_args.lora_all_layers and model_args.lora_rank > 0:
+        return list(range(layer_count))
+    return _top_layers(layer_count, model_args.trainable_top_layers)
+
+
+def enable_gradient_checkpointing(encoder) -> None:
+    """Recompute decoder layers in backward (non-reentrant, so frozen inputs need no requires_grad)."""
+    encoder.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     """Freeze the backbone, then open the top layers (fully or through LoRA) and the final norm."""
     model_args = config.model
@@ -196,7 +212,7 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     for param in model.parameters():
         param.requires_grad_(False)
     layer_count = len(decoder_layers(model))
-    top = _top_layers(layer_count, model_args.trainable_top_layers)
+    top = _trained_layers(layer_count, model_args)
     start = starting_checkpoint(model_args.model_name_or_path)
     peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
     if model_args.lora_rank > 0 and top:
@@ -223,6 +239,19 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     # What the starting checkpoint adapted is written again even where this run leaves it alone.
     adapted += [n for n in (start.adapted_names if start else []) if n not in adapted]
     return TrainableParts(named, adapted, peft_model)
+
+
+def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
+    """Rank 0 writes checkpoints alone, so every tensor it writes must be whole on it: a tensor a
+    starting checkpoint adapted in a layer this run freezes (and FSDP shards) cannot be."""
+    params = plain_parameters(encoder.model)
+    missing = [name for name in parts.adapted_names if name not in params]
+    if missing:
+        raise InstEmbError(f"The starting checkpoint adapted {missing[0]}, which this model lacks.")
+    sharded = [name for name in parts.adapted_names if distributed.is_sharded(params[name])]
+    if sharded:
+        raise InstEmbError(f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
+                           "this run freezes; train that layer too (model.trainable_top_layers) or use ddp.")
 
 
 def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
@@ -283,8 +312,10 @@ def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
 
 
 def _contrastive_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass | None,
-                      targets: TeacherTargets, shared: torch.Tensor, config: TrainConfig) -> torch.Tensor:
-    """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token."""
+                      targets: TeacherTargets, shared: torch.Tensor, config: TrainConfig,
+                      shard: MicroBatchShard) -> torch.Tensor:
+    """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token,
+    over the whole micro-batch (the views of every rank's slice, gathered)."""
     t = config.training
     length = encoder.lookahead.length
     views = []
@@ -298,24 +329,38 @@ def _contrastive_term(encoder, records, query_pass: StudentPass, output_pass: St
             views.append(targets.anchor)
         elif view == "student_output":
             views.append(output_pass.at_input_last())
-    return multiview_supcon_loss(torch.stack([v.float() for v in views], dim=1), t.temperature, shared=shared)
+    local_views = torch.stack([v.float() for v in views], dim=1)
+    return multiview_supcon_loss(shard.gather(local_views), t.temperature, shared=shared)
 
 
 def _retrieval_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass,
-                    shared: torch.Tensor, config: TrainConfig) -> torch.Tensor:
+                    shared: torch.Tensor, config: TrainConfig, shard: MicroBatchShard) -> torch.Tensor:
     """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)."""
     length = encoder.lookahead.length
     flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
     extra_outputs = [(text, None) for r in records for text in r.negative_outputs]
-    negative_queries = _student_forward(encoder, flipped, length).pooled(encoder) if flipped else None
-    negative_outputs = _student_forward(encoder, extra_outputs, length).pooled(encoder) if extra_outputs else None
-    return instruction_retrieval_loss(query_pass.pooled(encoder), output_pass.pooled(encoder), shared,
-                                      config.training.retrieval_temperature, negative_outputs, negative_queries)
+
+    def pooled(pairs):
+        return _student_forward(encoder, pairs, length).pooled(encoder)
+
+    stand_in = [(records[0].text, None)]
+    negative_queries = shard.rows_of_pass(pooled, flipped, any(r.negative_instruction for r in shard.batch_records),
+                                          stand_in)
+    negative_outputs = shard.rows_of_pass(pooled, extra_outputs, any(r.negative_outputs for r in shard.batch_records),
+                                          stand_in)
+    return instruction_retrieval_loss(shard.gather(query_pass.pooled(encoder)), shard.gather(output_pass.pooled(encoder)),
+                                      shared, config.training.retrieval_temperature, negative_outputs, negative_queries)
 
 
-def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig) -> dict:
-    """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms."""
+def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig,
+                   shard: MicroBatchShard | None = None) -> dict:
+    """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms.
+
+    Under data parallelism ``records`` are this rank's slice of ``shard.batch_records``: the
+    contrastive and retrieval terms are the micro-batch's (gathered views), the distillation
+    term is this rank's share of the micro-batch mean (distributed.py)."""
     t = config.training
+    shard = shard or MicroBatchShard.whole(records)
     length = encoder.lookahead.length
     query_pass = _student_forward(encoder, [(r.text, r.instruction) for r in records], length)
     rows = torch.arange(query_pass.hidden.shape[0], device=query_pass.hidden.device)
@@ -325,22 +370,22 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
     # the SupCon output view (InputLast of y) and the pooled document embedding.
     needs_outputs = t.retrieval_weight > 0 or (t.contrastive_weight > 0 and "student_output" in t.views)
     output_pass = _student_forward(encoder, [(r.output, None) for r in records], length) if needs_outputs else None
-    shared = shared_targets(records, query_pass.hidden.device)
+    shared = shared_targets(shard.batch_records, query_pass.hidden.device)
     terms: dict[str, torch.Tensor] = {}
     if t.distill_weight > 0:
         if t.distill_loss == "kl":
             head = encoder.model.get_output_embeddings()
             with torch.no_grad():
                 teacher_logits = head(targets.lookahead.to(student_lookahead.dtype))
-            terms["distill"] = kl_distillation_loss(head(student_lookahead), teacher_logits, targets.mask,
-                                                    t.kl_temperature)
+            distill = kl_distillation_loss(head(student_lookahead), teacher_logits, targets.mask, t.kl_temperature)
         else:
-            terms["distill"] = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask,
-                                                     t.mse_normalize_by_dim)
+            distill = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask, t.mse_normalize_by_dim)
+        terms["distill"] = shard.global_mean(distill, targets.mask.sum())
     if t.contrastive_weight > 0:
-        terms["contrastive"] = _contrastive_term(encoder, records, query_pass, output_pass, targets, shared, config)
+        terms["contrastive"] = _contrastive_term(encoder, records, query_pass, output_pass, targets, shared, config,
+                                                 shard)
     if t.retrieval_weight > 0:
-        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config)
+        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config, shard)
     total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()),
                 torch.zeros((), device=query_pass.hidden.device))
     return {"loss": total, **terms}
@@ -420,9 +465,13 @@ def _progress(enabled: bool):
     return counting_progress("training", TextColumn("loss {task.fields[loss]}"), enabled=enabled)
 
 
-def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, order: DataOrder, run_info: dict):
+def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, order: DataOrder, run_info: dict,
+                    env: DistributedEnv = SINGLE_PROCESS):
     """(cache, None) with every target the run will need computed up front, or, without the
-    cache, (None, a frozen copy of the initial model) to run at every step."""
+    cache, (None, a frozen copy of the initial model) to run at every step.
+
+    Under data parallelism each rank computes and caches the targets of its own slices only
+    (one cache file per rank and world size), so the teacher pass is split over the ranks too."""
     t = config.training
     length = encoder.lookahead.length
     if not t.teacher_cache:
@@ -430,16 +479,19 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
         for param in teacher.parameters():
             param.requires_grad_(False)
         return None, teacher
-    cache = TeacherCache(
-        t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache",
-        cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words),
-        len(records), length, encoder.dimension,
-    )
-    needed = sorted({i for step in range(t.max_steps) for batch in order.step(step) for i in batch})
+    key_fields = cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words)
+    folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
+    needed = sorted({i for step in range(t.max_steps) for batch in order.step(step)
+                     for i in local_indices(batch, env)[0]})
+    if env.enabled:  # the rank's own records only; single-process caches keep their key and layout
+        cache = ShardTeacherCache(folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed,
+                                  length, encoder.dimension)
+    else:
+        cache = TeacherCache(folder, key_fields, len(records), length, encoder.dimension)
     encoder.eval()
     started = time.perf_counter()
-    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16, show_progress=t.show_progress,
-                 strip_stopwords=t.distill_content_words)
+    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16,
+                 show_progress=t.show_progress and env.is_main, strip_stopwords=t.distill_content_words)
     run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
                                  "seconds": round(time.perf_counter() - started, 2)}
     return cache, None
@@ -468,32 +520,58 @@ def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler
     return int(state["step"])
 
 
-def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int]], cache, teacher) -> tuple[dict, int]:
-    """Forward/backward over the micro-batches of one optimizer step; returns mean terms and input tokens."""
+# Terms whose per-rank values are shares of the micro-batch's value (summed over ranks to report it);
+# the others are computed from gathered tensors and are the same on every rank.
+RANK_SHARED_TERMS = ("distill",)
+
+
+def _reported_terms(terms: dict, config: TrainConfig, env: DistributedEnv, device) -> dict[str, float]:
+    """The micro-batch's loss terms as one process would compute them."""
+    reported = {name: (sum_over_ranks(value.detach(), env, device) if name in RANK_SHARED_TERMS
+                       else float(value.detach()))
+                for name, value in terms.items() if name != "loss"}
+    if env.enabled:
+        loss = sum(getattr(config.training, f"{name}_weight") * value for name, value in reported.items())
+    else:
+        loss = float(terms["loss"].detach())
+    return {"loss": loss, **reported}
+
+
+def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int]], cache, teacher,
+             env: DistributedEnv = SINGLE_PROCESS) -> tuple[dict, int]:
+    """Forward/backward over the micro-batches of one optimizer step (this rank's slice of each);
+    returns the mean terms and input tokens of the whole step."""
     t = config.training
     length = encoder.lookahead.length
     sums: dict[str, float] = {}
     tokens = 0
     for chunk in micro_batches:
-        chunk_records = [records[i] for i in chunk]
+        local, contributes = local_indices(chunk, env)
+        chunk_records = [records[i] for i in local]
+        shard = MicroBatchShard([records[i] for i in chunk] if env.enabled else chunk_records, chunk_records,
+                                contributes, env)
         if cache is not None:
-            targets = cache.targets.select(chunk, encoder.device)
+            targets = cache.targets.select(local, encoder.device)
         else:
             targets = compute_teacher_targets(teacher, chunk_records, length, t.batch_size, t.bf16,
                                               t.distill_content_words)
-            targets = targets.select(range(len(chunk)), encoder.device)
+            targets = targets.select(range(len(local)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
-            terms = compute_losses(encoder, chunk_records, targets, config)
-        (terms["loss"] / len(micro_batches)).backward()
-        for name, value in terms.items():
-            sums[name] = sums.get(name, 0.0) + float(value.detach()) / len(micro_batches)
-        tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
-    return sums, tokens
+            terms = compute_losses(encoder, chunk_records, targets, config, shard)
+        if terms["loss"].requires_grad:  # a rank the micro-batch did not reach may hold no graph
+            (terms["loss"] / len(micro_batches)).backward()
+        for name, value in _reported_terms(terms, config, env, encoder.device).items():
+            sums[name] = sums.get(name, 0.0) + value / len(micro_batches)
+        if contributes:
+            tokens += sum(len(encoder.build_ids(r.text, r.instruction, length)) for r in chunk_records)
+    return sums, int(sum_over_ranks(tokens, env, encoder.device))
 
 
-def check_hard_negatives_have_a_loss(records: list[TrainingRecord], config: TrainConfig, train_file: Path) -> None:
+def check_hard_negatives_have_a_loss(records: RecordFile | list[TrainingRecord], config: TrainConfig,
+                                     train_file: Path) -> None:
     """Hard negatives act through the retrieval term only; refuse to drop them silently."""
-    carrying = sum(1 for r in records if r.negative_instruction or r.negative_outputs)
+    carrying = (records.negative_carriers if isinstance(records, RecordFile)
+                else sum(1 for r in records if r.negative_instruction or r.negative_outputs))
     if carrying and config.training.retrieval_weight <= 0:
         raise InstEmbError(
             f"{train_file}: {carrying} records carry negative_instruction or negative_outputs, which only the "
@@ -503,63 +581,90 @@ def check_hard_negatives_have_a_loss(records: list[TrainingRecord], config: Trai
 
 
 def train(config: TrainConfig) -> Path:
-    """Train and return the final checkpoint folder (``<output_dir>/final``)."""
-    from ..encoder import resolve_device
+    """Train and return the final checkpoint folder (``<output_dir>/final``).
 
+    Launched by torchrun (RANK/WORLD_SIZE set), every rank runs this; see distributed.py."""
     config.validate()
+    env, device, owns_group = distributed.start(config.training.device)
+    try:
+        final = _train(config, env, device)
+        distributed.barrier(env)  # rank 0 may still be writing the final checkpoint
+        return final
+    finally:
+        if owns_group:
+            distributed.finish(env)
+
+
+def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Path:
     t = config.training
     output_dir = Path(t.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(t.device)
+    distributed.check_batch_fits(t.batch_size, env)
     torch.manual_seed(t.seed)
 
+    if env.is_main:  # only rank 0 builds the records; the others read them once it is done
+        resolve_train_file(config)
+    distributed.barrier(env)
     train_file = resolve_train_file(config)
-    records = read_records(train_file)
+    records = open_records(train_file)  # streamed: validated in one pass, read again by index
     check_hard_negatives_have_a_loss(records, config, train_file)
     per_step = t.batch_size * t.gradient_accumulation_steps
-    order = DataOrder([r.group for r in records], t.batch_size, t.gradient_accumulation_steps, t.seed)
+    order = DataOrder(records.groups, t.batch_size, t.gradient_accumulation_steps, t.seed)
     encoder = load_student(config, device)
-    run_info: dict = {"device": str(device), "records": len(records)}
-    cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info)
+    run_info: dict = {"device": str(device), "records": len(records), "world_size": env.world_size}
+    cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info, env)
 
     parts = make_trainable(encoder, config)
+    if t.gradient_checkpointing:
+        enable_gradient_checkpointing(encoder)
+    if t.parallel == ParallelMode.fsdp.value:
+        run_info["fsdp_sharded_parameters"] = distributed.shard_frozen_weights(
+            encoder.model, decoder_layers(encoder.model), env, device, t.bf16)
+        refuse_sharded_adapted_tensors(encoder, parts)
     optimizer, scheduler = build_optimizer(encoder, parts, config)
     data_info = {"train_file": str(train_file), "data_sha256": file_digest(train_file),
                  "records": len(records), "seed": t.seed, "examples_per_step": per_step}
     start_step = resume_step(config, parts, optimizer, scheduler, data_info)
-    metrics = MetricsLog(output_dir, start_step)
-    (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    write_run_info(output_dir / "run_info.json", run_info, resumed_at=start_step)
+    distributed.barrier(env)  # every rank has read the checkpoint before rank 0 writes new ones
+    distributed.broadcast_from_main(list(parts.named.values()), env)
+    distributed.reseed_for_rank(t.seed, start_step, env)
+    metrics = MetricsLog(output_dir, start_step) if env.is_main else None
+    if env.is_main:
+        (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        write_run_info(output_dir / "run_info.json", run_info, resumed_at=start_step)
     encoder.training_info = {"config": config.to_dict(), "data": data_info}
 
     encoder.train()
     # A resumed run's clock goes on from the last logged step, so elapsed_s is the run's total.
-    started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics.rows else 0.0)
-    with _progress(t.show_progress) as bar:
+    started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics is not None and metrics.rows else 0.0)
+    with _progress(t.show_progress and env.is_main) as bar:
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
             optimizer.zero_grad(set_to_none=True)
-            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher)
+            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher, env)
+            distributed.sum_gradients(list(parts.named.values()), env)
             grad_norm = torch.nn.utils.clip_grad_norm_(list(parts.named.values()), t.max_grad_norm)
             optimizer.step()
             scheduler.step()
             done = step + 1
+            distributed.simulate_failure_if_asked(done, env)
             bar.update(task, completed=done, loss=f"{sums['loss']:.4f}")
-            if done % t.logging_steps == 0 or done == t.max_steps:
+            if metrics is not None and (done % t.logging_steps == 0 or done == t.max_steps):
                 metrics.add({"step": done, **{k: round(v, 6) for k, v in sums.items()},
                              "grad_norm": round(float(grad_norm), 4), "lr": scheduler.get_last_lr()[-1],
                              "input_tokens": tokens, "elapsed_s": round(time.perf_counter() - started, 2)})
-            if done % t.save_steps == 0 and done < t.max_steps:
+            if env.is_main and done % t.save_steps == 0 and done < t.max_steps:
                 save_checkpoint(output_dir / f"checkpoint-{done}", encoder, parts, config, optimizer, scheduler,
                                 {"step": done, **data_info})
                 prune_checkpoints(output_dir, t.save_total_limit)
                 metrics.plot()
     encoder.eval()
     encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
-    save_checkpoint(output_dir / f"checkpoint-{t.max_steps}", encoder, parts, config, optimizer, scheduler,
-                    {"step": t.max_steps, **data_info})
-    prune_checkpoints(output_dir, t.save_total_limit)
     final = output_dir / FINAL_DIR
-    save_checkpoint(final, encoder, parts, config)
-    metrics.plot()
+    if env.is_main:
+        save_checkpoint(output_dir / f"checkpoint-{t.max_steps}", encoder, parts, config, optimizer, scheduler,
+                        {"step": t.max_steps, **data_info})
+        prune_checkpoints(output_dir, t.save_total_limit)
+        save_checkpoint(final, encoder, parts, config)
+        metrics.plot()
     return final

@@ -98,3 +98,19 @@ def test_negative_instruction_round_trips_and_is_left_out_when_absent(tmp_path):
     assert "negative_instruction" in lines[0] and "negative_instruction" not in lines[1]
     loaded = read_records(path)
     assert loaded[0].negative_instruction == "refute it" and loaded[1].negative_instruction is None
+
+
+def test_record_file_streams_the_records_read_records_reads(tmp_path):
+    from instemb_rag.training.records import open_records
+
+    records = [TrainingRecord(text=f"text {i}", instruction="q" if i % 2 else None, output=f"out {i}",
+                              group=f"g{i // 3}" if i < 6 else None,
+                              negative_outputs=("other",) if i == 4 else ()) for i in range(9)]
+    write_records(tmp_path / "r.jsonl", records)
+    path = _write_lines(tmp_path / "spaced.jsonl", [line + "\n" for line in (tmp_path / "r.jsonl").read_text().splitlines()])
+    view = open_records(path)  # blank lines between records: offsets still land on each record
+    assert len(view) == 9 and list(view) == records == read_records(path)
+    assert view[-1] == records[-1] and view[2:4] == records[2:4]
+    assert view.groups == [r.group for r in records] and view.negative_carriers == 1
+    with pytest.raises(RecordError, match="line 2"):
+        open_records(_write_lines(tmp_path / "bad.jsonl", [GOOD, "{not json"]))
