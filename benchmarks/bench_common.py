@@ -87,7 +87,9 @@ def time_once(fn: Callable[[], object], device: str = "cpu") -> float:
     return time.perf_counter() - started
 
 
-def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, list[float]]:
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], repeats: int, device: str = "cpu"
+) -> dict[str, list[float]]:
     """Time several variants in alternation so that load from other processes on a shared
     machine hits them alike; ratios of the medians are then fair even when absolutes drift."""
     for fn in fns.values():  # warm-up: allocator, thread pool, lazy kernels
@@ -124,7 +126,7 @@ def matmul_peak_gflops(device: str = "cpu", quick: bool = False, dtype=None, siz
         right = torch.randn(size, size, device=device, dtype=dtype)
         flops = 2 * size**3
         repeats = max(3, int((1e9 if quick else 4e9) / flops))
-        best = min(time_once(lambda: torch.matmul(left, right), device) for _ in range(repeats))
+        best = min(time_once(lambda a=left, b=right: torch.matmul(a, b), device) for _ in range(repeats))
         results[str(size)] = flops / best / 1e9
     return {"peak_gflops": max(results.values()), "by_size_gflops": results}
 

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-
 from bench_common import (
     SHARED_DATA,
     apply_threads,
@@ -64,8 +63,12 @@ def forward_flops(encoder, length: int) -> float:
 def query_latency(encoder, repeats: int, device: str) -> dict:
     samples = interleaved_times({"q": lambda: encoder.encode_queries([QUERY], [INSTRUCTION])}, repeats, device)["q"]
     tokens = len(encoder.build_ids(QUERY, INSTRUCTION))
-    return {"p50_ms": 1000 * median(samples), "p90_ms": 1000 * percentile(samples, 90), "tokens": tokens,
-            "repeats": repeats}
+    return {
+        "p50_ms": 1000 * median(samples),
+        "p90_ms": 1000 * percentile(samples, 90),
+        "tokens": tokens,
+        "repeats": repeats,
+    }
 
 
 def document_throughput(encoder, documents: list[str], batch_sizes: list[int], repeats: int, device: str) -> dict:
@@ -74,10 +77,12 @@ def document_throughput(encoder, documents: list[str], batch_sizes: list[int], r
     flops = sum(forward_flops(encoder, n) for n in lengths)
     probe, probe_flops = gemm_probe(device)
     runs = {"gemm_probe": probe}
-    runs.update({
-        f"batch_{size}": (lambda size=size: encoder.encode_documents(documents, batch_size=size))
-        for size in batch_sizes
-    })
+    runs.update(
+        {
+            f"batch_{size}": (lambda size=size: encoder.encode_documents(documents, batch_size=size))
+            for size in batch_sizes
+        }
+    )
     samples = interleaved_times(runs, repeats, device)
     probe_times = samples.pop("gemm_probe")
     by_batch = {
@@ -113,10 +118,10 @@ def daap_cost(encoder, documents: list[str], repeats: int, device: str) -> dict:
     query = lambda view: view.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
     docs = lambda view: view.encode_documents(documents, batch_size=16)  # noqa: E731
     lookahead = min(8, encoder.lookahead.length)
-    query_times = interleaved_times({"daap": with_length(lookahead, query), "last": with_length(0, query)},
-                                    repeats * 3, device)
-    doc_times = interleaved_times({"daap": with_length(lookahead, docs), "last": with_length(0, docs)},
-                                  repeats, device)
+    query_times = interleaved_times(
+        {"daap": with_length(lookahead, query), "last": with_length(0, query)}, repeats * 3, device
+    )
+    doc_times = interleaved_times({"daap": with_length(lookahead, docs), "last": with_length(0, docs)}, repeats, device)
     return {
         "lookahead_length": lookahead,
         "query_ratio": median(query_times["daap"]) / median(query_times["last"]),
@@ -143,15 +148,26 @@ def int8_vs_fp32(encoder, documents: list[str], repeats: int, device: str, model
             started_cpu = time.process_time()
             work()
             cpu_seconds[name].append(time.process_time() - started_cpu)
+
         return run
 
-    query_times = interleaved_times({name: (lambda e=e: e.encode_queries([QUERY], [INSTRUCTION]))
-                                     for name, e in encoders.items()}, repeats * 3, device)
-    doc_times = interleaved_times({name: timed_cpu(f"{name}_documents",
-                                                   lambda e=e: e.encode_documents(documents, batch_size=8))
-                                   for name, e in encoders.items()}, repeats, device)
+    query_times = interleaved_times(
+        {name: (lambda e=e: e.encode_queries([QUERY], [INSTRUCTION])) for name, e in encoders.items()},
+        repeats * 3,
+        device,
+    )
+    doc_times = interleaved_times(
+        {
+            name: timed_cpu(f"{name}_documents", lambda e=e: e.encode_documents(documents, batch_size=8))
+            for name, e in encoders.items()
+        },
+        repeats,
+        device,
+    )
     cosines = (encoder.encode_documents(documents) * low.encode_documents(documents)).sum(axis=1)
-    query_cosine = float(encoder.encode_queries([QUERY], [INSTRUCTION])[0] @ low.encode_queries([QUERY], [INSTRUCTION])[0])
+    query_cosine = float(
+        encoder.encode_queries([QUERY], [INSTRUCTION])[0] @ low.encode_queries([QUERY], [INSTRUCTION])[0]
+    )
     tokens = sum(len(encoder.build_ids(doc, None)) for doc in documents)
     return {
         "query_speedup": median(query_times["fp32"]) / median(query_times["int8"]),
@@ -161,7 +177,8 @@ def int8_vs_fp32(encoder, documents: list[str], repeats: int, device: str, model
         "cosine_documents_min": float(cosines.min()),
         "cosine_documents_mean": float(cosines.mean()),
         "cosine_query": query_cosine,
-        "documents_speedup_cpu_time": median(cpu_seconds["fp32_documents"][1:]) / median(cpu_seconds["int8_documents"][1:]),
+        "documents_speedup_cpu_time": median(cpu_seconds["fp32_documents"][1:])
+        / median(cpu_seconds["int8_documents"][1:]),
         "int8_build_s": build_s,
         "quantization_report": getattr(low, "quantization_report", None),
         "documents": len(documents),
@@ -184,9 +201,17 @@ def main(argv: list[str] | None = None) -> dict:
     batch_sizes = [8] if args.quick else [1, 4, 16, 48]
     int8 = (lambda: int8_vs_fp32(encoder, documents[:8], repeats, device, args.model)) if device == "cpu" else None
     if args.only_int8:
-        return emit({"benchmark": "encoder_int8", "machine": machine_info(device), "threads": threads,
-                     "quick": args.quick, "documents_source": source,
-                     "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"}}, args.json_out)
+        return emit(
+            {
+                "benchmark": "encoder_int8",
+                "machine": machine_info(device),
+                "threads": threads,
+                "quick": args.quick,
+                "documents_source": source,
+                "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"},
+            },
+            args.json_out,
+        )
 
     peak_before = matmul_peak_gflops(device, quick=args.quick)
     throughput = document_throughput(encoder, documents, batch_sizes, repeats, device)

@@ -29,8 +29,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)
-    baseline = GenerateThenEmbed(encoder, GenerateThenEmbedArgs(max_new_tokens=args.new_tokens,
-                                                                batch_size=args.batch))
+    baseline = GenerateThenEmbed(encoder, GenerateThenEmbedArgs(max_new_tokens=args.new_tokens, batch_size=args.batch))
     texts, instructions = [TEXT] * args.batch, [INSTRUCTION] * args.batch
     repeats = 3 if args.quick else 10
     samples = interleaved_times(

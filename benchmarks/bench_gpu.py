@@ -20,14 +20,33 @@ from __future__ import annotations
 
 import os
 
-from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, matmul_peak_gflops, median, percentile
+from bench_common import (
+    apply_threads,
+    base_parser,
+    emit,
+    interleaved_times,
+    machine_info,
+    matmul_peak_gflops,
+    median,
+    percentile,
+)
 from bench_encoder import INSTRUCTION, QUERY, forward_flops, load_documents
 
 # Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, GFLOP/s.
 DATASHEET_BF16_GFLOPS = {
-    "H100 PCIe": 756_000, "H100 NVL": 835_000, "H100": 989_000, "H200": 989_000, "GH200": 989_000,
-    "A100": 312_000, "L40S": 362_000, "L40": 181_000, "L4": 121_000, "A10G": 70_000, "A10": 125_000,
-    "RTX 4090": 165_000, "B200": 2_250_000,
+    "H100 PCIe": 756_000,
+    "H100 NVL": 835_000,
+    "H100": 989_000,
+    "H200": 989_000,
+    "GH200": 989_000,
+    "A100": 312_000,
+    "L40S": 362_000,
+    "L40": 181_000,
+    "L4": 121_000,
+    "A10G": 70_000,
+    "A10": 125_000,
+    "RTX 4090": 165_000,
+    "B200": 2_250_000,
 }
 
 
@@ -44,21 +63,33 @@ def datasheet_peak(gpu_name: str | None) -> tuple[str | None, float | None]:
 
 def query_latency(encoder, repeats: int, device: str) -> dict:
     samples = interleaved_times({"q": lambda: encoder.encode_queries([QUERY], [INSTRUCTION])}, repeats, device)["q"]
-    return {"p50_ms": 1000 * median(samples), "p99_ms": 1000 * percentile(samples, 99), "repeats": repeats,
-            "tokens": len(encoder.build_ids(QUERY, INSTRUCTION))}
+    return {
+        "p50_ms": 1000 * median(samples),
+        "p99_ms": 1000 * percentile(samples, 99),
+        "repeats": repeats,
+        "tokens": len(encoder.build_ids(QUERY, INSTRUCTION)),
+    }
 
 
 def document_throughput(encoder, documents: list[str], batch_sizes: list[int], repeats: int, device: str) -> dict:
     lengths = [len(encoder.build_ids(doc, None)) for doc in documents]
     tokens, flops = sum(lengths), sum(forward_flops(encoder, n) for n in lengths)
-    runs = {f"batch_{size}": (lambda size=size: encoder.encode_documents(documents, batch_size=size))
-            for size in batch_sizes}
+    runs = {
+        f"batch_{size}": (lambda size=size: encoder.encode_documents(documents, batch_size=size))
+        for size in batch_sizes
+    }
     samples = interleaved_times(runs, repeats, device)
     best = min(samples, key=lambda name: min(samples[name]))
     seconds = min(samples[best])
-    return {"documents": len(documents), "tokens": tokens, "mean_tokens_per_doc": tokens / len(documents),
-            "best_batch": best, "tokens_per_s": tokens / seconds, "model_gflops": flops / seconds / 1e9,
-            "by_batch_tokens_per_s": {name: tokens / median(times) for name, times in samples.items()}}
+    return {
+        "documents": len(documents),
+        "tokens": tokens,
+        "mean_tokens_per_doc": tokens / len(documents),
+        "best_batch": best,
+        "tokens_per_s": tokens / seconds,
+        "model_gflops": flops / seconds / 1e9,
+        "by_batch_tokens_per_s": {name: tokens / median(times) for name, times in samples.items()},
+    }
 
 
 def faiss_search(dimension: int, vectors: int, queries: int, device: str) -> dict:
@@ -98,8 +129,11 @@ def faiss_search(dimension: int, vectors: int, queries: int, device: str) -> dic
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", default=os.environ.get("INSTEMB_BENCH_MODEL") or None,
-                        help="checkpoint or HF folder (default: the shipped model; env INSTEMB_BENCH_MODEL)")
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("INSTEMB_BENCH_MODEL") or None,
+        help="checkpoint or HF folder (default: the shipped model; env INSTEMB_BENCH_MODEL)",
+    )
     args = parser.parse_args(argv)
     dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1"
     if not args.device.startswith("cuda") and not dry_run:
@@ -114,13 +148,20 @@ def main(argv: list[str] | None = None) -> dict:
     small = args.quick or dry_run
     documents, source = load_documents(8 if dry_run else (64 if args.quick else 256))
     machine = machine_info(device)
-    peak = matmul_peak_gflops(device, quick=small, dtype=torch.bfloat16 if device.startswith("cuda") else None,
-                              sizes=(256,) if dry_run else None)
+    peak = matmul_peak_gflops(
+        device,
+        quick=small,
+        dtype=torch.bfloat16 if device.startswith("cuda") else None,
+        sizes=(256,) if dry_run else None,
+    )
     throughput = document_throughput(encoder, documents, [8] if dry_run else [16, 64, 128], 2 if small else 5, device)
     throughput["fraction_of_measured_peak"] = throughput["model_gflops"] / peak["peak_gflops"]
     key, sheet = datasheet_peak(machine.get("gpu"))
-    throughput["datasheet_peak"] = {"gpu": key, "bf16_gflops": sheet,
-                                    "fraction": throughput["model_gflops"] / sheet if sheet else None}
+    throughput["datasheet_peak"] = {
+        "gpu": key,
+        "bf16_gflops": sheet,
+        "fraction": throughput["model_gflops"] / sheet if sheet else None,
+    }
     result = {
         "benchmark": "gpu",
         "dry_run": dry_run,

@@ -51,7 +51,9 @@ def time_queries(encoder, catalog, queries: list[str], search) -> list[float]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (11,429 in all; default 1000, quick 300).")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="Abstracts to index (11,429 in all; default 1000, quick 300)."
+    )
     parser.add_argument("--queries", type=int, default=None, help="Queries timed per store (default 30, quick 15).")
     args = parser.parse_args(argv)
     limit = args.limit or (300 if args.quick else 1000)
@@ -61,10 +63,8 @@ def main(argv: list[str] | None = None) -> dict:
         return emit({"benchmark": "index", "skipped": f"{DATA} is absent (development data)"}, args.json_out)
 
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.index import Indexer, IndexOptions
-    from instemb_rag.index import faiss_store
+    from instemb_rag.index import Indexer, IndexOptions, StoreOptions, faiss_store
     from instemb_rag.index.catalog import Catalog
-    from instemb_rag.index import StoreOptions
     from instemb_rag.index.qdrant_store import QdrantStore
 
     encoder = InstEmbEncoder.from_pretrained(device=args.device)
@@ -107,11 +107,17 @@ def main(argv: list[str] | None = None) -> dict:
         "quick": args.quick,
         "corpus": {"documents": limit, "of": 11429, "chunks": report.chunks_total},
         "indexing": {"chunks_per_s": report.chunks_added / report.seconds, "seconds": report.seconds},
-        "query_latency_ms": {name: {"p50": percentile(values, 50), "p95": percentile(values, 95)}
-                             for name, values in latencies.items()},
+        "query_latency_ms": {
+            name: {"p50": percentile(values, 50), "p95": percentile(values, 95)} for name, values in latencies.items()
+        },
         "queries_timed": len(timed),
-        "hnsw": {"recall_at_10": float(np.mean(overlaps)), "queries": len(queries), "build_s": hnsw_build_s,
-                 "M": faiss_store.HNSW_NEIGHBOURS, "ef_search": faiss_store.HNSW_EF_SEARCH},
+        "hnsw": {
+            "recall_at_10": float(np.mean(overlaps)),
+            "queries": len(queries),
+            "build_s": hnsw_build_s,
+            "M": faiss_store.HNSW_NEIGHBOURS,
+            "ef_search": faiss_store.HNSW_EF_SEARCH,
+        },
     }
     return emit(result, args.json_out)
 

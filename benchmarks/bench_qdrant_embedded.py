@@ -78,7 +78,9 @@ def bench_edge(folder: Path, vectors, probes, sources) -> tuple[float, list[floa
     for number, probe in enumerate(probes):
         condition = edge.FieldCondition(key="source", match=edge.MatchValue(sources[number]))
         request = edge.QueryRequest(
-            limit=10, query=edge.Query.Nearest(probe.tolist()), filter=edge.Filter(must=[condition]),
+            limit=10,
+            query=edge.Query.Nearest(probe.tolist()),
+            filter=edge.Filter(must=[condition]),
             with_payload=True,
         )
         started = time.perf_counter()

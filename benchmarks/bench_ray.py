@@ -66,11 +66,18 @@ def run_once(encoder, docs: Path, index_dir: Path, batch_size: int, ray_options=
 
     clock = CommitClock()
     started = time.perf_counter()
-    report = Indexer(encoder, IndexOptions(index_dir=index_dir, batch_size=batch_size, ray=ray_options)).run(docs, clock)
+    report = Indexer(encoder, IndexOptions(index_dir=index_dir, batch_size=batch_size, ray=ray_options)).run(
+        docs, clock
+    )
     total = time.perf_counter() - started
     first_commit = clock.times[0][0] - started if clock.times else float("nan")
-    return {"chunks": report.chunks_added, "seconds": round(total, 1), "startup_s": round(first_commit, 1),
-            "chunks_per_s": round(clock.steady_rate(), 2), "end_to_end_chunks_per_s": round(report.chunks_added / total, 2)}
+    return {
+        "chunks": report.chunks_added,
+        "seconds": round(total, 1),
+        "startup_s": round(first_commit, 1),
+        "chunks_per_s": round(clock.steady_rate(), 2),
+        "end_to_end_chunks_per_s": round(report.chunks_added / total, 2),
+    }
 
 
 def driver_ceiling(dimension: int, chunks: int = 2000, chunks_per_file: int = 4) -> dict:
@@ -88,17 +95,28 @@ def driver_ceiling(dimension: int, chunks: int = 2000, chunks_per_file: int = 4)
         for first in range(0, chunks, chunks_per_file):
             group = [Chunk(n - first, f"chunk {n} " + "text " * 200, {}) for n in range(first, first + chunks_per_file)]
             source = f"file{first}.txt"
-            removed, added = catalog.replace_file(source, str(first), 1, group, vectors[first : first + chunks_per_file])
-            store.apply(removed, added, vectors[first : first + chunks_per_file],
-                        [{"source": source, "position": c.position} for c in group])
+            removed, added = catalog.replace_file(
+                source, str(first), 1, group, vectors[first : first + chunks_per_file]
+            )
+            store.apply(
+                removed,
+                added,
+                vectors[first : first + chunks_per_file],
+                [{"source": source, "position": c.position} for c in group],
+            )
             if first % 64 == 0:
                 store.sync()
         store.sync()
         seconds = time.perf_counter() - started
         store.close()
         catalog.close()
-    return {"chunks": chunks, "chunks_per_file": chunks_per_file, "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 1), "store": "embedded Qdrant + SQLite catalog (synchronous=FULL)"}
+    return {
+        "chunks": chunks,
+        "chunks_per_file": chunks_per_file,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 1),
+        "store": "embedded Qdrant + SQLite catalog (synchronous=FULL)",
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -112,16 +130,21 @@ def main(argv: list[str] | None = None) -> dict:
     if not DATA.is_dir():
         return emit({"skipped": f"{DATA} is absent"}, args.json_out)
     try:
-        from instemb_rag.index.distributed import RayOptions
         import ray  # noqa: F401
+
+        from instemb_rag.index.distributed import RayOptions
     except ImportError:
         return emit({"skipped": "ray is not installed: pip install 'instemb-rag[ray]'"}, args.json_out)
     from instemb_rag import InstEmbEncoder
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     kwargs = {"path": args.model, "device": args.device}
-    result: dict = {"machine": machine_info(args.device), "load_average_before": os.getloadavg(), "abstracts": limit,
-                    "batch_size": args.batch_size}
+    result: dict = {
+        "machine": machine_info(args.device),
+        "load_average_before": os.getloadavg(),
+        "abstracts": limit,
+        "batch_size": args.batch_size,
+    }
     with tempfile.TemporaryDirectory() as folder:
         docs = Path(folder) / "docs"
         write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), docs)
@@ -134,7 +157,9 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"== {name}", flush=True)
             result[name] = run_once(encoder, docs, Path(folder) / name, args.batch_size, ray_options)
             print(result[name], flush=True)
-    result["two_over_one_worker"] = round(result["ray_2_workers"]["chunks_per_s"] / result["ray_1_worker"]["chunks_per_s"], 2)
+    result["two_over_one_worker"] = round(
+        result["ray_2_workers"]["chunks_per_s"] / result["ray_1_worker"]["chunks_per_s"], 2
+    )
     result["driver_ceiling"] = driver_ceiling(encoder.dimension, chunks=400 if args.quick else 2000)
     result["load_average_after"] = os.getloadavg()
     return emit(result, args.json_out)

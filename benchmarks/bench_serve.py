@@ -61,9 +61,11 @@ def run_level(url: str, clients: int, requests: int) -> tuple[list[float], float
                     number = next(counter, None)
                 if number is None:
                     return
-                body = {"input": [QUERIES[number % len(QUERIES)]],
-                        "instruction": INSTRUCTIONS[(number + worker) % len(INSTRUCTIONS)],
-                        "input_type": "query"}
+                body = {
+                    "input": [QUERIES[number % len(QUERIES)]],
+                    "instruction": INSTRUCTIONS[(number + worker) % len(INSTRUCTIONS)],
+                    "input_type": "query",
+                }
                 started = time.perf_counter()
                 response = session.post("/v1/embeddings", json=body)
                 elapsed = time.perf_counter() - started
@@ -93,8 +95,15 @@ def batching_counters(url: str) -> tuple[int, int]:
     return stats["forward_batches"], stats["inputs_embedded"]
 
 
-def measure(model: str | None, device: str, clients: list[int], requests: int, rounds: int, workdir: Path,
-            threads: int | None = None) -> dict:
+def measure(
+    model: str | None,
+    device: str,
+    clients: list[int],
+    requests: int,
+    rounds: int,
+    workdir: Path,
+    threads: int | None = None,
+) -> dict:
     """Both servers up at once (an idle one costs no CPU); at each level the modes take turns,
     `rounds` times, so that load from other processes hits both alike."""
     import contextlib
@@ -107,13 +116,19 @@ def measure(model: str | None, device: str, clients: list[int], requests: int, r
     with contextlib.ExitStack() as stack:
         servers = {}
         for mode, extra in MODES.items():
-            args = ["--device", device, "--log-level", "warning", *extra] + (["--model", model] if model else []) + (
-                ["--threads", str(threads)] if threads else [])
+            args = (
+                ["--device", device, "--log-level", "warning", *extra]
+                + (["--model", model] if model else [])
+                + (["--threads", str(threads)] if threads else [])
+            )
             servers[mode] = stack.enter_context(start_server(args, workdir / f"{mode}.log", startup_timeout=1800))
             results[mode]["server_args"] = args
             for _ in range(3):  # warm-up: first forward passes, allocator
-                httpx.post(servers[mode].url + "/v1/embeddings", timeout=600,
-                           json={"input": [QUERIES[0]], "instruction": INSTRUCTIONS[0]}).raise_for_status()
+                httpx.post(
+                    servers[mode].url + "/v1/embeddings",
+                    timeout=600,
+                    json={"input": [QUERIES[0]], "instruction": INSTRUCTIONS[0]},
+                ).raise_for_status()
         for count in clients:
             per_round = max(count, (requests + 4 * count) // rounds)
             samples = {mode: ([], 0.0, 0, 0) for mode in MODES}
@@ -123,8 +138,12 @@ def measure(model: str | None, device: str, clients: list[int], requests: int, r
                     latencies, wall = run_level(server.url, count, per_round)
                     after_batches, after_inputs = batching_counters(server.url)
                     old = samples[mode]
-                    samples[mode] = (old[0] + latencies, old[1] + wall, old[2] + after_batches - batches,
-                                     old[3] + after_inputs - inputs)
+                    samples[mode] = (
+                        old[0] + latencies,
+                        old[1] + wall,
+                        old[2] + after_batches - batches,
+                        old[3] + after_inputs - inputs,
+                    )
             for mode, (latencies, wall, batches, inputs) in samples.items():
                 level = {
                     "clients": count,
@@ -136,8 +155,11 @@ def measure(model: str | None, device: str, clients: list[int], requests: int, r
                     "load_average_after": round(os.getloadavg()[0], 2),
                 }
                 results[mode]["levels"][str(count)] = level
-                print(f"{mode:12s} clients={count:3d}  p50 {level['p50_ms']:8.1f} ms  p99 {level['p99_ms']:8.1f} ms  "
-                      f"{level['requests_per_s']:6.2f} req/s  mean batch {level['mean_batch']:.1f}", file=sys.stderr)
+                print(
+                    f"{mode:12s} clients={count:3d}  p50 {level['p50_ms']:8.1f} ms  p99 {level['p99_ms']:8.1f} ms  "
+                    f"{level['requests_per_s']:6.2f} req/s  mean batch {level['mean_batch']:.1f}",
+                    file=sys.stderr,
+                )
         for mode, server in servers.items():
             health = httpx.get(server.url + "/health").json()
             results[mode]["model"], results[mode]["batching"] = health["model"], health["batching"]

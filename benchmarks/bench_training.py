@@ -32,8 +32,12 @@ def build_trainer_parts(args, train_file: Path):
     from instemb_rag.training.records import read_records
     from instemb_rag.training.trainer import build_optimizer, load_student, make_trainable
 
-    overrides = {"data.train_file": str(train_file), "training.batch_size": args.batch_size,
-                 "training.device": args.device, "training.max_steps": 1000}
+    overrides = {
+        "data.train_file": str(train_file),
+        "training.batch_size": args.batch_size,
+        "training.device": args.device,
+        "training.max_steps": 1000,
+    }
     if args.model:
         overrides["model.model_name_or_path"] = args.model
     if args.full_layers:
@@ -64,15 +68,18 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag.training.trainer import run_step
 
     out = PROJECT_ROOT / "runs" / "bench_training"
-    build_data_folder(out / "data", SHARED_DATA, ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"],
-                      max_per_set=50, seed=0)
+    build_data_folder(
+        out / "data", SHARED_DATA, ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"], max_per_set=50, seed=0
+    )
     config, encoder, teacher, records, optimizer = build_trainer_parts(args, out / "data" / "train.jsonl")
     length = encoder.lookahead.length
     batches = [list(range(i * args.batch_size, (i + 1) * args.batch_size)) for i in range(repeats + 1)]
     used = sorted({i for batch in batches for i in batch})
 
     started = time.perf_counter()
-    targets = compute_teacher_targets(teacher, [records[i] for i in used], length, args.batch_size, config.training.bf16)
+    targets = compute_teacher_targets(
+        teacher, [records[i] for i in used], length, args.batch_size, config.training.bf16
+    )
     teacher_s = time.perf_counter() - started
 
     class CachedTargets:  # the slice of a TeacherCache that run_step reads
@@ -90,13 +97,18 @@ def main(argv: list[str] | None = None) -> dict:
         _, tokens[mode] = run_step(encoder, config, records, [indices], cache if mode == "cached" else None, teacher)
         optimizer.step()
 
-    samples = interleaved_times({mode: (lambda m=mode: step(m)) for mode in ("cached", "uncached")}, repeats,
-                                str(encoder.device))
+    samples = interleaved_times(
+        {mode: (lambda m=mode: step(m)) for mode in ("cached", "uncached")}, repeats, str(encoder.device)
+    )
     results = {}
     for mode, times in samples.items():
         seconds = statistics.median(times)
-        results[mode] = {"seconds_per_step": round(seconds, 2), "examples_per_s": round(args.batch_size / seconds, 3),
-                         "input_tokens_per_s": round(tokens[mode] / seconds, 1), "samples_s": [round(t, 2) for t in times]}
+        results[mode] = {
+            "seconds_per_step": round(seconds, 2),
+            "examples_per_s": round(args.batch_size / seconds, 3),
+            "input_tokens_per_s": round(tokens[mode] / seconds, 1),
+            "samples_s": [round(t, 2) for t in times],
+        }
     result = {
         "benchmark": "training",
         "machine": machine_info(str(encoder.device)),

@@ -80,15 +80,32 @@ def encoder_rows(result: dict) -> list[tuple]:
     paired = docs.get("paired_fraction_of_gemm_median")
     return [
         ("Query + instruction latency, p50", f"{fmt(latency['p50_ms'], 1)} ms ({latency['tokens']} tokens)", "", ""),
-        ("Document throughput", f"{fmt(docs['tokens_per_s'], 0)} tokens/s ({docs['best_batch'].replace('_', ' ')}, "
-         f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)", "", ""),
-        ("Model FLOP rate / best fp32 matmul rate", f"{fmt(docs['model_gflops'], 1)} / {fmt(peak, 1)} GFLOP/s = "
-         f"{fmt(fraction)}", ">= 0.70", verdict(fraction, 0.7, True)),
+        (
+            "Document throughput",
+            f"{fmt(docs['tokens_per_s'], 0)} tokens/s ({docs['best_batch'].replace('_', ' ')}, "
+            f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)",
+            "",
+            "",
+        ),
+        (
+            "Model FLOP rate / best fp32 matmul rate",
+            f"{fmt(docs['model_gflops'], 1)} / {fmt(peak, 1)} GFLOP/s = {fmt(fraction)}",
+            ">= 0.70",
+            verdict(fraction, 0.7, True),
+        ),
         ("Same, paired per repetition with a GEMM burst (median)", fmt(paired), ">= 0.70", verdict(paired, 0.7, True)),
-        (f"DAAP L={daap['lookahead_length']} / last token L=0, one query", f"{fmt(daap['query_ratio'])}x", "<= 1.25x",
-         verdict(daap["query_ratio"], 1.25, False)),
-        (f"DAAP L={daap['lookahead_length']} / last token L=0, documents", f"{fmt(daap['documents_ratio'])}x",
-         "<= 1.25x", verdict(daap["documents_ratio"], 1.25, False)),
+        (
+            f"DAAP L={daap['lookahead_length']} / last token L=0, one query",
+            f"{fmt(daap['query_ratio'])}x",
+            "<= 1.25x",
+            verdict(daap["query_ratio"], 1.25, False),
+        ),
+        (
+            f"DAAP L={daap['lookahead_length']} / last token L=0, documents",
+            f"{fmt(daap['documents_ratio'])}x",
+            "<= 1.25x",
+            verdict(daap["documents_ratio"], 1.25, False),
+        ),
     ] + int8_rows(result)
 
 
@@ -97,16 +114,27 @@ def int8_rows(result: dict) -> list[tuple]:
     if not low or "skipped" in low:
         return []
     return [
-        ("precision=int8 speed-up over fp32, one query", f"{fmt(low['query_speedup'])}x "
-         f"({fmt(low['query_ms']['int8'], 1)} vs {fmt(low['query_ms']['fp32'], 1)} ms)", "", ""),
-        ("precision=int8 speed-up over fp32, documents (batch 8)", f"{fmt(low['documents_speedup'])}x "
-         f"({fmt(low['documents_tokens_per_s']['int8'], 0)} vs {fmt(low['documents_tokens_per_s']['fp32'], 0)} tokens/s"
-         + (f"; CPU time {fmt(low['documents_speedup_cpu_time'])}x" if "documents_speedup_cpu_time" in low else "")
-         + ")", "", ""),
-        ("precision=int8 cosine to fp32 (documents min / mean, query)",
-         f"{fmt(low['cosine_documents_min'], 4)} / {fmt(low['cosine_documents_mean'], 4)}, {fmt(low['cosine_query'], 4)}",
-         ">= 0.99",
-         verdict(min(low["cosine_documents_min"], low["cosine_query"]), 0.99, True)),
+        (
+            "precision=int8 speed-up over fp32, one query",
+            f"{fmt(low['query_speedup'])}x ({fmt(low['query_ms']['int8'], 1)} vs {fmt(low['query_ms']['fp32'], 1)} ms)",
+            "",
+            "",
+        ),
+        (
+            "precision=int8 speed-up over fp32, documents (batch 8)",
+            f"{fmt(low['documents_speedup'])}x "
+            f"({fmt(low['documents_tokens_per_s']['int8'], 0)} vs {fmt(low['documents_tokens_per_s']['fp32'], 0)} tokens/s"
+            + (f"; CPU time {fmt(low['documents_speedup_cpu_time'])}x" if "documents_speedup_cpu_time" in low else "")
+            + ")",
+            "",
+            "",
+        ),
+        (
+            "precision=int8 cosine to fp32 (documents min / mean, query)",
+            f"{fmt(low['cosine_documents_min'], 4)} / {fmt(low['cosine_documents_mean'], 4)}, {fmt(low['cosine_query'], 4)}",
+            ">= 0.99",
+            verdict(min(low["cosine_documents_min"], low["cosine_query"]), 0.99, True),
+        ),
     ]
 
 
@@ -114,11 +142,18 @@ def multi_rows(result: dict) -> list[tuple]:
     k, tokens = result["k"], result["tokens"]
     ratio, floor = result["ratio_shared_k_vs_k1"], result["token_ratio_shared_vs_k1"]
     return [
-        (f"K={k} instructions, shared prefix / K=1 (text {tokens['text']}, instr. ~{max(tokens['instruction'])} tokens)",
-         f"{fmt(ratio)}x (tokens run: {fmt(floor)}x)", f"<= 2.50x (token floor {fmt(floor)}x)",
-         verdict(ratio, 2.5, False)),
-        ("Same, against its token floor (time ratio / tokens-run ratio)", f"{fmt(ratio / floor)}x", "<= 1.00x",
-         verdict(ratio / floor, 1.0, False)),
+        (
+            f"K={k} instructions, shared prefix / K=1 (text {tokens['text']}, instr. ~{max(tokens['instruction'])} tokens)",
+            f"{fmt(ratio)}x (tokens run: {fmt(floor)}x)",
+            f"<= 2.50x (token floor {fmt(floor)}x)",
+            verdict(ratio, 2.5, False),
+        ),
+        (
+            "Same, against its token floor (time ratio / tokens-run ratio)",
+            f"{fmt(ratio / floor)}x",
+            "<= 1.00x",
+            verdict(ratio / floor, 1.0, False),
+        ),
         (f"K={k} instructions, plain batch / K=1", f"{fmt(result['ratio_plain_k_vs_k1'])}x", "", ""),
         ("Shared prefix speed-up over plain batch", f"{fmt(result['speedup_shared_vs_plain'])}x", "", ""),
     ]
@@ -126,9 +161,13 @@ def multi_rows(result: dict) -> list[tuple]:
 
 def generate_rows(result: dict) -> list[tuple]:
     return [
-        (f"Generate-then-embed ({result['new_tokens']} greedy tokens) / InstEmb, one query",
-         f"{fmt(result['ratio_generate_vs_instemb'], 1)}x ({fmt(result['ms']['generate_then_embed'], 0)} vs "
-         f"{fmt(result['ms']['instemb'], 0)} ms)", "", ""),
+        (
+            f"Generate-then-embed ({result['new_tokens']} greedy tokens) / InstEmb, one query",
+            f"{fmt(result['ratio_generate_vs_instemb'], 1)}x ({fmt(result['ms']['generate_then_embed'], 0)} vs "
+            f"{fmt(result['ms']['instemb'], 0)} ms)",
+            "",
+            "",
+        ),
     ]
 
 
@@ -150,15 +189,37 @@ def generic_rows(name: str, result: dict, limit: int = 10) -> list[tuple]:
 
 def index_rows(result: dict) -> list[tuple]:
     corpus, latency, hnsw = result["corpus"], result["query_latency_ms"], result["hnsw"]
-    names = {"faiss_flat": "FAISS exact", "faiss_hnsw": "FAISS HNSW", "qdrant_embedded": "Qdrant embedded (edge)",
-             "encode_only": "query encoding alone"}
-    rows = [(f"Indexing, Vaswani {corpus['documents']:,} of {corpus['of']:,} abstracts ({corpus['chunks']:,} chunks)",
-             f"{fmt(result['indexing']['chunks_per_s'])} chunks/s", "", "")]
-    rows += [(f"Query latency end to end, {names.get(name, name)} (top-10)",
-              f"p50 {fmt(value['p50'], 1)} ms, p95 {fmt(value['p95'], 1)} ms", "", "")
-             for name, value in latency.items()]
-    rows.append((f"HNSW recall@10 vs exact (M={hnsw['M']}, efSearch={hnsw['ef_search']}, {hnsw['queries']} queries)",
-                 fmt(hnsw["recall_at_10"], 3), "", ""))
+    names = {
+        "faiss_flat": "FAISS exact",
+        "faiss_hnsw": "FAISS HNSW",
+        "qdrant_embedded": "Qdrant embedded (edge)",
+        "encode_only": "query encoding alone",
+    }
+    rows = [
+        (
+            f"Indexing, Vaswani {corpus['documents']:,} of {corpus['of']:,} abstracts ({corpus['chunks']:,} chunks)",
+            f"{fmt(result['indexing']['chunks_per_s'])} chunks/s",
+            "",
+            "",
+        )
+    ]
+    rows += [
+        (
+            f"Query latency end to end, {names.get(name, name)} (top-10)",
+            f"p50 {fmt(value['p50'], 1)} ms, p95 {fmt(value['p95'], 1)} ms",
+            "",
+            "",
+        )
+        for name, value in latency.items()
+    ]
+    rows.append(
+        (
+            f"HNSW recall@10 vs exact (M={hnsw['M']}, efSearch={hnsw['ef_search']}, {hnsw['queries']} queries)",
+            fmt(hnsw["recall_at_10"], 3),
+            "",
+            "",
+        )
+    )
     return rows
 
 
@@ -166,23 +227,42 @@ def gpu_rows(result: dict) -> list[tuple]:
     latency, docs, search = result["query_latency"], result["document_throughput"], result["faiss"]
     dtype = result.get("dtype", "bf16")
     sheet = docs["datasheet_peak"]
-    against = (f"{fmt(docs['model_gflops'] / 1000, 1)} TFLOP/s = {fmt(docs['fraction_of_measured_peak'])} of the measured "
-               f"{result['matmul_peak']['dtype']} matmul peak ({fmt(result['matmul_peak']['peak_gflops'] / 1000, 1)} TFLOP/s)")
+    against = (
+        f"{fmt(docs['model_gflops'] / 1000, 1)} TFLOP/s = {fmt(docs['fraction_of_measured_peak'])} of the measured "
+        f"{result['matmul_peak']['dtype']} matmul peak ({fmt(result['matmul_peak']['peak_gflops'] / 1000, 1)} TFLOP/s)"
+    )
     if sheet.get("fraction") is not None:
         against += f", {fmt(sheet['fraction'], 3)} of the {sheet['gpu']} datasheet bf16 peak ({fmt(sheet['bf16_gflops'] / 1000, 0)} TFLOP/s)"
     if "gpu_queries_per_s" in search:
-        faiss_value = (f"{fmt(search['gpu_queries_per_s'], 0)} queries/s on the GPU vs {fmt(search['cpu_queries_per_s'], 0)} "
-                       f"on the CPU ({fmt(search['gpu_speedup'], 1)}x; top-10 agreement {fmt(search['top10_agreement'], 3)})")
+        faiss_value = (
+            f"{fmt(search['gpu_queries_per_s'], 0)} queries/s on the GPU vs {fmt(search['cpu_queries_per_s'], 0)} "
+            f"on the CPU ({fmt(search['gpu_speedup'], 1)}x; top-10 agreement {fmt(search['top10_agreement'], 3)})"
+        )
     else:
-        faiss_value = f"{fmt(search['cpu_queries_per_s'], 0)} queries/s on the CPU; {search.get('gpu', 'no GPU figure')}"
+        faiss_value = (
+            f"{fmt(search['cpu_queries_per_s'], 0)} queries/s on the CPU; {search.get('gpu', 'no GPU figure')}"
+        )
     prefix = "DRY RUN (CPU, tiny sizes): " if result.get("dry_run") else ""
     return [
-        (f"{prefix}Query + instruction latency, {dtype}, batch 1 ({latency['repeats']} runs)",
-         f"p50 {fmt(latency['p50_ms'], 1)} ms, p99 {fmt(latency['p99_ms'], 1)} ms ({latency['tokens']} tokens)", "", ""),
-        (f"{prefix}Document throughput, {dtype} ({docs['best_batch'].replace('_', ' ')}, "
-         f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)", f"{fmt(docs['tokens_per_s'], 0)} tokens/s; {against}", "", ""),
-        (f"{prefix}FAISS exact search, {search['vectors']:,} vectors, {search['queries']:,} queries, top-{search['k']}",
-         faiss_value, "", ""),
+        (
+            f"{prefix}Query + instruction latency, {dtype}, batch 1 ({latency['repeats']} runs)",
+            f"p50 {fmt(latency['p50_ms'], 1)} ms, p99 {fmt(latency['p99_ms'], 1)} ms ({latency['tokens']} tokens)",
+            "",
+            "",
+        ),
+        (
+            f"{prefix}Document throughput, {dtype} ({docs['best_batch'].replace('_', ' ')}, "
+            f"{fmt(docs['mean_tokens_per_doc'], 0)} tokens/doc)",
+            f"{fmt(docs['tokens_per_s'], 0)} tokens/s; {against}",
+            "",
+            "",
+        ),
+        (
+            f"{prefix}FAISS exact search, {search['vectors']:,} vectors, {search['queries']:,} queries, top-{search['k']}",
+            faiss_value,
+            "",
+            "",
+        ),
     ]
 
 
@@ -190,9 +270,13 @@ def training_rows(result: dict) -> list[tuple]:
     if "results" not in result:
         return generic_rows("training", result)
     rows = [
-        (f"Training, teacher {mode}: examples/s, input tokens/s",
-         f"{fmt(r['examples_per_s'], 3)}, {fmt(r['input_tokens_per_s'], 1)} "
-         f"(batch {r.get('batch_size', result.get('batch_size', '?'))})", "", "")
+        (
+            f"Training, teacher {mode}: examples/s, input tokens/s",
+            f"{fmt(r['examples_per_s'], 3)}, {fmt(r['input_tokens_per_s'], 1)} "
+            f"(batch {r.get('batch_size', result.get('batch_size', '?'))})",
+            "",
+            "",
+        )
         for mode, r in result["results"].items()
     ]
     rows.append(("Training speed-up from the teacher cache", f"{fmt(result['cached_speedup'])}x", "", ""))
@@ -204,16 +288,23 @@ def serve_rows(result: dict) -> list[tuple]:
     on, off = result["modes"]["batching"]["levels"], result["modes"]["no_batching"]["levels"]
     threads = result.get("server_threads", "torch default")
     load = result.get("load_average_before")
-    note = f"server threads {threads}" + (f", load avg {load} on {result.get('cores', '?')} cores before" if load is not None else "")
+    note = f"server threads {threads}" + (
+        f", load avg {load} on {result.get('cores', '?')} cores before" if load is not None else ""
+    )
     rows = []
     for clients in on:
         a, b = on[clients], off[clients]
-        rows.append((
-            f"Serve /v1/embeddings (1 query + instruction), {clients} concurrent client{'s' if clients != '1' else ''}: "
-            f"batching / none ({note})",
-            f"{fmt(a['requests_per_s'])} / {fmt(b['requests_per_s'])} req/s; p50 {fmt(a['p50_ms'], 0)} / "
-            f"{fmt(b['p50_ms'], 0)} ms; p99 {fmt(a['p99_ms'], 0)} / {fmt(b['p99_ms'], 0)} ms; "
-            f"mean batch {fmt(a['mean_batch'], 1)} ({a['requests']} requests each)", "", ""))
+        rows.append(
+            (
+                f"Serve /v1/embeddings (1 query + instruction), {clients} concurrent client{'s' if clients != '1' else ''}: "
+                f"batching / none ({note})",
+                f"{fmt(a['requests_per_s'])} / {fmt(b['requests_per_s'])} req/s; p50 {fmt(a['p50_ms'], 0)} / "
+                f"{fmt(b['p50_ms'], 0)} ms; p99 {fmt(a['p99_ms'], 0)} / {fmt(b['p99_ms'], 0)} ms; "
+                f"mean batch {fmt(a['mean_batch'], 1)} ({a['requests']} requests each)",
+                "",
+                "",
+            )
+        )
     return rows
 
 
@@ -243,8 +334,10 @@ def machine_line(results: dict) -> str:
     if machine is None:
         return "machine: unknown"
     gpu = f", GPU {machine['gpu']}" if machine.get("gpu") else ""
-    return (f"{machine['cpu']}, {machine['cores']} cores ({machine['torch_threads']} torch threads){gpu}; "
-            f"torch {machine['torch']}, transformers {machine['transformers']}; device {machine['device']}")
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores ({machine['torch_threads']} torch threads){gpu}; "
+        f"torch {machine['torch']}, transformers {machine['transformers']}; device {machine['device']}"
+    )
 
 
 def render_table(results: dict, quick: bool, command: str, section: str = "results") -> str:
@@ -288,12 +381,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*", choices=list(SCRIPTS), default=None)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per script")
     parser.add_argument("--no-readme", action="store_true", help="print the table, leave README.md alone")
-    parser.add_argument("--render-only", action="store_true",
-                        help="measure nothing: rebuild the README table from benchmarks/results.json")
-    parser.add_argument("--section", default=None,
-                        help="README markers to write between (default: results; gpu-results with --device cuda)")
-    parser.add_argument("--results-json", type=Path, default=None,
-                        help="raw figures file (default: results.json; results_cuda.json with --device cuda)")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="measure nothing: rebuild the README table from benchmarks/results.json",
+    )
+    parser.add_argument(
+        "--section",
+        default=None,
+        help="README markers to write between (default: results; gpu-results with --device cuda)",
+    )
+    parser.add_argument(
+        "--results-json",
+        type=Path,
+        default=None,
+        help="raw figures file (default: results.json; results_cuda.json with --device cuda)",
+    )
     args = parser.parse_args(argv)
     cuda = args.device.startswith("cuda")
     section = args.section or ("gpu-results" if cuda else "results")
@@ -306,8 +409,11 @@ def main(argv: list[str] | None = None) -> dict:
     names = args.only or [name for name in SCRIPTS if cuda or name not in GPU_ONLY]
     # Only figures from this run go into the table: no mixing with older runs.
     results = {name: run_script(name, args.quick, args.device, args.timeout) for name in names}
-    command = "python benchmarks/run.py" + (" --quick" if args.quick else "") + (
-        f" --device {args.device}" if args.device != "cpu" else "")
+    command = (
+        "python benchmarks/run.py"
+        + (" --quick" if args.quick else "")
+        + (f" --device {args.device}" if args.device != "cpu" else "")
+    )
     table = render_table(results, args.quick, command, section)
     print(table)
     if not args.no_readme:

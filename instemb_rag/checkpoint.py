@@ -20,7 +20,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-
 from typing import Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -210,14 +209,22 @@ def overlay_adapted(model, folder: Path) -> None:
     with torch.no_grad():
         for name, tensor in tensors.items():
             if own[name].shape != tensor.shape:
-                raise CheckpointError(f"{path}: tensor {name} has shape {tuple(tensor.shape)}, "
-                                      f"the base model expects {tuple(own[name].shape)}.")
+                raise CheckpointError(
+                    f"{path}: tensor {name} has shape {tuple(tensor.shape)}, "
+                    f"the base model expects {tuple(own[name].shape)}."
+                )
             own[name].copy_(tensor.to(own[name].dtype))
 
 
-def load(folder: str | os.PathLike, device: str = "auto", pooling: str | None = None,
-         lookahead_length: int | None = None, max_length: int | None = None, precision: str = "fp32",
-         merge_lora: bool = True):
+def load(
+    folder: str | os.PathLike,
+    device: str = "auto",
+    pooling: str | None = None,
+    lookahead_length: int | None = None,
+    max_length: int | None = None,
+    precision: str = "fp32",
+    merge_lora: bool = True,
+):
     """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
 
     The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
@@ -262,13 +269,24 @@ def load(folder: str | os.PathLike, device: str = "auto", pooling: str | None = 
         max_length=max_length or config.max_length,
         precision=precision,
     )
-    encoder = InstEmbEncoder(loaded, PromptTemplate(**config.template), lookahead, settings,
-                             training_info=config.training, trained_names=trained)
+    encoder = InstEmbEncoder(
+        loaded,
+        PromptTemplate(**config.template),
+        lookahead,
+        settings,
+        training_info=config.training,
+        trained_names=trained,
+    )
     return encoder.to(loaded.model.device)
 
 
-def save(encoder, folder: str | os.PathLike, trained: Iterable[str] | None = None, dtype=None,
-         also: Callable[[Path], None] | None = None) -> None:
+def save(
+    encoder,
+    folder: str | os.PathLike,
+    trained: Iterable[str] | None = None,
+    dtype=None,
+    also: Callable[[Path], None] | None = None,
+) -> None:
     """Write ``encoder`` as a checkpoint folder, atomically.
 
     ``trained``: the backbone tensors to store (default: the encoder's own ``trained_names``),

@@ -99,23 +99,32 @@ class InstEmbEncoder(nn.Module):
     def precision(self) -> str:
         return self.settings.precision
 
-    def with_options(self, pooling: str | None = None, lookahead_length: int | None = None,
-                     max_length: int | None = None) -> "InstEmbEncoder":
+    def with_options(
+        self, pooling: str | None = None, lookahead_length: int | None = None, max_length: int | None = None
+    ) -> InstEmbEncoder:
         """This encoder under other settings, sharing its weights (nothing is copied or loaded).
 
         It is a different encoder, with its own fingerprint: the one ``from_pretrained`` with
         these settings would give.
         """
-        settings = self.settings.with_changes(pooling=pooling, lookahead_length=lookahead_length,
-                                              max_length=max_length)
+        settings = self.settings.with_changes(pooling=pooling, lookahead_length=lookahead_length, max_length=max_length)
         if settings == self.settings:
             return self
         if self.precision != quantize.DEFAULT_PRECISION:
             # Its fingerprint would need the float weights, which quantization replaced.
-            raise InstEmbError(f"with_options is for fp32 encoders; load the checkpoint again with "
-                               f"precision='{self.precision}' and these settings instead.")
-        view = InstEmbEncoder(self.backbone, self.template, self.lookahead, settings, self.training_info,
-                              self.trained_names, _quantize=False)
+            raise InstEmbError(
+                f"with_options is for fp32 encoders; load the checkpoint again with "
+                f"precision='{self.precision}' and these settings instead."
+            )
+        view = InstEmbEncoder(
+            self.backbone,
+            self.template,
+            self.lookahead,
+            settings,
+            self.training_info,
+            self.trained_names,
+            _quantize=False,
+        )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
         return view
@@ -135,7 +144,7 @@ class InstEmbEncoder(nn.Module):
         device: str = "auto",
         init_text: str = DEFAULT_INIT_TEXT,
         precision: str = quantize.DEFAULT_PRECISION,
-    ) -> "InstEmbEncoder":
+    ) -> InstEmbEncoder:
         """An untrained encoder over any decoder: fresh look-ahead vectors, chosen pooling."""
         target = resolve_device(device)
         quantize.check_precision(precision, target)
@@ -151,7 +160,7 @@ class InstEmbEncoder(nn.Module):
         max_length: int = 512,
         init_text: str = DEFAULT_INIT_TEXT,
         precision: str = quantize.DEFAULT_PRECISION,
-    ) -> "InstEmbEncoder":
+    ) -> InstEmbEncoder:
         template = PromptTemplate.for_tokenizer(loaded.tokenizer)
         init_ids = loaded.tokenizer(init_text, add_special_tokens=False).input_ids
         lookahead = LookAheadTokens.from_token_embeddings(
@@ -170,7 +179,7 @@ class InstEmbEncoder(nn.Module):
         lookahead_length: int | None = None,
         max_length: int | None = None,
         precision: str = quantize.DEFAULT_PRECISION,
-    ) -> "InstEmbEncoder":
+    ) -> InstEmbEncoder:
         """Load a checkpoint folder, a Hugging Face model folder, or (None) the default.
 
         The default is the checkpoint shipped in the package when present, otherwise the
@@ -238,7 +247,7 @@ class InstEmbEncoder(nn.Module):
             self._fingerprint = digest.hexdigest()[:32]
         return self._fingerprint
 
-    def train(self, mode: bool = True) -> "InstEmbEncoder":
+    def train(self, mode: bool = True) -> InstEmbEncoder:
         if mode:
             quantize.refuse_training(self.precision, "trained")
         self._fingerprint = None  # training changes weights; the fingerprint is taken afresh after

@@ -19,7 +19,9 @@ def normalize_instruction(instruction: str | None) -> str | None:
     if instruction is None:
         return None
     if not isinstance(instruction, str):
-        raise InstEmbError(f"An instruction must be a string or None, not {type(instruction).__name__} ({instruction!r}).")
+        raise InstEmbError(
+            f"An instruction must be a string or None, not {type(instruction).__name__} ({instruction!r})."
+        )
     return instruction if instruction.strip() else None
 
 

@@ -21,14 +21,17 @@ def _parse_line(raw: bytes, path: Path, line_number: int, error_type: type[Excep
         record = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else "not UTF-8"
-        raise error_type(f"{path}:{line_number}: not valid JSON ({reason}); each line must be one JSON "
-                         "object.") from None
+        raise error_type(
+            f"{path}:{line_number}: not valid JSON ({reason}); each line must be one JSON object."
+        ) from None
     if not isinstance(record, dict):
         raise error_type(f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}.")
     return record
 
 
-def jsonl_lines(path: str | os.PathLike, error_type: type[Exception] = InstEmbError) -> Iterator[tuple[int, int, bytes]]:
+def jsonl_lines(
+    path: str | os.PathLike, error_type: type[Exception] = InstEmbError
+) -> Iterator[tuple[int, int, bytes]]:
     """Yield (line number, byte offset, raw line) for each non-blank line, streamed (for readers
     that word their own errors, such as the training records)."""
     path = Path(path)
@@ -42,8 +45,9 @@ def jsonl_lines(path: str | os.PathLike, error_type: type[Exception] = InstEmbEr
                 yield line_number, line_offset, raw
 
 
-def read_jsonl_with_offsets(path: str | os.PathLike,
-                            error_type: type[Exception] = InstEmbError) -> Iterator[tuple[int, int, dict]]:
+def read_jsonl_with_offsets(
+    path: str | os.PathLike, error_type: type[Exception] = InstEmbError
+) -> Iterator[tuple[int, int, dict]]:
     """Yield (line number, byte offset of the line, object) for each non-blank line of ``path``."""
     for line_number, offset, raw in jsonl_lines(path, error_type):
         yield line_number, offset, _parse_line(raw, Path(path), line_number, error_type)
@@ -59,16 +63,18 @@ def read_jsonl(path: str | os.PathLike, error_type: type[Exception] = InstEmbErr
         yield line_number, record
 
 
-def read_jsonl_at(handle: BinaryIO, offset: int, path: str | os.PathLike = "<jsonl>",
-                  error_type: type[Exception] = InstEmbError) -> dict:
+def read_jsonl_at(
+    handle: BinaryIO, offset: int, path: str | os.PathLike = "<jsonl>", error_type: type[Exception] = InstEmbError
+) -> dict:
     """The object on the line starting at ``offset`` of an open binary ``handle`` (an offset
     from ``read_jsonl_with_offsets``)."""
     handle.seek(offset)
     return _parse_line(handle.readline(), Path(path), 0, error_type)
 
 
-def read_jsonl_objects(path: str | os.PathLike, limit: int | None = None,
-                       error_type: type[Exception] = InstEmbError) -> list[dict]:
+def read_jsonl_objects(
+    path: str | os.PathLike, limit: int | None = None, error_type: type[Exception] = InstEmbError
+) -> list[dict]:
     """The objects of ``path`` (the first ``limit`` when given)."""
     rows = []
     for _, record in read_jsonl(path, error_type):

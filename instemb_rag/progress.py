@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import time
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 LOG_EVERY_S = 30.0
 
@@ -41,5 +49,12 @@ class LoggedProgress(Progress):
 
 def counting_progress(label: str, *extra: ProgressColumn, enabled: bool = True, **options) -> LoggedProgress:
     """label, bar, done/total, any extra columns, time remaining."""
-    return LoggedProgress(TextColumn(label), BarColumn(), MofNCompleteColumn(), *extra, TimeRemainingColumn(),
-                          disable=not enabled, **options)
+    return LoggedProgress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *extra,
+        TimeRemainingColumn(),
+        disable=not enabled,
+        **options,
+    )

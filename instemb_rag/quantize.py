@@ -56,23 +56,42 @@ CALIBRATION_TARGET = 0.995
 
 # Fixed calibration inputs: documents, queries and instructions of the kinds the encoder sees.
 CALIBRATION = (
-    ("The Ridgeline 2 tent weighs 1.9 kg and packs to 45 x 15 cm. Its fly is 70D ripstop nylon "
-     "with a 3000 mm coating, taped seams and aluminium poles rated for strong wind.", None),
+    (
+        "The Ridgeline 2 tent weighs 1.9 kg and packs to 45 x 15 cm. Its fly is 70D ripstop nylon "
+        "with a 3000 mm coating, taped seams and aluminium poles rated for strong wind.",
+        None,
+    ),
     ("Is this tent good for a long trip?", "focus on durability"),
-    ("Aspirin reduced the risk of myocardial infarction in patients with stable angina in a "
-     "randomised, placebo-controlled trial of 2,035 patients followed for four years.", None),
-    ("Does vitamin D supplementation prevent fractures in older adults?",
-     "Given a scientific claim, retrieve documents that support or refute the claim"),
-    ("what is the boiling point of water at high altitude",
-     "Given a web search query, retrieve relevant passages that answer the query"),
-    ("The stove burns isobutane canisters, boils a litre of water in 3.5 minutes and folds to "
-     "the size of a fist; in cold weather the flame drops unless the canister is kept warm.", None),
-    ("Measurements of the electron density in the ionosphere obtained by rocket-borne probes "
-     "are compared with values deduced from ground-based ionosonde records.", None),
+    (
+        "Aspirin reduced the risk of myocardial infarction in patients with stable angina in a "
+        "randomised, placebo-controlled trial of 2,035 patients followed for four years.",
+        None,
+    ),
+    (
+        "Does vitamin D supplementation prevent fractures in older adults?",
+        "Given a scientific claim, retrieve documents that support or refute the claim",
+    ),
+    (
+        "what is the boiling point of water at high altitude",
+        "Given a web search query, retrieve relevant passages that answer the query",
+    ),
+    (
+        "The stove burns isobutane canisters, boils a litre of water in 3.5 minutes and folds to "
+        "the size of a fist; in cold weather the flame drops unless the canister is kept warm.",
+        None,
+    ),
+    (
+        "Measurements of the electron density in the ionosphere obtained by rocket-borne probes "
+        "are compared with values deduced from ground-based ionosonde records.",
+        None,
+    ),
     ("A man is playing a guitar on stage.", "Retrieve semantically similar text"),
     ("Which backpack carries heavy loads comfortably?", "focus on the hip belt and frame"),
-    ("The patients who received the new drug did not show any improvement over placebo, "
-     "contradicting earlier reports of a strong effect.", "find evidence that contradicts the claim"),
+    (
+        "The patients who received the new drug did not show any improvement over placebo, "
+        "contradicting earlier reports of a strong effect.",
+        "find evidence that contradicts the claim",
+    ),
 )
 
 
@@ -116,9 +135,15 @@ def fingerprint_fields(precision: str) -> dict:
     existing fp32 indexes and caches stay as they were)."""
     if precision == DEFAULT_PRECISION:
         return {}
-    return {"precision": precision, "int8_recipe": RECIPE, "activation_scale": "per_token",
-            "activation_bits": activation_bits(), "smoothing_alpha": SMOOTHING_ALPHA,
-            "calibration_texts": len(CALIBRATION), "calibration_target": CALIBRATION_TARGET}
+    return {
+        "precision": precision,
+        "int8_recipe": RECIPE,
+        "activation_scale": "per_token",
+        "activation_bits": activation_bits(),
+        "smoothing_alpha": SMOOTHING_ALPHA,
+        "calibration_texts": len(CALIBRATION),
+        "calibration_target": CALIBRATION_TARGET,
+    }
 
 
 def refuse_training(precision: str, action: str = "trained") -> None:
@@ -147,6 +172,7 @@ def _linear_inputs_absmax(encoder, linears: dict[str, nn.Linear]) -> dict[str, t
         def hook(_module, args):
             values = args[0].detach().abs().reshape(-1, args[0].shape[-1]).amax(dim=0).float()
             maxima[name] = values if name not in maxima else torch.maximum(maxima[name], values)
+
         return hook
 
     handles = [module.register_forward_pre_hook(hook_for(name)) for name, module in linears.items()]
@@ -223,8 +249,10 @@ def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
 
 def _calibration_embeddings(encoder) -> torch.Tensor:
     with torch.inference_mode():
-        pooled = [encoder.forward(encoder.collate([encoder.build_ids(text, instruction)]))[0].float()
-                  for text, instruction in CALIBRATION]
+        pooled = [
+            encoder.forward(encoder.collate([encoder.build_ids(text, instruction)]))[0].float()
+            for text, instruction in CALIBRATION
+        ]
     return torch.nn.functional.normalize(torch.stack(pooled), dim=-1)
 
 
@@ -246,8 +274,9 @@ class Int8Linear(nn.Module):
         scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-8).double()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # quantized tensor constructors announce their deprecation
-            qweight = torch.quantize_per_channel(weight, scales, torch.zeros_like(scales, dtype=torch.long), 0,
-                                                 torch.qint8)
+            qweight = torch.quantize_per_channel(
+                weight, scales, torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8
+            )
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features

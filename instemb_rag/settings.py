@@ -29,10 +29,14 @@ class EncoderSettings:
         if self.max_length < 8:
             raise InstEmbError(f"max_length must be at least 8, not {self.max_length}.")
 
-    def with_changes(self, **changes) -> "EncoderSettings":
+    def with_changes(self, **changes) -> EncoderSettings:
         """A copy with the given settings changed; ``None`` means keep the current value."""
         return replace(self, **{key: value for key, value in changes.items() if value is not None})
 
     def get_config_dict(self) -> dict:
-        return {"pooling": self.pooling, "lookahead_length": self.lookahead_length,
-                "max_length": self.max_length, "precision": self.precision}
+        return {
+            "pooling": self.pooling,
+            "lookahead_length": self.lookahead_length,
+            "max_length": self.max_length,
+            "precision": self.precision,
+        }

@@ -28,9 +28,7 @@ def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2
     for word in WORDS + [w.capitalize() for w in WORDS] + [":", ",", "?", "!", "\n"]:
         vocab.setdefault(word, len(vocab))
     raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
-    )
+    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
     )
@@ -69,7 +67,9 @@ def shared_data_or_skip(name: str) -> Path:
 
     folder = shared_data_dir() / name
     if not folder.is_dir():
-        pytest.skip(f"{folder} is absent (development data: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout)")
+        pytest.skip(
+            f"{folder} is absent (development data: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout)"
+        )
     return folder
 
 
@@ -96,15 +96,16 @@ class ServerProcess:
             self.process.kill()
             return self.process.wait()
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = None,
-                 startup_timeout: float = 900.0) -> ServerProcess:
+def start_server(
+    args: list[str], log_path: Path, env: dict[str, str] | None = None, startup_timeout: float = 900.0
+) -> ServerProcess:
     """Start `instemb-rag serve --host 127.0.0.1 --port 0 ARGS` and wait until /health answers.
 
     The server prints the address it bound; its log (uvicorn's lines) goes to log_path.
@@ -119,14 +120,15 @@ def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = N
 
     command = [sys.executable, "-m", "instemb_rag.cli", "serve", "--host", "127.0.0.1", "--port", "0", *args]
     log = open(log_path, "w")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
-                               env={**os.environ, **(env or {})})
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **(env or {})}
+    )
     found: list[str] = []
 
     def read_stdout() -> None:
         for line in process.stdout:
             if line.startswith(READY_PREFIX) and not found:
-                found.append(line[len(READY_PREFIX):].strip())
+                found.append(line[len(READY_PREFIX) :].strip())
 
     threading.Thread(target=read_stdout, daemon=True).start()
     deadline = time.monotonic() + startup_timeout
@@ -144,7 +146,9 @@ def start_server(args: list[str], log_path: Path, env: dict[str, str] | None = N
     process.kill()
     process.wait()
     log.close()
-    raise RuntimeError(f"instemb-rag serve did not start (exit {process.returncode}); log:\n{Path(log_path).read_text()}")
+    raise RuntimeError(
+        f"instemb-rag serve did not start (exit {process.returncode}); log:\n{Path(log_path).read_text()}"
+    )
 
 
 def free_port() -> int:
@@ -180,10 +184,24 @@ class LocalRayCluster:
 
     def _node_ports(self) -> list[str]:
         low = free_port()
-        return ["--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-                "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
-                "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port()),
-                "--min-worker-port", str(min(low, 60000)), "--max-worker-port", str(min(low, 60000) + 200)]
+        return [
+            "--node-manager-port",
+            str(free_port()),
+            "--object-manager-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--dashboard-agent-grpc-port",
+            str(free_port()),
+            "--runtime-env-agent-port",
+            str(free_port()),
+            "--metrics-export-port",
+            str(free_port()),
+            "--min-worker-port",
+            str(min(low, 60000)),
+            "--max-worker-port",
+            str(min(low, 60000) + 200),
+        ]
 
     def _start(self, arguments: list[str], log_name: str) -> None:
         import os
@@ -191,15 +209,30 @@ class LocalRayCluster:
         import sys
 
         ray_cli = Path(sys.executable).parent / "ray"
-        command = [str(ray_cli), "start", "--block", "--num-cpus", str(self.cpus_per_node), "--disable-usage-stats",
-                   "--include-log-monitor", "false",
-                   "--node-ip-address", "127.0.0.1", "--object-store-memory", str(self.object_store_bytes),
-                   *self._node_ports(), *arguments]
+        command = [
+            str(ray_cli),
+            "start",
+            "--block",
+            "--num-cpus",
+            str(self.cpus_per_node),
+            "--disable-usage-stats",
+            "--include-log-monitor",
+            "false",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--object-store-memory",
+            str(self.object_store_bytes),
+            *self._node_ports(),
+            *arguments,
+        ]
         log = open(self.folder / log_name, "ab")
-        self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                               env=dict(os.environ, **self.env)))
+        self.processes.append(
+            subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ, **self.env)
+            )
+        )
 
-    def start(self, timeout: float = 600.0) -> "LocalRayCluster":
+    def start(self, timeout: float = 600.0) -> LocalRayCluster:
         """Start the head, then each further node. `ray start` gives a raylet 30 s to register
         (hard-coded); on a loaded machine that can pass and the node gives up, so a node (the
         head included) that exited is started again until ``timeout``."""
@@ -208,8 +241,20 @@ class LocalRayCluster:
         deadline = time.monotonic() + timeout
         while True:
             head_log = f"head{len(self.processes)}.log"
-            self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
-                         "--ray-client-server-port", str(free_port()), "--temp-dir", str(self.temp_dir)], head_log)
+            self._start(
+                [
+                    "--head",
+                    "--port",
+                    str(self.port),
+                    "--include-dashboard",
+                    "false",
+                    "--ray-client-server-port",
+                    str(free_port()),
+                    "--temp-dir",
+                    str(self.temp_dir),
+                ],
+                head_log,
+            )
             if self._wait_registered(1, deadline):
                 break
             self._stop_groups()
@@ -255,13 +300,20 @@ class LocalRayCluster:
         import subprocess
         import sys
 
-        probe = ("import ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-                 "print(sum(1 for n in ray.nodes() if n['Alive']))" % self.address)
+        probe = (
+            f"import ray; ray.init(address={self.address!r}, logging_level='ERROR', log_to_driver=False); "
+            "print(sum(1 for n in ray.nodes() if n['Alive']))"
+        )
         try:
             import os
 
-            result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                                    env=dict(os.environ, **self.env))
+            result = subprocess.run(
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=dict(os.environ, **self.env),
+            )
             return int(result.stdout.strip().splitlines()[-1])
         except (subprocess.TimeoutExpired, ValueError, IndexError):
             return 0
@@ -343,7 +395,7 @@ class LocalRayCluster:
             except ProcessLookupError:
                 pass
 
-    def __enter__(self) -> "LocalRayCluster":
+    def __enter__(self) -> LocalRayCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -118,7 +118,9 @@ def test_export_keeps_weights_drops_trainer_state_and_overrides_inference_settin
     tiny_encoder.save(source)
     (source / "trainer_state.json").write_text("{}")  # what a training checkpoint also holds
     target = tmp_path / "shipped"
-    result = CliRunner().invoke(app, ["export", str(source), str(target), "--max-length", "128", "--pooling", "all_mean"])
+    result = CliRunner().invoke(
+        app, ["export", str(source), str(target), "--max-length", "128", "--pooling", "all_mean"]
+    )
     assert result.exit_code == 0, result.output
     assert not (target / "trainer_state.json").exists()
     config = read_config(target)
@@ -150,8 +152,11 @@ def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path):
     shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "default")
     assert "lora/adapter_model.safetensors" in read_config(tmp_path / "default").files
     shutil.rmtree(tmp_path / "default" / "lora")
-    with pytest.raises(CheckpointError, match=r"lora/adapter_config\.json is missing \(and 1 more: "
-                                              r"lora/adapter_model\.safetensors\).*reinstall instemb-rag"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"lora/adapter_config\.json is missing \(and 1 more: "
+        r"lora/adapter_model\.safetensors\).*reinstall instemb-rag",
+    ):
         InstEmbEncoder.from_pretrained(tmp_path / "default", device="cpu")
 
 

@@ -8,16 +8,17 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-CONVERT = (
-    "from instemb_rag.backbone import convert_default_model;"
-    "print(convert_default_model())"
-)
+CONVERT = "from instemb_rag.backbone import convert_default_model;print(convert_default_model())"
 
 
 def test_two_processes_convert_once(tmp_path):
     env = {**__import__("os").environ, "INSTEMB_HOME": str(tmp_path)}
-    first = subprocess.Popen([sys.executable, "-c", CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    second = subprocess.Popen([sys.executable, "-c", CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-c", CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    second = subprocess.Popen(
+        [sys.executable, "-c", CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     outputs = [process.communicate(timeout=600) for process in (first, second)]
     assert [process.returncode for process in (first, second)] == [0, 0], outputs
     folders = {out.strip() for out, _ in outputs}

@@ -32,8 +32,9 @@ def test_with_options_shares_weights_and_equals_a_fresh_load(tiny_encoder, tmp_p
     assert (view.pooling.mode, view.lookahead_length, view.max_length) == ("input_last", 2, 32)
     assert (tiny_encoder.pooling.mode, tiny_encoder.lookahead_length, tiny_encoder.max_length) == ("daap", 4, 64)
     tiny_encoder.save(tmp_path / "ckpt")
-    fresh = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu", pooling="input_last", lookahead_length=2,
-                                           max_length=32)
+    fresh = InstEmbEncoder.from_pretrained(
+        tmp_path / "ckpt", device="cpu", pooling="input_last", lookahead_length=2, max_length=32
+    )
     assert view.fingerprint == fresh.fingerprint != tiny_encoder.fingerprint
     np.testing.assert_array_equal(view.encode_queries(TEXTS, INSTRUCTIONS), fresh.encode_queries(TEXTS, INSTRUCTIONS))
     assert tiny_encoder.with_options() is tiny_encoder
@@ -60,13 +61,18 @@ def test_trained_names_are_recorded_and_saved_again(tiny_encoder, tmp_path):
     loaded.save(tmp_path / "second")  # re-saving a loaded checkpoint keeps what it had learned
     again = InstEmbEncoder.from_pretrained(tmp_path / "second", device="cpu")
     assert again.fingerprint == loaded.fingerprint == tiny_encoder.fingerprint
-    np.testing.assert_array_equal(again.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS))
+    np.testing.assert_array_equal(
+        again.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
+    )
 
 
 def test_inference_modules_import_nothing_from_training_or_tools():
     """Loading and embedding never pull in the training package or the report tooling."""
-    runtime = [path for path in PACKAGE.rglob("*.py")
-               if not {"training", "tools", "commands"} & set(path.relative_to(PACKAGE).parts)]
+    runtime = [
+        path
+        for path in PACKAGE.rglob("*.py")
+        if not {"training", "tools", "commands"} & set(path.relative_to(PACKAGE).parts)
+    ]
     offenders = []
     for path in runtime:
         text = path.read_text()

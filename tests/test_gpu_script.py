@@ -30,8 +30,12 @@ def test_without_a_gpu_it_stops_and_says_so(tmp_path):
 def test_dry_run_shows_the_gpu_steps_and_renders_the_table(tmp_path, tiny_model_dir):
     if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("gpu.sh runs .venv/bin/python; create it with scripts/setup.sh")
-    env = {**os.environ, "INSTEMB_BENCH_MODEL": str(tiny_model_dir), "GPU_SH_OUT": str(tmp_path / "out"),
-           "INSTEMB_HOME": str(tmp_path / "home")}
+    env = {
+        **os.environ,
+        "INSTEMB_BENCH_MODEL": str(tiny_model_dir),
+        "GPU_SH_OUT": str(tmp_path / "out"),
+        "INSTEMB_HOME": str(tmp_path / "home"),
+    }
     done = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     shown = [line for line in done.stdout.splitlines() if "(dry run, not run)" in line]
@@ -56,12 +60,24 @@ def test_gpu_rows_report_the_datasheet_peak_and_faiss_gpu():
     result = {
         "dtype": "bfloat16",
         "query_latency": {"p50_ms": 6.1, "p99_ms": 9.5, "repeats": 300, "tokens": 44},
-        "document_throughput": {"best_batch": "batch_128", "mean_tokens_per_doc": 380.0, "tokens_per_s": 250000.0,
-                                "model_gflops": 80000.0, "fraction_of_measured_peak": 0.12,
-                                "datasheet_peak": {"gpu": "H100", "bf16_gflops": 989000.0, "fraction": 0.081}},
+        "document_throughput": {
+            "best_batch": "batch_128",
+            "mean_tokens_per_doc": 380.0,
+            "tokens_per_s": 250000.0,
+            "model_gflops": 80000.0,
+            "fraction_of_measured_peak": 0.12,
+            "datasheet_peak": {"gpu": "H100", "bf16_gflops": 989000.0, "fraction": 0.081},
+        },
         "matmul_peak": {"dtype": "bf16", "peak_gflops": 660000.0},
-        "faiss": {"vectors": 100000, "queries": 1000, "k": 10, "cpu_queries_per_s": 900.0,
-                  "gpu_queries_per_s": 90000.0, "gpu_speedup": 100.0, "top10_agreement": 1.0},
+        "faiss": {
+            "vectors": 100000,
+            "queries": 1000,
+            "k": 10,
+            "cpu_queries_per_s": 900.0,
+            "gpu_queries_per_s": 90000.0,
+            "gpu_speedup": 100.0,
+            "top10_agreement": 1.0,
+        },
     }
     latency, docs, faiss = run.gpu_rows(result)
     assert "p50 6.1 ms, p99 9.5 ms" in latency[1]

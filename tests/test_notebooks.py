@@ -27,8 +27,11 @@ def test_notebooks_are_stored_without_outputs():
     for path in NOTEBOOKS:
         notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)
-        dirty = [i for i, cell in enumerate(notebook.cells)
-                 if cell.cell_type == "code" and (cell.outputs or cell.execution_count)]
+        dirty = [
+            i
+            for i, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and (cell.outputs or cell.execution_count)
+        ]
         assert not dirty, f"{path.name}: cells {dirty} carry outputs; clear them before committing"
         kinds = {cell.cell_type for cell in notebook.cells}
         assert kinds == {"markdown", "code"}, f"{path.name} should explain its steps in markdown"
@@ -48,6 +51,11 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError (with the cell and traceback) on failure
-    errors = [output for cell in notebook.cells if cell.cell_type == "code"
-              for output in cell.outputs if output.output_type == "error"]
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
     assert not errors

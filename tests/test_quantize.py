@@ -20,8 +20,9 @@ INSTRUCTIONS = [None, "focus on weight", "focus on durability"]
 
 
 def load(tiny_model_dir, precision="fp32"):
-    return InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64,
-                                          precision=precision)
+    return InstEmbEncoder.from_pretrained(
+        tiny_model_dir, device="cpu", lookahead_length=4, max_length=64, precision=precision
+    )
 
 
 @pytest.fixture()
@@ -74,11 +75,15 @@ def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir,
     unquantizable = load(tiny_model_dir, "int8")
     report = unquantizable.quantization_report
     assert report["int8"] == 0 and len(report["kept_float_groups"]) == 2 * 4  # qkv, o, gate_up, down
-    assert all(isinstance(m, torch.nn.Linear) for name, m in unquantizable.model.base_model.named_modules()
-               if name.endswith("_proj"))
+    assert all(
+        isinstance(m, torch.nn.Linear)
+        for name, m in unquantizable.model.base_model.named_modules()
+        if name.endswith("_proj")
+    )
     # Back in float (smoothed, which is exact): the fp32 embeddings again.
-    np.testing.assert_allclose(unquantizable.encode_queries(TEXTS, INSTRUCTIONS),
-                               tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4)
+    np.testing.assert_allclose(
+        unquantizable.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4
+    )
 
 
 def test_smoothing_alone_leaves_the_embeddings_unchanged(tiny_model_dir, tiny_encoder):
@@ -87,8 +92,9 @@ def test_smoothing_alone_leaves_the_embeddings_unchanged(tiny_model_dir, tiny_en
     assert quantize.smooth_backbone(smoothed) == 2
     changed = [n for n, p in smoothed.model.named_parameters() if not torch.equal(before[n], p)]
     assert any("input_layernorm" in n for n in changed) and any("down_proj" in n for n in changed)
-    np.testing.assert_allclose(smoothed.encode_queries(TEXTS, INSTRUCTIONS),
-                               tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4)
+    np.testing.assert_allclose(
+        smoothed.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4
+    )
 
 
 def test_precision_is_part_of_the_fingerprint(tiny_model_dir, tiny_encoder, int8_encoder):

@@ -43,7 +43,9 @@ INT8_COSINE_MEAN_FLOOR = 0.995
 
 def test_int8_stays_close_to_fp32_on_dev_texts(default_encoder):
     texts = dev_texts(12)
-    instructions = [None] * 12 + ["Given a scientific claim, retrieve documents that support or refute the claim"] * (len(texts) - 12)
+    instructions = [None] * 12 + ["Given a scientific claim, retrieve documents that support or refute the claim"] * (
+        len(texts) - 12
+    )
     low = InstEmbEncoder.from_pretrained(device="cpu", precision="int8")
     reference = default_encoder.encode_queries(texts, instructions)
     quantized = low.encode_queries(texts, instructions)

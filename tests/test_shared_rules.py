@@ -79,8 +79,9 @@ def test_build_data_and_eval_follow_the_data_root(monkeypatch, tmp_path, tiny_mo
     monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
     result = CliRunner().invoke(app, ["build-data", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "nowhere" in result.output, result.output
-    result = CliRunner().invoke(app, ["eval", "scifact", "--model", str(tiny_model_dir), "--device", "cpu",
-                                      "-o", str(tmp_path / "r.json")])
+    result = CliRunner().invoke(
+        app, ["eval", "scifact", "--model", str(tiny_model_dir), "--device", "cpu", "-o", str(tmp_path / "r.json")]
+    )
     assert result.exit_code == 2 and "nowhere" in " ".join(result.output.split()), result.output
     assert not (tmp_path / "r.json").exists()
 

@@ -23,8 +23,20 @@ pytestmark = pytest.mark.slow
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TEXT = "The Ridgeline 2 tent weighs 1.9 kg; its fly is 70D ripstop nylon with taped seams."
 INSTRUCTION = "focus on durability"
-NOT_SOURCES = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "runs", ".instemb",
-               "notebooks", "benchmarks", "integrations")
+NOT_SOURCES = (
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    "runs",
+    ".instemb",
+    "notebooks",
+    "benchmarks",
+    "integrations",
+)
 EMBED_SCRIPT = f"""
 import json, instemb_rag
 from instemb_rag import InstEmbEncoder
@@ -39,8 +51,24 @@ def build_wheel(tmp_path: Path) -> Path:
     source = tmp_path / "source"
     shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", str(source), "--no-deps",
-                    "--no-build-isolation", "--no-index", "-q", "-w", str(wheels)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(wheels),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = wheels.glob("instemb_rag-*.whl")
     return wheel
 
@@ -50,10 +78,29 @@ def install_outside_the_checkout(wheel: Path, venv: Path) -> Path:
     site-packages through a .pth line (its .pth files, the editable install among them, are not run)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python), "install",
-                    "--no-deps", "--no-index", "-q", str(wheel)], check=True, capture_output=True)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
@@ -61,16 +108,20 @@ def install_outside_the_checkout(wheel: Path, venv: Path) -> Path:
 def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_encoder):
     wheel = build_wheel(tmp_path)
     packed = set(zipfile.ZipFile(wheel).namelist())
-    shipped = sorted(f"instemb_rag/default_checkpoint/{path.relative_to(SHIPPED_CHECKPOINT).as_posix()}"
-                     for path in SHIPPED_CHECKPOINT.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
+    shipped = sorted(
+        f"instemb_rag/default_checkpoint/{path.relative_to(SHIPPED_CHECKPOINT).as_posix()}"
+        for path in SHIPPED_CHECKPOINT.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
     assert "instemb_rag/default_checkpoint/lora/adapter_model.safetensors" in shipped
     assert [name for name in shipped if name not in packed] == [], "the wheel lacks files of the default checkpoint"
 
     venv = tmp_path / "venv"
     python = install_outside_the_checkout(wheel, venv)
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
-    run = subprocess.run([str(python), "-c", EMBED_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [str(python), "-c", EMBED_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     installed = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(installed["module"]).resolve().is_relative_to(venv.resolve()), installed["module"]
@@ -79,6 +130,12 @@ def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_encode
     assert installed["fingerprint"] == default_encoder.fingerprint
     np.testing.assert_allclose(np.array(installed["vector"], dtype=np.float32), expected, rtol=0, atol=1e-6)
 
-    help_run = subprocess.run([str(venv / "bin" / "instemb-rag"), "--help"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
+    help_run = subprocess.run(
+        [str(venv / "bin" / "instemb-rag"), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert help_run.returncode == 0 and "index" in help_run.stdout, help_run.stderr[-2000:]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 
@@ -55,14 +55,14 @@ def fail(error: Exception | str, code: int | None = None) -> NoReturn:
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
-def check_device(value: Optional[str]) -> Optional[str]:
+def check_device(value: str | None) -> str | None:
     """typer callback: a device torch understands, checked before any model is loaded."""
     if value is not None and not DEVICE_PATTERN.match(value):
         raise typer.BadParameter(f"{value!r} is not a device: use auto, cpu, cuda, cuda:N or mps.")
     return value
 
 
-def device_option(default: Optional[str] = "auto", help: str = "auto | cpu | cuda | cuda:N | mps"):
+def device_option(default: str | None = "auto", help: str = "auto | cpu | cuda | cuda:N | mps"):
     return typer.Option(default, "--device", help=help, callback=check_device)
 
 
@@ -72,16 +72,23 @@ class Precision(str, Enum):
 
 
 def precision_option():
-    return typer.Option(Precision.fp32, "--precision", help="fp32 (default) | int8: dynamic int8 linear layers on "
-                        "the CPU (faster; inference only). An index is queried at the precision it was built with.")
+    return typer.Option(
+        Precision.fp32,
+        "--precision",
+        help="fp32 (default) | int8: dynamic int8 linear layers on "
+        "the CPU (faster; inference only). An index is queried at the precision it was built with.",
+    )
 
 
 def compile_option():
-    return typer.Option(False, "--compile", help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; "
-                        "the first run compiles for minutes).")
+    return typer.Option(
+        False,
+        "--compile",
+        help="Opt-in torch.compile of the backbone (cached under INSTEMB_HOME; the first run compiles for minutes).",
+    )
 
 
-def load_encoder(model: Optional[str], device: str, precision: Precision | str = Precision.fp32, compile: bool = False):
+def load_encoder(model: str | None, device: str, precision: Precision | str = Precision.fp32, compile: bool = False):
     from ..encoder import InstEmbEncoder
 
     encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
@@ -92,5 +99,5 @@ def load_encoder(model: Optional[str], device: str, precision: Precision | str =
     return encoder
 
 
-def model_label(model: Optional[str]) -> str:
+def model_label(model: str | None) -> str:
     return str(Path(model).resolve()) if model else "default"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,8 +24,10 @@ DEMO_INSTRUCTIONS = (
 
 
 def demo_command(
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Keep the demo index here (default: a temporary folder)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the shipped default."),
+    index_dir: Path | None = typer.Option(
+        None, "--index-dir", help="Keep the demo index here (default: a temporary folder)."
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the shipped default."),
     k: int = typer.Option(3, "-k", min=1, help="Results per instruction."),
     store: StoreKind = typer.Option(StoreKind.faiss, "--store", help="Vector store of the demo index."),
     device: str = device_option(),
@@ -43,7 +44,9 @@ def demo_command(
         target = index_dir or Path(scratch) / "index"
         try:
             encoder = load_encoder(model, device)
-            options = IndexOptions(index_dir=target, stores=StoreOptions(store=store.value), model_label=model_label(model))
+            options = IndexOptions(
+                index_dir=target, stores=StoreOptions(store=store.value), model_label=model_label(model)
+            )
             with RichChunkProgress(console) as bar:
                 report = Indexer(encoder, options).run(SAMPLE_DOCS, bar)
             print_summary(console, report, target)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,44 +13,68 @@ DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
 
 def eval_command(
-    tasks: list[str] = typer.Argument(None, help="Task names (scifact, scifact-stance, vaswani, stsb) or BEIR folder paths. Default: all four."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Checkpoint folder or HF model folder; default: the shipped default."),
-    untrained: bool = typer.Option(False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."),
-    pooling: Optional[PoolingMode] = typer.Option(None, help="Override the checkpoint's pooling."),
-    lookahead: Optional[int] = typer.Option(None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."),
-    max_queries: Optional[int] = typer.Option(50, help="Queries (stance records, STS pairs) per task; 0 = all."),
-    max_docs: Optional[int] = typer.Option(500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."),
+    tasks: list[str] = typer.Argument(
+        None, help="Task names (scifact, scifact-stance, vaswani, stsb) or BEIR folder paths. Default: all four."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Checkpoint folder or HF model folder; default: the shipped default."
+    ),
+    untrained: bool = typer.Option(
+        False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."
+    ),
+    pooling: PoolingMode | None = typer.Option(None, help="Override the checkpoint's pooling."),
+    lookahead: int | None = typer.Option(
+        None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."
+    ),
+    max_queries: int | None = typer.Option(50, help="Queries (stance records, STS pairs) per task; 0 = all."),
+    max_docs: int | None = typer.Option(
+        500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."
+    ),
     seed: int = typer.Option(0, help="Seed for sub-sampling."),
-    instruction: Optional[str] = typer.Option(None, help="Query instruction for every query without its own ('' = none)."),
-    data_root: Optional[Path] = typer.Option(None, help="Folder with the evaluation sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
+    instruction: str | None = typer.Option(None, help="Query instruction for every query without its own ('' = none)."),
+    data_root: Path | None = typer.Option(
+        None,
+        help="Folder with the evaluation sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout.",
+    ),
     output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
     compile: bool = compile_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
-    exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries whose text the model read in training."),
-    split: SteeringSplit = typer.Option(SteeringSplit.heldout, help="Groups the steering tasks (medquad-facets, climate-fever-stance) score: heldout (the dev figure) or train (can the model fit the task at all?)."),
+    exclude_seen: Path | None = typer.Option(
+        None, help="Training records (train.jsonl): leave out queries whose text the model read in training."
+    ),
+    split: SteeringSplit = typer.Option(
+        SteeringSplit.heldout,
+        help="Groups the steering tasks (medquad-facets, climate-fever-stance) score: heldout (the dev figure) or train (can the model fit the task at all?).",
+    ),
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
     from rich.console import Console
 
+    from ..encoder import InstEmbEncoder
     from ..errors import InstEmbError
     from ..eval import evaluate, write_results_json
     from ..eval.report import results_table
-    from ..encoder import InstEmbEncoder
     from ..paths import data_root as default_data_root
 
     console = Console()
     pooling = pooling.value if pooling else None
     try:
         if untrained:
-            encoder = InstEmbEncoder.from_backbone(model, lookahead_length=8 if lookahead is None else lookahead,
-                                                   pooling=pooling or "daap", device=device, precision=Precision(precision).value)
+            encoder = InstEmbEncoder.from_backbone(
+                model,
+                lookahead_length=8 if lookahead is None else lookahead,
+                pooling=pooling or "daap",
+                device=device,
+                precision=Precision(precision).value,
+            )
         else:
-            encoder = InstEmbEncoder.from_pretrained(model, device=device, pooling=pooling, lookahead_length=lookahead,
-                                                     precision=Precision(precision).value)
+            encoder = InstEmbEncoder.from_pretrained(
+                model, device=device, pooling=pooling, lookahead_length=lookahead, precision=Precision(precision).value
+            )
         if compile:
             from ..fast.compiled import compile_encoder
 
@@ -59,13 +82,22 @@ def eval_command(
         results = []
         for task in tasks or DEFAULT_TASKS:
             console.print(f"[bold]{task}[/bold] …")
-            results.append(evaluate(
-                encoder, task,
-                max_queries=max_queries or None, max_docs=max_docs or None, seed=seed,
-                data_root=data_root or default_data_root(), instruction=instruction, cache=not no_cache,
-                batch_size=batch_size, show_progress=progress, exclude_seen=exclude_seen,
-                steering_split=split.value,
-            ))
+            results.append(
+                evaluate(
+                    encoder,
+                    task,
+                    max_queries=max_queries or None,
+                    max_docs=max_docs or None,
+                    seed=seed,
+                    data_root=data_root or default_data_root(),
+                    instruction=instruction,
+                    cache=not no_cache,
+                    batch_size=batch_size,
+                    show_progress=progress,
+                    exclude_seen=exclude_seen,
+                    steering_split=split.value,
+                )
+            )
             for note in results[-1]["notes"]:
                 console.print(f"  [yellow]note:[/yellow] {note}")
     except InstEmbError as error:

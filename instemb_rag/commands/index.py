@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
-
 from typer.core import TyperCommand
 
 from ..choices import FaissIndexKind, QdrantQuantization, StoreKind
@@ -47,21 +45,63 @@ class RayOptionalValueCommand(TyperCommand):
 def index_command(
     path: Path = typer.Argument(..., help="Folder (or file) of .txt .md .html .pdf .json .csv documents."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."),
-    store: Optional[StoreKind] = typer.Option(None, "--store", help="Vector store; default: faiss for a new index, the index's own otherwise."),
-    faiss_index: Optional[FaissIndexKind] = typer.Option(None, "--faiss-index", help="flat is exact (default); hnsw and ivf are approximate."),
-    qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."),
-    qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."
+    ),
+    store: StoreKind | None = typer.Option(
+        None, "--store", help="Vector store; default: faiss for a new index, the index's own otherwise."
+    ),
+    faiss_index: FaissIndexKind | None = typer.Option(
+        None, "--faiss-index", help="flat is exact (default); hnsw and ivf are approximate."
+    ),
+    qdrant_url: str | None = typer.Option(
+        None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."
+    ),
+    qdrant_api_key: str | None = typer.Option(
+        None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."
+    ),
     qdrant_collection: str = typer.Option("instemb", "--qdrant-collection", help="Collection name on the server."),
-    qdrant_shards: Optional[int] = typer.Option(None, "--qdrant-shards", min=1, help="New server collection: shard_number (shards spread over the cluster's nodes)."),
-    qdrant_replication: Optional[int] = typer.Option(None, "--qdrant-replication", min=1, help="New server collection: replication_factor (copies of each shard)."),
-    qdrant_write_consistency: Optional[int] = typer.Option(None, "--qdrant-write-consistency", min=1, help="New server collection: write_consistency_factor (replicas that acknowledge a write)."),
-    qdrant_on_disk: bool = typer.Option(False, "--qdrant-on-disk", help="New server collection: vectors memory-mapped from disk."),
-    qdrant_quantization: QdrantQuantization = typer.Option(QdrantQuantization.none, "--qdrant-quantization", help="New server collection: int8 = scalar quantization kept in RAM (4x smaller), originals rescore."),
-    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Embed on Ray (`ray` extra): --ray alone starts a local runtime; auto, HOST:PORT or ray://HOST:PORT joins a cluster. Put it after PATH."),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", min=1, help="With --ray: encoder actors; default one per GPU, else one per free CPU."),
-    ray_gpus_per_worker: Optional[float] = typer.Option(None, "--ray-gpus-per-worker", min=0.0, help="With --ray: GPUs per actor; default 1 where the cluster has GPUs, else 0."),
-    ray_cpus_per_worker: float = typer.Option(1.0, "--ray-cpus-per-worker", min=0.01, help="With --ray: CPUs per actor (torch threads on CPU actors)."),
+    qdrant_shards: int | None = typer.Option(
+        None,
+        "--qdrant-shards",
+        min=1,
+        help="New server collection: shard_number (shards spread over the cluster's nodes).",
+    ),
+    qdrant_replication: int | None = typer.Option(
+        None, "--qdrant-replication", min=1, help="New server collection: replication_factor (copies of each shard)."
+    ),
+    qdrant_write_consistency: int | None = typer.Option(
+        None,
+        "--qdrant-write-consistency",
+        min=1,
+        help="New server collection: write_consistency_factor (replicas that acknowledge a write).",
+    ),
+    qdrant_on_disk: bool = typer.Option(
+        False, "--qdrant-on-disk", help="New server collection: vectors memory-mapped from disk."
+    ),
+    qdrant_quantization: QdrantQuantization = typer.Option(
+        QdrantQuantization.none,
+        "--qdrant-quantization",
+        help="New server collection: int8 = scalar quantization kept in RAM (4x smaller), originals rescore.",
+    ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Embed on Ray (`ray` extra): --ray alone starts a local runtime; auto, HOST:PORT or ray://HOST:PORT joins a cluster. Put it after PATH.",
+    ),
+    ray_workers: int | None = typer.Option(
+        None, "--ray-workers", min=1, help="With --ray: encoder actors; default one per GPU, else one per free CPU."
+    ),
+    ray_gpus_per_worker: float | None = typer.Option(
+        None,
+        "--ray-gpus-per-worker",
+        min=0.0,
+        help="With --ray: GPUs per actor; default 1 where the cluster has GPUs, else 0.",
+    ),
+    ray_cpus_per_worker: float = typer.Option(
+        1.0, "--ray-cpus-per-worker", min=0.01, help="With --ray: CPUs per actor (torch threads on CPU actors)."
+    ),
     chunk_size: int = typer.Option(256, "--chunk-size", min=16, help="Chunk length in encoder tokens."),
     chunk_overlap: int = typer.Option(32, "--chunk-overlap", min=0, help="Tokens shared by neighbouring chunks."),
     max_file_size: float = typer.Option(20.0, "--max-file-size", min=0.0, help="Skip files larger than this many MB."),
@@ -87,17 +127,31 @@ def index_command(
         fail("--ray-workers and --ray-gpus-per-worker need --ray.", ExitCode.BAD_INPUT)
     options = IndexOptions(
         index_dir=index_dir,
-        stores=StoreOptions(store and store.value, faiss_index and faiss_index.value, qdrant_url, qdrant_api_key,
-                            qdrant_collection, shard_number=qdrant_shards, replication_factor=qdrant_replication,
-                            write_consistency_factor=qdrant_write_consistency, on_disk=qdrant_on_disk,
-                            quantization=qdrant_quantization.value),
-        chunk_size=chunk_size, chunk_overlap=chunk_overlap, max_file_bytes=int(max_file_size * 1024 * 1024),
-        rebuild=rebuild, wait_seconds=wait, batch_size=batch_size, model_label=model_label(model),
+        stores=StoreOptions(
+            store and store.value,
+            faiss_index and faiss_index.value,
+            qdrant_url,
+            qdrant_api_key,
+            qdrant_collection,
+            shard_number=qdrant_shards,
+            replication_factor=qdrant_replication,
+            write_consistency_factor=qdrant_write_consistency,
+            on_disk=qdrant_on_disk,
+            quantization=qdrant_quantization.value,
+        ),
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        max_file_bytes=int(max_file_size * 1024 * 1024),
+        rebuild=rebuild,
+        wait_seconds=wait,
+        batch_size=batch_size,
+        model_label=model_label(model),
     )
     try:
         if ray is not None:
-            options.ray = ray_options(ray, ray_workers, ray_gpus_per_worker, ray_cpus_per_worker, model, device,
-                                      precision)
+            options.ray = ray_options(
+                ray, ray_workers, ray_gpus_per_worker, ray_cpus_per_worker, model, device, precision
+            )
         encoder = load_encoder(model, device, precision, compile)
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
@@ -116,10 +170,18 @@ def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, 
         raise ValueError(f"--ray needs Ray: pip install 'instemb-rag[ray]' ({error}).") from None
     if address != RAY_LOCAL:
         check_ray_reachable(resolve_auto() if address == "auto" else address)
-    encoder_kwargs = {"path": str(Path(model).resolve()) if model else None, "device": device,
-                      "precision": Precision(precision).value}
-    return RayOptions(address=None if address == RAY_LOCAL else address, workers=workers,
-                      gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, encoder_kwargs=encoder_kwargs)
+    encoder_kwargs = {
+        "path": str(Path(model).resolve()) if model else None,
+        "device": device,
+        "precision": Precision(precision).value,
+    }
+    return RayOptions(
+        address=None if address == RAY_LOCAL else address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        cpus_per_worker=cpus_per_worker,
+        encoder_kwargs=encoder_kwargs,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,14 +12,18 @@ from .common import Precision, compile_option, device_option, fail, load_encoder
 
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
-    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="How to judge relevance, e.g. 'focus on packed weight'."),
+    instruction: str | None = typer.Option(
+        None, "--instruction", "-i", help="How to judge relevance, e.g. 'focus on packed weight'."
+    ),
     k: int = typer.Option(5, "-k", "--top-k", min=1, help="Number of results."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="The index folder."),
-    filters: Optional[list[str]] = typer.Option(None, "--filter", help="KEY=VALUE on metadata, e.g. source=tents/*.md (glob)."),
+    filters: list[str] | None = typer.Option(
+        None, "--filter", help="KEY=VALUE on metadata, e.g. source=tents/*.md (glob)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
-    qdrant_url: Optional[str] = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
-    qdrant_api_key: Optional[str] = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
+    model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
+    qdrant_url: str | None = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
+    qdrant_api_key: str | None = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
     device: str = device_option(),
     precision: Precision = precision_option(),
     compile: bool = compile_option(),
@@ -35,7 +38,7 @@ def query_command(
     console = Console(stderr=as_json)
     try:
         if not text.strip():
-            raise BadInputError("The query is empty: give the text to search for, e.g. instemb-rag query \"light tent\".")
+            raise BadInputError('The query is empty: give the text to search for, e.g. instemb-rag query "light tent".')
         if instruction is not None and not instruction.strip():
             raise BadInputError("--instruction is empty: leave it out or give an instruction.")
         parsed = parse_filters(filters)
@@ -44,21 +47,33 @@ def query_command(
             from ..index.manifest import read_manifest
 
             manifest = read_manifest(index_dir)
-            reference = model or (None if manifest is None or manifest.encoder_reference == "default"
-                                  else manifest.encoder_reference)
+            reference = model or (
+                None if manifest is None or manifest.encoder_reference == "default" else manifest.encoder_reference
+            )
             encoder = load_encoder(reference, device, precision, compile)
-        index = Index.open(index_dir, encoder=encoder, model=model and model_label(model), qdrant_url=qdrant_url,
-                           qdrant_api_key=qdrant_api_key, device=device)
+        index = Index.open(
+            index_dir,
+            encoder=encoder,
+            model=model and model_label(model),
+            qdrant_url=qdrant_url,
+            qdrant_api_key=qdrant_api_key,
+            device=device,
+        )
         with index:
             hits = index.search(text, instruction, k=k, filter=parsed)
             note = index.fallback_reason
     except InstEmbError as error:
         if "fingerprint" in str(error):
-            typer.secho("hint: an index built with --precision int8 is queried with --precision int8 (and vice versa).",
-                        fg=typer.colors.YELLOW, err=True)
+            typer.secho(
+                "hint: an index built with --precision int8 is queried with --precision int8 (and vice versa).",
+                fg=typer.colors.YELLOW,
+                err=True,
+            )
         fail(error)
     if as_json:
-        print(json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2))
+        print(
+            json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2)
+        )
         return
     if note:
         console.print(f"[yellow]note:[/yellow] {note}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,23 +11,36 @@ from .common import device_option, fail
 
 
 def train_command(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or JSON config (model/data/training sections)."),
-    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Overrides training.output_dir."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Overrides training.max_steps."),
-    train_file: Optional[str] = typer.Option(None, "--train-file", help="JSONL records; overrides data.train_file."),
-    model: Optional[str] = typer.Option(None, "--model", help="Backbone or checkpoint; overrides model.model_name_or_path."),
-    device: Optional[str] = device_option(None, "Overrides training.device: auto | cpu | cuda | cuda:N | mps."),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML or JSON config (model/data/training sections)."
+    ),
+    output_dir: str | None = typer.Option(None, "--output-dir", help="Overrides training.output_dir."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Overrides training.max_steps."),
+    train_file: str | None = typer.Option(None, "--train-file", help="JSONL records; overrides data.train_file."),
+    model: str | None = typer.Option(
+        None, "--model", help="Backbone or checkpoint; overrides model.model_name_or_path."
+    ),
+    device: str | None = device_option(None, "Overrides training.device: auto | cpu | cuda | cuda:N | mps."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
     set_: list[str] = typer.Option([], "--set", help="Any option as key=value (e.g. training.batch_size=4)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 only: int8 is for inference (index/query/eval)."),
-    parallel: Optional[ParallelMode] = typer.Option(None, "--parallel", help="Under torchrun: ddp (replicated, "
-                                                    "default) or fsdp (decoder layers sharded); overrides training.parallel."),
-    gradient_checkpointing: Optional[bool] = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
-                                                          help="Overrides training.gradient_checkpointing."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print parameter counts, trainable share and memory per "
-                                 "device from the model's config.json (no weights loaded, nothing written); exit."),
-    world_size: Optional[int] = typer.Option(None, "--world-size", min=1, help="Ranks --dry-run sizes for "
-                                             "(default: $WORLD_SIZE, else 1)."),
+    parallel: ParallelMode | None = typer.Option(
+        None,
+        "--parallel",
+        help="Under torchrun: ddp (replicated, default) or fsdp (decoder layers sharded); overrides training.parallel.",
+    ),
+    gradient_checkpointing: bool | None = typer.Option(
+        None, "--gradient-checkpointing/--no-gradient-checkpointing", help="Overrides training.gradient_checkpointing."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print parameter counts, trainable share and memory per "
+        "device from the model's config.json (no weights loaded, nothing written); exit.",
+    ),
+    world_size: int | None = typer.Option(
+        None, "--world-size", min=1, help="Ranks --dry-run sizes for (default: $WORLD_SIZE, else 1)."
+    ),
 ) -> None:
     """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss).
 
@@ -40,10 +52,15 @@ def train_command(
     try:
         refuse_training(check_precision(precision))
         overrides = dict(parse_set_option(item) for item in set_)
-        flags = {"training.output_dir": output_dir, "training.max_steps": max_steps,
-                 "data.train_file": train_file, "model.model_name_or_path": model, "training.device": device,
-                 "training.parallel": parallel and parallel.value,
-                 "training.gradient_checkpointing": gradient_checkpointing}
+        flags = {
+            "training.output_dir": output_dir,
+            "training.max_steps": max_steps,
+            "data.train_file": train_file,
+            "model.model_name_or_path": model,
+            "training.device": device,
+            "training.parallel": parallel and parallel.value,
+            "training.gradient_checkpointing": gradient_checkpointing,
+        }
         overrides.update({key: value for key, value in flags.items() if value is not None})
         if resume:
             overrides["training.resume"] = True
@@ -67,11 +84,15 @@ def train_command(
 
 def build_data_command(
     out: Path = typer.Option(..., "--out", help="Folder for train.jsonl and heldout.jsonl."),
-    data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the source sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout."),
+    data_root: Path | None = typer.Option(
+        None,
+        "--data-root",
+        help="Folder holding the source sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout.",
+    ),
     sets: list[str] = typer.Option([], "--set-name", help="Sets to use (repeatable); default all."),
     heldout_fraction: float = typer.Option(0.1, "--heldout-fraction"),
     seed: int = typer.Option(0, "--seed"),
-    max_per_set: Optional[int] = typer.Option(None, "--max-per-set", help="Cap on training records per set."),
+    max_per_set: int | None = typer.Option(None, "--max-per-set", help="Cap on training records per set."),
 ) -> None:
     """Build (text, instruction, output) training records from the development sets."""
     from ..errors import InstEmbError
@@ -79,24 +100,33 @@ def build_data_command(
     from ..training.builders import build_data_folder
 
     try:
-        counts = build_data_folder(out, data_root or default_data_root(), sets or None, heldout_fraction, seed, max_per_set)
+        counts = build_data_folder(
+            out, data_root or default_data_root(), sets or None, heldout_fraction, seed, max_per_set
+        )
     except InstEmbError as exc:
         fail(exc)
     typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
 
 
 def export_command(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."),
+    checkpoint: Path = typer.Argument(
+        ..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."
+    ),
     target: Path = typer.Argument(..., help="Where the encoder-only copy goes (replaced atomically)."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."),
-    pooling: Optional[PoolingMode] = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
+    max_length: int | None = typer.Option(
+        None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."
+    ),
+    pooling: PoolingMode | None = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
     from ..checkpoint import export_checkpoint
     from ..errors import InstEmbError
 
-    options = {key: value for key, value in {"max_length": max_length, "pooling": pooling and pooling.value}.items()
-               if value is not None}
+    options = {
+        key: value
+        for key, value in {"max_length": max_length, "pooling": pooling and pooling.value}.items()
+        if value is not None
+    }
     try:
         export_checkpoint(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:

@@ -11,8 +11,14 @@ import numpy as np
 RESAMPLES = 1000
 
 
-def bootstrap_interval(values: Sequence[float] | None = None, *, statistic: Callable[[np.ndarray], float] | None = None,
-                       size: int | None = None, resamples: int = RESAMPLES, seed: int = 0) -> list[float]:
+def bootstrap_interval(
+    values: Sequence[float] | None = None,
+    *,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    size: int | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> list[float]:
     """[low, high] of the statistic over resampled items.
 
     Either ``values`` (per-item scores; the statistic is their mean) or ``statistic`` (called with
@@ -23,6 +29,7 @@ def bootstrap_interval(values: Sequence[float] | None = None, *, statistic: Call
 
         def statistic(index: np.ndarray) -> float:
             return float(items[index].mean())
+
     if not size:
         raise ValueError("bootstrap_interval needs at least one item")
     generator = np.random.default_rng(seed)

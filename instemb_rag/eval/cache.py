@@ -79,14 +79,20 @@ def embed_corpus(
     Pass ``cache=None`` to always embed (nothing is read or written).
     """
     if cache is None:
-        return encoder.encode_documents(list(texts), instruction=instruction, batch_size=batch_size,
-                                        show_progress=show_progress), False
+        return encoder.encode_documents(
+            list(texts), instruction=instruction, batch_size=batch_size, show_progress=show_progress
+        ), False
     content_hash = corpus_hash(doc_ids, texts, instruction)
     cached = cache.load(encoder.fingerprint, content_hash, len(texts), encoder.dimension)
     if cached is not None:
         return cached, True
-    matrix = encoder.encode_documents(list(texts), instruction=instruction, batch_size=batch_size,
-                                      show_progress=show_progress)
-    cache.store(encoder.fingerprint, content_hash, matrix,
-                {"corpus": corpus_name, "documents": len(texts), "instruction": instruction})
+    matrix = encoder.encode_documents(
+        list(texts), instruction=instruction, batch_size=batch_size, show_progress=show_progress
+    )
+    cache.store(
+        encoder.fingerprint,
+        content_hash,
+        matrix,
+        {"corpus": corpus_name, "documents": len(texts), "instruction": instruction},
+    )
     return matrix, False

@@ -72,7 +72,9 @@ def _optional_text(record: dict, key: str, path: Path, line_number: int) -> str 
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise EvalDataError(f"{path}:{line_number}: field '{key}' must be a string when present, got {type(value).__name__}.")
+        raise EvalDataError(
+            f"{path}:{line_number}: field '{key}' must be a string when present, got {type(value).__name__}."
+        )
     return value
 
 
@@ -125,7 +127,9 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
             if line_number == 1 and not row[-1].strip().lstrip("-").isdigit():
                 continue  # the header
             if len(row) != 3:
-                raise EvalDataError(f"{path}:{line_number}: expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}.")
+                raise EvalDataError(
+                    f"{path}:{line_number}: expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}."
+                )
             query_id, doc_id, score = (cell.strip() for cell in row)
             try:
                 relevance = int(score)
@@ -167,8 +171,10 @@ def load_stance(path: str | Path) -> list[StanceRecord]:
     path = Path(path)
     records = []
     for line_number, record in read_jsonl(path):
-        fields = {key: _required_text(record, key, path, line_number) for key in
-                  ("claim_id", "claim", "doc_id", "label", "instruction_match", "instruction_mismatch")}
+        fields = {
+            key: _required_text(record, key, path, line_number)
+            for key in ("claim_id", "claim", "doc_id", "label", "instruction_match", "instruction_mismatch")
+        }
         if fields["instruction_match"].strip() == fields["instruction_mismatch"].strip():
             raise EvalDataError(f"{path}:{line_number}: instruction_match and instruction_mismatch are identical.")
         records.append(StanceRecord(**fields))

@@ -9,9 +9,16 @@ from rich.table import Table
 def results_table(results: list[dict], title: str = "evaluation") -> Table:
     """One row per metric, the task's main metric first and bold, so that every value stays
     readable in an 80-column terminal (a single joined metrics cell was cut to '...')."""
-    table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, padding=(0, 1), show_edge=False,
-                  caption="n: queries / stance records / STS pairs; [..]: bootstrap 95 % interval; *: cached corpus embeddings; "
-                          f"{sum(result['seconds'] for result in results):.0f} s in all")
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+        padding=(0, 1),
+        show_edge=False,
+        caption="n: queries / stance records / STS pairs; [..]: bootstrap 95 % interval; *: cached corpus embeddings; "
+        f"{sum(result['seconds'] for result in results):.0f} s in all",
+    )
     table.add_column("encoder", overflow="fold", min_width=10)
     table.add_column("task", overflow="fold", min_width=14)
     table.add_column("metric", no_wrap=True)

@@ -14,12 +14,12 @@ RESULT_FORMAT_VERSION = 1
 @dataclass
 class TaskResult:
     task: str
-    kind: str                      # retrieval | paired-instruction | steering | sts
+    kind: str  # retrieval | paired-instruction | steering | sts
     metrics: dict[str, float]
     main_metric: str
-    encoder: dict                  # fingerprint, base model, pooling, look-ahead length, label
-    counts: dict[str, int]         # queries / documents / pairs actually used
-    limits: dict                   # max_queries, max_docs, seed as requested
+    encoder: dict  # fingerprint, base model, pooling, look-ahead length, label
+    counts: dict[str, int]  # queries / documents / pairs actually used
+    limits: dict  # max_queries, max_docs, seed as requested
     instruction: str | None = None
     notes: list[str] = field(default_factory=list)
     corpus_from_cache: bool = False
@@ -35,7 +35,7 @@ class TaskResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TaskResult":
+    def from_dict(cls, data: dict) -> TaskResult:
         return cls(**data)
 
 

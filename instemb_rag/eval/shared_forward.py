@@ -45,11 +45,12 @@ class SharedForward:
         self.full_length = encoder.lookahead_length
         too_long = [v for v in self.variants if not 0 <= v[1] <= self.full_length]
         if too_long:
-            raise ValueError(f"variants {too_long} ask for more look-ahead tokens than the encoder's "
-                             f"{self.full_length}")
+            raise ValueError(
+                f"variants {too_long} ask for more look-ahead tokens than the encoder's {self.full_length}"
+            )
         self._memo: dict[tuple[str, str | None], np.ndarray] = {}  # -> [variants, d], normalised
 
-    def view(self, pooling: str, lookahead_length: int) -> "VariantView":
+    def view(self, pooling: str, lookahead_length: int) -> VariantView:
         variant = (pooling, lookahead_length)
         if variant not in self.variants:
             raise KeyError(f"{variant} is not one of this SharedForward's variants {self.variants}")
@@ -61,8 +62,11 @@ class SharedForward:
         missing = list(dict.fromkeys(key for key in keys if key not in self._memo))
         if missing:
             self._compute(missing, batch_size)
-        return np.stack([self._memo[key] for key in keys]) if keys else np.zeros(
-            (0, len(self.variants), self.encoder.dimension), dtype=np.float32)
+        return (
+            np.stack([self._memo[key] for key in keys])
+            if keys
+            else np.zeros((0, len(self.variants), self.encoder.dimension), dtype=np.float32)
+        )
 
     @torch.inference_mode()
     def _compute(self, keys: list[tuple[str, str | None]], batch_size: int) -> None:
@@ -74,10 +78,13 @@ class SharedForward:
             chunk = order[start : start + batch_size]
             states = encoder.states(encoder.collate([id_lists[i] for i in chunk]))
             hidden, mask = states.hidden.float(), states.attention_mask
-            pooled = torch.stack([
-                pooler(hidden, truncate_lookahead_mask(mask, self.full_length, length), length)
-                for pooler, (_, length) in zip(poolers, self.variants)
-            ], dim=1)
+            pooled = torch.stack(
+                [
+                    pooler(hidden, truncate_lookahead_mask(mask, self.full_length, length), length)
+                    for pooler, (_, length) in zip(poolers, self.variants)
+                ],
+                dim=1,
+            )
             pooled = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
             for row, index in enumerate(chunk):
                 self._memo[keys[index]] = pooled[row]

@@ -73,10 +73,13 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
         by_focus.setdefault(focus, {})[facet] = record.output
     foci = _sample_groups(list(by_focus), max_queries, context.seed)
     passages = [(focus, facet, by_focus[focus][facet]) for focus in foci for facet in sorted(by_focus[focus])]
-    doc_matrix = context.encoder.encode_documents([text for _, _, text in passages], batch_size=context.batch_size,
-                                                  show_progress=context.show_progress)
-    queries = context.queries([medquad_query_text(focus) for focus, _, _ in passages],
-                              [FACET_EVAL_PHRASINGS[facet] for _, facet, _ in passages])
+    doc_matrix = context.encoder.encode_documents(
+        [text for _, _, text in passages], batch_size=context.batch_size, show_progress=context.show_progress
+    )
+    queries = context.queries(
+        [medquad_query_text(focus) for focus, _, _ in passages],
+        [FACET_EVAL_PHRASINGS[facet] for _, facet, _ in passages],
+    )
     top1, pairwise, chance = [], [], []
     start = 0
     for focus in foci:
@@ -89,11 +92,16 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
             pairwise.append(float(np.mean(scores[row, row] > others)))
             chance.append(1.0 / count)
         start += count
-    metrics = {"steering_accuracy": float(np.mean(top1)), "pairwise_accuracy": float(np.mean(pairwise)),
-               "random_steering_accuracy": float(np.mean(chance))}
+    metrics = {
+        "steering_accuracy": float(np.mean(top1)),
+        "pairwise_accuracy": float(np.mean(pairwise)),
+        "random_steering_accuracy": float(np.mean(chance)),
+    }
     per_item = {"steering_accuracy": top1, "pairwise_accuracy": pairwise}
     counts = {"queries": len(passages), "documents": len(passages), "foci": len(foci)}
-    notes = [f"{_split_word(context.steering_split)} foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"]
+    notes = [
+        f"{_split_word(context.steering_split)} foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"
+    ]
     return metrics, counts, notes, per_item
 
 
@@ -109,27 +117,42 @@ def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
         texts[claim_id] = record.text
     both = [claim_id for claim_id, labels in by_claim.items() if len(labels) == 2]
     if not both:
-        raise EvalDataError(f"No {_split_word(context.steering_split)} Climate-FEVER claim under {data_root} has both stances.")
+        raise EvalDataError(
+            f"No {_split_word(context.steering_split)} Climate-FEVER claim under {data_root} has both stances."
+        )
     claims = _sample_groups(both, max_queries, context.seed)
-    sentences = [(claim_id, label, sentence) for claim_id in claims
-                 for label in ("SUPPORTS", "REFUTES") for sentence in by_claim[claim_id][label]]
-    doc_matrix = context.encoder.encode_documents([s for _, _, s in sentences], batch_size=context.batch_size,
-                                                  show_progress=context.show_progress)
+    sentences = [
+        (claim_id, label, sentence)
+        for claim_id in claims
+        for label in ("SUPPORTS", "REFUTES")
+        for sentence in by_claim[claim_id][label]
+    ]
+    doc_matrix = context.encoder.encode_documents(
+        [s for _, _, s in sentences], batch_size=context.batch_size, show_progress=context.show_progress
+    )
     asked = [(claim_id, label) for claim_id in claims for label in ("SUPPORTS", "REFUTES")]
-    queries = context.queries([texts[claim_id] for claim_id, _ in asked],
-                              [STANCE_EVAL_PHRASINGS[label] for _, label in asked])
+    queries = context.queries(
+        [texts[claim_id] for claim_id, _ in asked], [STANCE_EVAL_PHRASINGS[label] for _, label in asked]
+    )
     per_label: dict[str, list[float]] = {"SUPPORTS": [], "REFUTES": []}
     for row, (claim_id, label) in enumerate(asked):
-        wanted = [i for i, (c, l, _) in enumerate(sentences) if c == claim_id and l == label]
-        unwanted = [i for i, (c, l, _) in enumerate(sentences) if c == claim_id and l != label]
+        wanted = [i for i, (claim, stance, _) in enumerate(sentences) if claim == claim_id and stance == label]
+        unwanted = [i for i, (claim, stance, _) in enumerate(sentences) if claim == claim_id and stance != label]
         scores = queries[row] @ doc_matrix.T
         per_label[label].append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
     overall = per_label["SUPPORTS"] + per_label["REFUTES"]
-    metrics = {"pairwise_accuracy": float(np.mean(overall)),
-               "pairwise_accuracy_supports": float(np.mean(per_label["SUPPORTS"])),
-               "pairwise_accuracy_refutes": float(np.mean(per_label["REFUTES"]))}
-    per_item = {"pairwise_accuracy": overall, "pairwise_accuracy_supports": per_label["SUPPORTS"],
-                "pairwise_accuracy_refutes": per_label["REFUTES"]}
+    metrics = {
+        "pairwise_accuracy": float(np.mean(overall)),
+        "pairwise_accuracy_supports": float(np.mean(per_label["SUPPORTS"])),
+        "pairwise_accuracy_refutes": float(np.mean(per_label["REFUTES"])),
+    }
+    per_item = {
+        "pairwise_accuracy": overall,
+        "pairwise_accuracy_supports": per_label["SUPPORTS"],
+        "pairwise_accuracy_refutes": per_label["REFUTES"],
+    }
     counts = {"queries": len(asked), "documents": len(sentences), "claims": len(claims)}
-    notes = [f"{_split_word(context.steering_split)} claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"]
+    notes = [
+        f"{_split_word(context.steering_split)} claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"
+    ]
     return metrics, counts, notes, per_item

@@ -35,7 +35,7 @@ from ..instructions import normalize_instruction
 from . import metrics as metric_lib
 from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
-from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_sts, load_stance
+from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_stance, load_sts
 from .results import TaskResult, encoder_description
 from .sampling import sample_in_order, subsample_corpus
 from .seen import SeenTexts
@@ -57,19 +57,47 @@ class TaskSpec:
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("scifact", "retrieval", "scifact",
-                 "Find a scientific study whose findings support or contradict this claim.",
-                 "ndcg@10", "SciFact train claims over 5,183 abstracts"),
-        TaskSpec("scifact-stance", "paired-instruction", "scifact/stance.jsonl", None,
-                 "p-mrr", "SciFact stance: matching vs mismatching instruction"),
-        TaskSpec("vaswani", "retrieval", "vaswani",
-                 "Find physics abstracts relevant to this search query.",
-                 "ndcg@10", "NPL/Vaswani physics abstracts"),
+        TaskSpec(
+            "scifact",
+            "retrieval",
+            "scifact",
+            "Find a scientific study whose findings support or contradict this claim.",
+            "ndcg@10",
+            "SciFact train claims over 5,183 abstracts",
+        ),
+        TaskSpec(
+            "scifact-stance",
+            "paired-instruction",
+            "scifact/stance.jsonl",
+            None,
+            "p-mrr",
+            "SciFact stance: matching vs mismatching instruction",
+        ),
+        TaskSpec(
+            "vaswani",
+            "retrieval",
+            "vaswani",
+            "Find physics abstracts relevant to this search query.",
+            "ndcg@10",
+            "NPL/Vaswani physics abstracts",
+        ),
         TaskSpec("stsb", "sts", "stsb/test.jsonl", None, "spearman", "STS Benchmark test"),
-        TaskSpec("medquad-facets", "steering", "medquad", None, "steering_accuracy",
-                 "MedQuAD held-out foci: the asked facet's passage above the focus's other facets"),
-        TaskSpec("climate-fever-stance", "steering", "climate_fever", None, "pairwise_accuracy",
-                 "Climate-FEVER held-out claims: supporting vs refuting evidence under each instruction"),
+        TaskSpec(
+            "medquad-facets",
+            "steering",
+            "medquad",
+            None,
+            "steering_accuracy",
+            "MedQuAD held-out foci: the asked facet's passage above the focus's other facets",
+        ),
+        TaskSpec(
+            "climate-fever-stance",
+            "steering",
+            "climate_fever",
+            None,
+            "pairwise_accuracy",
+            "Climate-FEVER held-out claims: supporting vs refuting evidence under each instruction",
+        ),
     )
 }
 
@@ -136,8 +164,12 @@ def evaluate(
     if exclude_seen is not None and not isinstance(exclude_seen, SeenTexts):
         exclude_seen = SeenTexts(exclude_seen)
     context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split)
-    limits = {"max_queries": max_queries, "max_docs": max_docs, "seed": seed,
-              "exclude_seen": exclude_seen.path if exclude_seen is not None else None}
+    limits = {
+        "max_queries": max_queries,
+        "max_docs": max_docs,
+        "seed": seed,
+        "exclude_seen": exclude_seen.path if exclude_seen is not None else None,
+    }
     if spec.kind == "steering":
         limits["split"] = steering_split
     if spec.kind == "retrieval":
@@ -186,12 +218,21 @@ class _RunContext:
         return kept, [self.seen.note(len(items) - len(kept), len(items), what)]
 
     def documents(self, corpus: dict[str, str], doc_ids: list[str], name: str) -> tuple[np.ndarray, bool]:
-        return embed_corpus(self.encoder, doc_ids, [corpus[doc_id] for doc_id in doc_ids], None,
-                            self.cache, self.batch_size, self.show_progress, name)
+        return embed_corpus(
+            self.encoder,
+            doc_ids,
+            [corpus[doc_id] for doc_id in doc_ids],
+            None,
+            self.cache,
+            self.batch_size,
+            self.show_progress,
+            name,
+        )
 
     def queries(self, texts: list[str], instructions) -> np.ndarray:
-        return self.encoder.encode_queries(texts, instructions, batch_size=self.batch_size,
-                                           show_progress=self.show_progress)
+        return self.encoder.encode_queries(
+            texts, instructions, batch_size=self.batch_size, show_progress=self.show_progress
+        )
 
 
 def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_docs):
@@ -203,8 +244,9 @@ def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_d
     if max_queries is not None and len(query_ids) < len(candidates):
         notes.append(f"queries sub-sampled: {len(query_ids)} of {len(candidates)} (seed {context.seed})")
     doc_matrix, from_cache = context.documents(data.corpus, doc_ids, data.name)
-    query_matrix = context.queries([data.queries[qid] for qid in query_ids],
-                                   [data.instruction_for(qid) for qid in query_ids])
+    query_matrix = context.queries(
+        [data.queries[qid] for qid in query_ids], [data.instruction_for(qid) for qid in query_ids]
+    )
     run = _top_k_run(query_ids, doc_ids, query_matrix @ doc_matrix.T, RUN_DEPTH)
     qrels = {qid: data.qrels[qid] for qid in query_ids}
     metrics = metric_lib.retrieval_metrics(qrels, run)
@@ -216,8 +258,7 @@ def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, 
     depth = min(depth, scores.shape[1])
     top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
     return {
-        qid: {doc_ids[column]: float(scores[row, column]) for column in top[row]}
-        for row, qid in enumerate(query_ids)
+        qid: {doc_ids[column]: float(scores[row, column]) for column in top[row]} for row, qid in enumerate(query_ids)
     }
 
 
@@ -240,14 +281,17 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
     rows = np.arange(len(records))
     original_ranks = [metric_lib.rank_of(scores_match[row], targets[row]) for row in rows]
     new_ranks = [metric_lib.rank_of(scores_mismatch[row], targets[row]) for row in rows]
-    changes = [(f"{record.claim_id}/{record.doc_id}", og, new)
-               for record, og, new in zip(records, original_ranks, new_ranks)]
+    changes = [
+        (f"{record.claim_id}/{record.doc_id}", og, new) for record, og, new in zip(records, original_ranks, new_ranks)
+    ]
     wins = scores_match[rows, targets] > scores_mismatch[rows, targets]
     per_item = {
         "p-mrr": [metric_lib.pairwise_rank_score(og, new) for _, og, new in changes],
         "pairwise_accuracy": wins.astype(float).tolist(),
-        **{f"pairwise_accuracy_{label}": [float(wins[i]) for i, r in enumerate(records) if r.label.lower() == label]
-           for label in sorted({r.label.lower() for r in records})},
+        **{
+            f"pairwise_accuracy_{label}": [float(wins[i]) for i, r in enumerate(records) if r.label.lower() == label]
+            for label in sorted({r.label.lower() for r in records})
+        },
     }
     metrics = {
         "p-mrr": metric_lib.p_mrr(changes),
@@ -271,8 +315,10 @@ def _pairwise_accuracy_by_label(records, matching: np.ndarray, mismatching: np.n
     by_label: dict[str, list[int]] = {}
     for index, record in enumerate(records):
         by_label.setdefault(record.label.lower(), []).append(index)
-    return {f"pairwise_accuracy_{label}": metric_lib.pairwise_accuracy(matching[rows], mismatching[rows])
-            for label, rows in sorted(by_label.items())}
+    return {
+        f"pairwise_accuracy_{label}": metric_lib.pairwise_accuracy(matching[rows], mismatching[rows])
+        for label, rows in sorted(by_label.items())
+    }
 
 
 def _run_sts(context: _RunContext, sts_path: Path, max_pairs, instruction):
@@ -285,7 +331,12 @@ def _run_sts(context: _RunContext, sts_path: Path, max_pairs, instruction):
     similarity = np.sum(first * second, axis=1)
     gold = np.array([pair.score for pair in pairs])
     metrics = {"spearman": metric_lib.spearman(similarity, gold)}
-    interval = bootstrap_interval(statistic=lambda index: metric_lib.spearman(similarity[index], gold[index]),
-                                  size=len(pairs), seed=context.seed)
-    notes = [f"pairs sub-sampled: {len(pairs)} of {len(all_pairs)} (seed {context.seed})"] if len(pairs) < len(all_pairs) else []
+    interval = bootstrap_interval(
+        statistic=lambda index: metric_lib.spearman(similarity[index], gold[index]), size=len(pairs), seed=context.seed
+    )
+    notes = (
+        [f"pairs sub-sampled: {len(pairs)} of {len(all_pairs)} (seed {context.seed})"]
+        if len(pairs) < len(all_pairs)
+        else []
+    )
     return metrics, {"pairs": len(pairs)}, notes, False, {"spearman": interval}

@@ -70,9 +70,7 @@ def encode_instructions(
     id_lists = [encoder.build_ids(text, instruction) for instruction in instructions]
     prefix_length = shared_prefix_length(id_lists, lookahead_length)
     if len(instructions) == 1 or prefix_length == 0:
-        return encoder.encode(
-            [text] * len(instructions), instructions, batch_size=max(batch_size, 1)
-        )
+        return encoder.encode([text] * len(instructions), instructions, batch_size=max(batch_size, 1))
     prefix_ids = id_lists[0][:prefix_length]
     cache = run_prefix(encoder, prefix_ids)
     if not cache_is_plain(cache):
@@ -88,9 +86,11 @@ def encode_instructions(
 def run_prefix(encoder, prefix_ids: list[int]) -> DynamicCache:
     """Key/value cache of the prefix, one row."""
     cache = DynamicCache(config=encoder.model.config)
-    batch = {"input_ids": torch.tensor([prefix_ids], dtype=torch.long),
-             "attention_mask": torch.ones(1, len(prefix_ids), dtype=torch.long),
-             "position_ids": torch.arange(len(prefix_ids))[None, :]}
+    batch = {
+        "input_ids": torch.tensor([prefix_ids], dtype=torch.long),
+        "attention_mask": torch.ones(1, len(prefix_ids), dtype=torch.long),
+        "position_ids": torch.arange(len(prefix_ids))[None, :],
+    }
     encoder.states(batch, cache=cache)
     return cache
 
@@ -102,8 +102,7 @@ def repeat_cache(cache: DynamicCache, rows: int) -> DynamicCache:
     """
     return DynamicCache(
         ddp_cache_data=[
-            (layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1))
-            for layer in cache.layers
+            (layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1)) for layer in cache.layers
         ]
     )
 

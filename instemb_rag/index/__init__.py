@@ -31,7 +31,19 @@ from .search import Index, SearchHit, parse_filters
 from .stores import StoreOptions
 
 __all__ = [
-    "BadInputError", "DEFAULT_MAX_FILE_BYTES", "FORMAT_VERSION", "Index", "IndexBusyError", "IndexFolderError",
-    "IndexOptions", "IndexReport", "Indexer", "Manifest", "SUPPORTED_SUFFIXES", "SearchHit", "StoreOptions",
-    "parse_filters", "read_manifest",
+    "BadInputError",
+    "DEFAULT_MAX_FILE_BYTES",
+    "FORMAT_VERSION",
+    "Index",
+    "IndexBusyError",
+    "IndexFolderError",
+    "IndexOptions",
+    "IndexReport",
+    "Indexer",
+    "Manifest",
+    "SUPPORTED_SUFFIXES",
+    "SearchHit",
+    "StoreOptions",
+    "parse_filters",
+    "read_manifest",
 ]

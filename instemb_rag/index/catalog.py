@@ -79,7 +79,7 @@ class Catalog:
         self.path = path
 
     @classmethod
-    def open(cls, index_dir: Path, read_only: bool = False) -> "Catalog":
+    def open(cls, index_dir: Path, read_only: bool = False) -> Catalog:
         path = Path(index_dir) / CATALOG_FILE
         if read_only:
             connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
@@ -149,8 +149,10 @@ class Catalog:
                 for salt in range(100):
                     chunk_id = content_chunk_id(source, chunk.position, chunk.text, chunk.extra, salt)
                     try:
-                        db.execute("INSERT INTO chunks (id, path, position, text, extra, vector) VALUES (?, ?, ?, ?, ?, ?)",
-                                   (chunk_id, *row))
+                        db.execute(
+                            "INSERT INTO chunks (id, path, position, text, extra, vector) VALUES (?, ?, ?, ?, ?, ?)",
+                            (chunk_id, *row),
+                        )
                         break
                     except sqlite3.IntegrityError:
                         continue  # another chunk holds this id: take the next salt
@@ -185,7 +187,9 @@ class Catalog:
             rows = []
             for batch in _batches(list(ids), 500):
                 marks = ",".join("?" * len(batch))
-                rows += self.connection.execute(f"SELECT id, vector FROM chunks WHERE id IN ({marks})", batch).fetchall()
+                rows += self.connection.execute(
+                    f"SELECT id, vector FROM chunks WHERE id IN ({marks})", batch
+                ).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, dimension or 0), dtype=np.float32)
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(len(rows), -1)

@@ -27,7 +27,7 @@ class RichChunkProgress:
         self.progress = counting_progress("embedding", ChunkRateColumn(), enabled=enabled, console=console)
         self.task = None
 
-    def __enter__(self) -> "RichChunkProgress":
+    def __enter__(self) -> RichChunkProgress:
         self.progress.start()
         return self
 

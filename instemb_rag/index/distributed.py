@@ -67,13 +67,15 @@ class RayUnreachableError(BadInputError):
 def split_address(address: str) -> tuple[str, int]:
     """(host, port) of a Ray address: HOST:PORT (GCS, default 6379) or ray://HOST:PORT (client, 10001)."""
     client = address.startswith("ray://")
-    rest = address[len("ray://"):] if client else address
+    rest = address[len("ray://") :] if client else address
     host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
     host = host.strip("[]")
     try:
         number = int(port) if port else (DEFAULT_CLIENT_PORT if client else DEFAULT_RAY_PORT)
     except ValueError:
-        raise RayUnreachableError(f"--ray {address!r} is not a Ray address: use auto, HOST:PORT or ray://HOST:PORT.") from None
+        raise RayUnreachableError(
+            f"--ray {address!r} is not a Ray address: use auto, HOST:PORT or ray://HOST:PORT."
+        ) from None
     if not host:
         raise RayUnreachableError(f"--ray {address!r} is not a Ray address: use auto, HOST:PORT or ray://HOST:PORT.")
     return host, number
@@ -159,11 +161,14 @@ def pool_size(options: RayOptions, gpus: float, cpus: float) -> int:
 def read_and_split(batch: dict, tokenizer, chunk_size: int, chunk_overlap: int) -> dict:
     """Ray Data stage 1 (tasks): each file -> its chunks, one row per chunk; a file without
     chunks gives one row with ``count`` 0 and the reason (the driver records the skip)."""
-    from .documents import ChunkSplitter
     from pathlib import Path
 
+    from .documents import ChunkSplitter
+
     splitter = ChunkSplitter(tokenizer, chunk_size, chunk_overlap)
-    rows: dict[str, list] = {key: [] for key in ("task", "source", "count", "position", "text", "extra", "reason", "transient")}
+    rows: dict[str, list] = {
+        key: [] for key in ("task", "source", "count", "position", "text", "extra", "reason", "transient")
+    }
     for task, source, path in zip(batch["task"], batch["source"], batch["path"]):
         chunks, reason, transient = chunk_file(Path(path), splitter)
         for chunk in chunks or [None]:
@@ -175,16 +180,17 @@ def read_and_split(batch: dict, tokenizer, chunk_size: int, chunk_overlap: int) 
             rows["extra"].append(json.dumps(chunk.extra if chunk else {}))
             rows["reason"].append(reason or "")
             rows["transient"].append(bool(transient))
-    return {key: np.array(values, dtype=object if key in ("source", "text", "extra", "reason") else None)
-            for key, values in rows.items()}
+    return {
+        key: np.array(values, dtype=object if key in ("source", "text", "extra", "reason") else None)
+        for key, values in rows.items()
+    }
 
 
 class EmbedChunks:
     """Ray Data stage 2 (an actor pool): loads the encoder once per actor, embeds each batch of
     chunks and, with a Qdrant server sink, upserts the points itself (content-derived ids)."""
 
-    def __init__(self, encoder_kwargs: dict, fingerprint: str, batch_size: int, threads: int,
-                 sink: dict | None = None):
+    def __init__(self, encoder_kwargs: dict, fingerprint: str, batch_size: int, threads: int, sink: dict | None = None):
         import torch
 
         from ..encoder import InstEmbEncoder
@@ -203,8 +209,14 @@ class EmbedChunks:
         if sink is not None:
             from .qdrant_store import ServerCollection
 
-            self.sink = ServerCollection(sink["url"], sink.get("api_key"), sink["collection"], self.encoder.dimension,
-                                         client=sink.get("client"), create=False)
+            self.sink = ServerCollection(
+                sink["url"],
+                sink.get("api_key"),
+                sink["collection"],
+                self.encoder.dimension,
+                client=sink.get("client"),
+                create=False,
+            )
 
     def __call__(self, batch: dict) -> dict:
         counts = np.asarray(batch["count"])
@@ -237,12 +249,19 @@ class WorkerWrittenStore:
         self.catalog = catalog
         catalog.set_store_generation(-1)  # from now on the collection may be ahead of the catalog
 
-    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+    def apply(
+        self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]
+    ) -> None:
         self.store.delete(sorted(set(removed) - set(added)))
         rows = self.catalog.rows(added)
-        salted = [n for n, chunk_id in enumerate(added)
-                  if content_chunk_id(rows[chunk_id].source, rows[chunk_id].position, rows[chunk_id].text,
-                                      rows[chunk_id].extra) != chunk_id]
+        salted = [
+            n
+            for n, chunk_id in enumerate(added)
+            if content_chunk_id(
+                rows[chunk_id].source, rows[chunk_id].position, rows[chunk_id].text, rows[chunk_id].extra
+            )
+            != chunk_id
+        ]
         if salted:  # a worker wrote these chunks under the id another chunk holds: put both right
             self.store.upsert([added[n] for n in salted], vectors[salted], [payloads[n] for n in salted])
             self.catalog.set_store_generation(-1)
@@ -289,16 +308,31 @@ class RayEmbedding:
         files_per_task = max(1, options.files_per_task)
         dataset = ray.data.from_items(items, override_num_blocks=max(1, math.ceil(len(items) / files_per_task)))
         dataset = dataset.map_batches(
-            read_and_split, batch_size=files_per_task, batch_format="numpy", num_cpus=CHUNK_TASK_CPUS,
-            fn_kwargs={"tokenizer": self.encoder.tokenizer, "chunk_size": self.options.chunk_size,
-                       "chunk_overlap": self.options.chunk_overlap},
+            read_and_split,
+            batch_size=files_per_task,
+            batch_format="numpy",
+            num_cpus=CHUNK_TASK_CPUS,
+            fn_kwargs={
+                "tokenizer": self.encoder.tokenizer,
+                "chunk_size": self.options.chunk_size,
+                "chunk_overlap": self.options.chunk_overlap,
+            },
         )
         threads = 0 if gpus_per_worker else max(1, int(options.cpus_per_worker))
         return dataset.map_batches(
-            EmbedChunks, batch_size=self.options.batch_size * 4, batch_format="numpy",
-            compute=ActorPoolStrategy(size=workers), num_gpus=gpus_per_worker, num_cpus=options.cpus_per_worker,
-            fn_constructor_kwargs={"encoder_kwargs": options.encoder_kwargs, "fingerprint": self.encoder.fingerprint,
-                                   "batch_size": self.options.batch_size, "threads": threads, "sink": self.sink},
+            EmbedChunks,
+            batch_size=self.options.batch_size * 4,
+            batch_format="numpy",
+            compute=ActorPoolStrategy(size=workers),
+            num_gpus=gpus_per_worker,
+            num_cpus=options.cpus_per_worker,
+            fn_constructor_kwargs={
+                "encoder_kwargs": options.encoder_kwargs,
+                "fingerprint": self.encoder.fingerprint,
+                "batch_size": self.options.batch_size,
+                "threads": threads,
+                "sink": self.sink,
+            },
         )
 
     def embedded(self, tasks: list[FileTask], report: IndexReport, progress) -> Iterator[list[EmbeddedFile]]:
@@ -311,12 +345,24 @@ class RayEmbedding:
                 number, count = int(batch["task"][i]), int(batch["count"][i])
                 task = tasks[number]
                 if count == 0:
-                    item = file_outcome(task, [], batch["reason"][i] or None, bool(batch["transient"][i]), report,
-                                        dimension=self.encoder.dimension)
+                    item = file_outcome(
+                        task,
+                        [],
+                        batch["reason"][i] or None,
+                        bool(batch["transient"][i]),
+                        report,
+                        dimension=self.encoder.dimension,
+                    )
                 else:
                     rows = arriving.setdefault(number, [])
-                    rows.append((int(batch["position"][i]), str(batch["text"][i]), json.loads(batch["extra"][i]),
-                                 np.asarray(batch["vector"][i], np.float32)))
+                    rows.append(
+                        (
+                            int(batch["position"][i]),
+                            str(batch["text"][i]),
+                            json.loads(batch["extra"][i]),
+                            np.asarray(batch["vector"][i], np.float32),
+                        )
+                    )
                     if len(rows) < count:
                         continue
                     rows = sorted(arriving.pop(number), key=lambda row: row[0])
@@ -342,5 +388,14 @@ class RayEmbedding:
             self.started = False
 
 
-__all__ = ["ChunkSplitter", "EmbedChunks", "RayEmbedding", "RayOptions", "RayUnreachableError", "WorkerWrittenStore",
-           "check_ray_reachable", "connect_ray", "read_and_split"]
+__all__ = [
+    "ChunkSplitter",
+    "EmbedChunks",
+    "RayEmbedding",
+    "RayOptions",
+    "RayUnreachableError",
+    "WorkerWrittenStore",
+    "check_ray_reachable",
+    "connect_ray",
+    "read_and_split",
+]

@@ -76,8 +76,13 @@ def _relative(root: Path, path: Path) -> str:
 
 def _consider(found: Discovery, path: Path, relative: str, max_bytes: int) -> None:
     if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-        found.skipped.append(Skipped(relative, f"unsupported type '{path.suffix or 'no extension'}' "
-                                               f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})"))
+        found.skipped.append(
+            Skipped(
+                relative,
+                f"unsupported type '{path.suffix or 'no extension'}' "
+                f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})",
+            )
+        )
         return
     try:
         size = path.stat().st_size
@@ -107,8 +112,10 @@ def unusable_reason(path: Path) -> str | None:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
-        return (f"not UTF-8 text (invalid byte 0x{data[error.start]:02x} at offset {error.start}); "
-                "convert it, e.g. `iconv -f latin1 -t utf-8`")
+        return (
+            f"not UTF-8 text (invalid byte 0x{data[error.start]:02x} at offset {error.start}); "
+            "convert it, e.g. `iconv -f latin1 -t utf-8`"
+        )
     return None
 
 
@@ -125,8 +132,12 @@ def read_texts(path: Path) -> list[tuple[str, dict]]:
     from llama_index.core import SimpleDirectoryReader
 
     reader = SimpleDirectoryReader(
-        input_files=[str(path)], file_extractor=_file_extractors(), encoding="utf-8",
-        errors="strict", raise_on_error=True, filename_as_id=False,
+        input_files=[str(path)],
+        file_extractor=_file_extractors(),
+        encoding="utf-8",
+        errors="strict",
+        raise_on_error=True,
+        filename_as_id=False,
     )
     texts = []
     for document in reader.load_data():

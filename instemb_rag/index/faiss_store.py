@@ -131,7 +131,9 @@ class FaissStore:
     def repair(self) -> str | None:
         return None  # a stale or missing cache is rebuilt from the catalog by finish() and search()
 
-    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+    def apply(
+        self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]
+    ) -> None:
         pass
 
     def sync(self) -> None:

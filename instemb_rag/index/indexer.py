@@ -49,7 +49,7 @@ class IndexOptions:
     wait_seconds: float = 0.0
     batch_size: int = 16
     model_label: str = "default"
-    ray: "RayOptions | None" = None  # embed on a Ray cluster (distributed.py); None: in this process
+    ray: RayOptions | None = None  # embed on a Ray cluster (distributed.py); None: in this process
 
 
 @dataclass
@@ -98,13 +98,16 @@ class Indexer:
             # --rebuild, or leftovers of a run killed before its manifest was written
             wipe_index(self.index_dir, self.options.stores, self.encoder.dimension, self.options.rebuild)
         else:
-            check_encoder(manifest, self.encoder.fingerprint, self.encoder.dimension, self.index_dir, self.options.model_label)
+            check_encoder(
+                manifest, self.encoder.fingerprint, self.encoder.dimension, self.index_dir, self.options.model_label
+            )
         stores = resolve_options(self.options.stores, manifest, self.index_dir)
         discovery = discover(root, self.options.max_file_bytes)
         if not discovery.files:
             reasons = "; ".join(f"{item.path}: {item.reason}" for item in discovery.skipped[:5])
             raise BadInputError(
-                f"No indexable files in {root}" + (f" (skipped: {reasons})" if reasons else " (it is empty)")
+                f"No indexable files in {root}"
+                + (f" (skipped: {reasons})" if reasons else " (it is empty)")
                 + ". Nothing was changed in the index."
             )
         catalog = Catalog.open(self.index_dir)
@@ -192,8 +195,9 @@ class Indexer:
 
         return RayEmbedding(self.encoder, self.options)
 
-    def _embed_and_commit(self, catalog: Catalog, store: VectorStore, tasks: list[FileTask], report: IndexReport,
-                          progress) -> None:
+    def _embed_and_commit(
+        self, catalog: Catalog, store: VectorStore, tasks: list[FileTask], report: IndexReport, progress
+    ) -> None:
         if not tasks:
             progress.start(0)
             return
@@ -206,8 +210,9 @@ class Indexer:
         finally:
             embedding.close()
 
-    def _commit_files(self, catalog: Catalog, store: VectorStore, files: list[EmbeddedFile], report: IndexReport,
-                      progress) -> None:
+    def _commit_files(
+        self, catalog: Catalog, store: VectorStore, files: list[EmbeddedFile], report: IndexReport, progress
+    ) -> None:
         """Commit each file in its own transaction and mirror it into the store; then sync."""
         for item in files:
             if item.chunks:
@@ -215,7 +220,9 @@ class Indexer:
                 removed, added = catalog.replace_file(item.source, item.sha256, item.size, item.chunks, item.vectors)
             else:  # the file changed into something unusable: its old chunks are stale
                 removed, added = catalog.remove_file(item.source), []
-            store.apply(removed, added, item.vectors, [{"source": item.source, "position": c.position} for c in item.chunks])
+            store.apply(
+                removed, added, item.vectors, [{"source": item.source, "position": c.position} for c in item.chunks]
+            )
             if item.chunks:
                 report.indexed.append(item.source)
                 report.chunks_added += len(added)
@@ -258,8 +265,15 @@ def chunk_file(path: Path, splitter: ChunkSplitter) -> tuple[list, str | None, b
         return [], f"reader failed: {type(error).__name__}: {str(error)[:120]}", False
 
 
-def file_outcome(task: FileTask, chunks: list, reason: str | None, transient: bool, report: IndexReport,
-                 vectors: np.ndarray | None = None, dimension: int = 0) -> EmbeddedFile | None:
+def file_outcome(
+    task: FileTask,
+    chunks: list,
+    reason: str | None,
+    transient: bool,
+    report: IndexReport,
+    vectors: np.ndarray | None = None,
+    dimension: int = 0,
+) -> EmbeddedFile | None:
     """What to commit for a file (None: nothing), recording a skip in the report."""
     if chunks:
         return EmbeddedFile(task.source, task.sha256, task.size, chunks, vectors)

@@ -66,7 +66,7 @@ class CollectionOptions:
         return {key: value for key, value in asdict(self).items() if value != getattr(default, key)}
 
     @classmethod
-    def from_recorded(cls, recorded: dict) -> "CollectionOptions":
+    def from_recorded(cls, recorded: dict) -> CollectionOptions:
         return cls(**{key: recorded[key] for key in asdict(cls()) if key in recorded})
 
 
@@ -74,7 +74,9 @@ def collection_request(collection: str, dimension: int, options: CollectionOptio
     """The keyword arguments of ``QdrantClient.create_collection`` for a new collection."""
     request = {
         "collection_name": collection,
-        "vectors_config": models.VectorParams(size=dimension, distance=models.Distance.DOT, on_disk=options.on_disk or None),
+        "vectors_config": models.VectorParams(
+            size=dimension, distance=models.Distance.DOT, on_disk=options.on_disk or None
+        ),
     }
     for key in ("shard_number", "replication_factor", "write_consistency_factor"):
         if getattr(options, key) is not None:
@@ -143,7 +145,9 @@ class EdgeShard:
         query_filter = None
         if sources is not None:
             query_filter = edge.Filter(must=[edge.FieldCondition(key="source", match=edge.MatchAny(sources))])
-        return self.shard.query(edge.QueryRequest(limit=k, query=edge.Query.Nearest(vector.tolist()), filter=query_filter))
+        return self.shard.query(
+            edge.QueryRequest(limit=k, query=edge.Query.Nearest(vector.tolist()), filter=query_filter)
+        )
 
     def flush(self) -> None:
         self.shard.flush()
@@ -171,8 +175,16 @@ def connect(url: str, api_key: str | None):
 class ServerCollection:
     """Transport: a collection on a Qdrant server or cluster, through qdrant-client."""
 
-    def __init__(self, url: str, api_key: str | None, collection: str, dimension: int, client=None,
-                 options: CollectionOptions = CollectionOptions(), create: bool = True):
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        dimension: int,
+        client=None,
+        options: CollectionOptions = CollectionOptions(),
+        create: bool = True,
+    ):
         from qdrant_client import models
 
         self.models = models
@@ -204,9 +216,14 @@ class ServerCollection:
         """Batched: one request per ``UPSERT_BATCH`` points; ids are content-derived, so a retried
         batch overwrites its own points instead of adding copies."""
         for start in range(0, len(ids), UPSERT_BATCH):
-            points = [self.models.PointStruct(id=i, vector=v.tolist(), payload=p) for i, v, p in
-                      zip(ids[start : start + UPSERT_BATCH], vectors[start : start + UPSERT_BATCH],
-                          payloads[start : start + UPSERT_BATCH])]
+            points = [
+                self.models.PointStruct(id=i, vector=v.tolist(), payload=p)
+                for i, v, p in zip(
+                    ids[start : start + UPSERT_BATCH],
+                    vectors[start : start + UPSERT_BATCH],
+                    payloads[start : start + UPSERT_BATCH],
+                )
+            ]
             self.client.upsert(self.collection, points=points, wait=True)
 
     def delete(self, ids: list[int]) -> None:
@@ -220,7 +237,9 @@ class ServerCollection:
         query_filter = None
         if sources is not None:
             query_filter = models.Filter(must=[models.FieldCondition(key="source", match=models.MatchAny(any=sources))])
-        return self.client.query_points(self.collection, query=vector.tolist(), limit=k, query_filter=query_filter).points
+        return self.client.query_points(
+            self.collection, query=vector.tolist(), limit=k, query_filter=query_filter
+        ).points
 
     def flush(self) -> None:
         pass  # upserts wait for the server
@@ -244,8 +263,9 @@ class QdrantStore:
     embedded shard); search then answers None and the caller searches the catalog exactly.
     """
 
-    def __init__(self, transport, description: dict, dimension: int, catalog=None, lock=None,
-                 fallback_reason: str | None = None):
+    def __init__(
+        self, transport, description: dict, dimension: int, catalog=None, lock=None, fallback_reason: str | None = None
+    ):
         self.transport = transport
         self.dimension = dimension
         self.description = description
@@ -254,15 +274,21 @@ class QdrantStore:
         self.fallback_reason = fallback_reason
 
     @classmethod
-    def open(cls, index_dir: Path, catalog, options, dimension: int, for_search: bool = False) -> "QdrantStore":
+    def open(cls, index_dir: Path, catalog, options, dimension: int, for_search: bool = False) -> QdrantStore:
         """The store ``options`` name: a server collection (``qdrant_url``) or the embedded shard.
 
         For search, the embedded shard is opened under the index lock (held until ``close()``);
         while an index run holds it, the store is returned unusable with ``fallback_reason``.
         """
         if options.qdrant_url:
-            return cls.server(options.qdrant_url, options.qdrant_api_key, options.qdrant_collection, dimension,
-                              catalog=catalog, collection_options=options.collection_options())
+            return cls.server(
+                options.qdrant_url,
+                options.qdrant_api_key,
+                options.qdrant_collection,
+                dimension,
+                catalog=catalog,
+                collection_options=options.collection_options(),
+            )
         description = {"qdrant": "embedded"}
         lock = None
         if for_search:
@@ -278,8 +304,16 @@ class QdrantStore:
             raise
 
     @classmethod
-    def server(cls, url: str, api_key: str | None, collection: str, dimension: int, client=None,
-               catalog=None, collection_options: CollectionOptions = CollectionOptions()) -> "QdrantStore":
+    def server(
+        cls,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        dimension: int,
+        client=None,
+        catalog=None,
+        collection_options: CollectionOptions = CollectionOptions(),
+    ) -> QdrantStore:
         transport = ServerCollection(url, api_key, collection, dimension, client, collection_options)
         description = {"qdrant_url": url, "qdrant_collection": collection, **collection_options.recorded()}
         return cls(transport, description, dimension, catalog)
@@ -350,7 +384,9 @@ class QdrantStore:
         self.sync()
         return f"Qdrant store repaired: {len(stray)} stray points removed, {len(missing)} missing points restored"
 
-    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+    def apply(
+        self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]
+    ) -> None:
         # A chunk unchanged within a changed file keeps its (content-derived) id: it is overwritten, not deleted.
         self.delete(sorted(set(removed) - set(added)))
         self.upsert(added, vectors, payloads)

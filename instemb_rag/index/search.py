@@ -54,7 +54,9 @@ class Index:
     sees the last committed state; ``fallback_reason`` says why.
     """
 
-    def __init__(self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None):
+    def __init__(
+        self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None
+    ):
         self.index_dir = Path(index_dir)
         self.manifest = manifest
         self.catalog = catalog
@@ -65,8 +67,15 @@ class Index:
         self.fallback_reason: str | None = self.store.fallback_reason
 
     @classmethod
-    def open(cls, index_dir: str | Path = ".instemb", encoder=None, model: str | None = None,
-             qdrant_url: str | None = None, qdrant_api_key: str | None = None, device: str = "auto") -> "Index":
+    def open(
+        cls,
+        index_dir: str | Path = ".instemb",
+        encoder=None,
+        model: str | None = None,
+        qdrant_url: str | None = None,
+        qdrant_api_key: str | None = None,
+        device: str = "auto",
+    ) -> Index:
         """Open index_dir; load the encoder it was built with unless one is given."""
         index_dir = Path(index_dir)
         manifest = read_manifest(index_dir)
@@ -94,7 +103,7 @@ class Index:
         self.store.close()
         self.catalog.close()
 
-    def __enter__(self) -> "Index":
+    def __enter__(self) -> Index:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -110,28 +119,34 @@ class Index:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
         return self.encoder.encode_queries([query], instruction)[0]
 
-    def search(self, query: str | np.ndarray, instruction: str | None = None, k: int = 5,
-               filter: dict[str, str] | None = None) -> list[SearchHit]:
+    def search(
+        self, query: str | np.ndarray, instruction: str | None = None, k: int = 5, filter: dict[str, str] | None = None
+    ) -> list[SearchHit]:
         """Top-k chunks for a query text (embedded with one prefill) or a query vector."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
         vector = self.encode_query(query, instruction) if isinstance(query, str) else np.asarray(query, np.float32)
         if vector.shape != (self.manifest.dimension,):
-            raise BadInputError(f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors.")
+            raise BadInputError(
+                f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors."
+            )
         with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
             sources = self._matching_sources(filter or {})
             ranked = self._ranked(vector, k, sources)
             rows = self.catalog.rows([chunk_id for chunk_id, _ in ranked])
         return [
             SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra)
-            for i, score in ranked if i in rows
+            for i, score in ranked
+            if i in rows
         ][:k]
 
     def _matching_sources(self, filters: dict[str, str]) -> list[str] | None:
         pattern = filters.get("source")
         if pattern is None:
             return None
-        return [source for source in self.catalog.sources() if source == pattern or fnmatch.fnmatchcase(source, pattern)]
+        return [
+            source for source in self.catalog.sources() if source == pattern or fnmatch.fnmatchcase(source, pattern)
+        ]
 
     def _ranked(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:
         ranked = self.store.search(vector, k, sources)

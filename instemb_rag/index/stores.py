@@ -44,7 +44,9 @@ class VectorStore(Protocol):
     def repair(self) -> str | None:
         """Bring a store that lags the catalog (a killed run) back to it; a note of what was done."""
 
-    def apply(self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]) -> None:
+    def apply(
+        self, removed: Sequence[int], added: Sequence[int], vectors: np.ndarray, payloads: Sequence[dict]
+    ) -> None:
         """Mirror one committed file: its chunks ``removed`` from the catalog and ``added`` to it."""
 
     def sync(self) -> None:
@@ -80,8 +82,9 @@ class StoreOptions:
         return CollectionOptions(**{f.name: getattr(self, f.name) for f in fields(CollectionOptions)})
 
     @classmethod
-    def from_manifest(cls, manifest: Manifest, qdrant_url: str | None = None,
-                      qdrant_api_key: str | None = None) -> "StoreOptions":
+    def from_manifest(
+        cls, manifest: Manifest, qdrant_url: str | None = None, qdrant_api_key: str | None = None
+    ) -> StoreOptions:
         """The options an existing index was built with (a server URL can be overridden)."""
         recorded = manifest.store_options
         return cls(
@@ -120,14 +123,17 @@ def resolve_options(options: StoreOptions, manifest: Manifest | None, index_dir:
             f"The index in {index_dir} uses --store {store}; to switch to {StoreKind(options.store).value}, "
             "pass --rebuild (re-embeds everything) or use another --index-dir."
         )
-    faiss_index = parse_choice(FaissIndexKind, options.faiss_index or manifest.store_options.get("faiss_index", "flat"),
-                               "--faiss-index")
+    faiss_index = parse_choice(
+        FaissIndexKind, options.faiss_index or manifest.store_options.get("faiss_index", "flat"), "--faiss-index"
+    )
     # the collection exists: its layout is the one recorded when it was created
     layout = vars(CollectionOptions.from_recorded(manifest.store_options))
     return replace(options, store=store, faiss_index=faiss_index, **layout)
 
 
-def open_store(index_dir: Path, catalog, options: StoreOptions, dimension: int, for_search: bool = False) -> VectorStore:
+def open_store(
+    index_dir: Path, catalog, options: StoreOptions, dimension: int, for_search: bool = False
+) -> VectorStore:
     """The store ``options`` (resolved, or read from a manifest) name, bound to ``catalog``."""
     kind = parse_choice(StoreKind, options.store, f"{Path(index_dir) / MANIFEST_FILE}: store", IndexFolderError)
     if kind == StoreKind.faiss.value:
@@ -149,5 +155,14 @@ def wipe_index(index_dir: Path, options: StoreOptions, dimension: int, drop_serv
         QdrantStore.open(index_dir, None, options, dimension).drop()
 
 
-__all__ = ["FAISS_KINDS", "STORE_KINDS", "FaissIndexKind", "StoreKind", "StoreOptions", "VectorStore", "open_store",
-           "resolve_options", "wipe_index"]
+__all__ = [
+    "FAISS_KINDS",
+    "STORE_KINDS",
+    "FaissIndexKind",
+    "StoreKind",
+    "StoreOptions",
+    "VectorStore",
+    "open_store",
+    "resolve_options",
+    "wipe_index",
+]

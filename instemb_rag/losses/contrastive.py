@@ -16,9 +16,12 @@ import torch
 import torch.nn.functional as F
 
 
-def multiview_supcon_loss(views: torch.Tensor, temperature: float = 0.1,
-                          negatives: torch.Tensor | None = None,
-                          shared: torch.Tensor | None = None) -> torch.Tensor:
+def multiview_supcon_loss(
+    views: torch.Tensor,
+    temperature: float = 0.1,
+    negatives: torch.Tensor | None = None,
+    shared: torch.Tensor | None = None,
+) -> torch.Tensor:
     """views: [N, V, d] embeddings (V >= 2 views of N instances); sim is cosine similarity.
 
     negatives: optional [M, d] hard negatives (for example a record's text under an instruction

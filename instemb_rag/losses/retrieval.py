@@ -20,7 +20,9 @@ import torch
 import torch.nn.functional as F
 
 
-def _info_nce(anchors: torch.Tensor, candidates: torch.Tensor, excluded: torch.Tensor, temperature: float) -> torch.Tensor:
+def _info_nce(
+    anchors: torch.Tensor, candidates: torch.Tensor, excluded: torch.Tensor, temperature: float
+) -> torch.Tensor:
     """Row i's positive is candidate i; ``excluded`` [N, C] removes candidates from row i's denominator."""
     logits = anchors @ candidates.T / temperature
     logits = logits.masked_fill(excluded, torch.finfo(logits.dtype).min)
@@ -47,8 +49,10 @@ def instruction_retrieval_loss(
         its own query."""
     count, dim = queries.shape
     if outputs.shape != queries.shape or shared.shape != (count, count):
-        raise ValueError(f"queries {tuple(queries.shape)}, outputs {tuple(outputs.shape)} and shared "
-                         f"{tuple(shared.shape)} must be [N, d], [N, d] and [N, N]")
+        raise ValueError(
+            f"queries {tuple(queries.shape)}, outputs {tuple(outputs.shape)} and shared "
+            f"{tuple(shared.shape)} must be [N, d], [N, d] and [N, N]"
+        )
     q = F.normalize(queries.float(), dim=-1)
     d = F.normalize(outputs.float(), dim=-1)
     off_diagonal = shared & ~torch.eye(count, dtype=torch.bool, device=shared.device)
@@ -64,5 +68,6 @@ def instruction_retrieval_loss(
 
     documents, document_mask = with_extra(d, negative_outputs)
     query_side, query_mask = with_extra(q, negative_queries)
-    return 0.5 * (_info_nce(q, documents, document_mask, temperature)
-                  + _info_nce(d, query_side, query_mask, temperature))
+    return 0.5 * (
+        _info_nce(q, documents, document_mask, temperature) + _info_nce(d, query_side, query_mask, temperature)
+    )

@@ -36,8 +36,9 @@ def embed_inputs(model, lookahead_vectors: torch.Tensor, input_ids: torch.Tensor
     return embeds
 
 
-def run_backbone(model, lookahead_vectors: torch.Tensor, batch: dict[str, torch.Tensor], *,
-                 cache=None, embed_dropout: float = 0.0) -> States:
+def run_backbone(
+    model, lookahead_vectors: torch.Tensor, batch: dict[str, torch.Tensor], *, cache=None, embed_dropout: float = 0.0
+) -> States:
     """Final-layer states of a collated batch (``input_ids``, ``attention_mask``, ``position_ids``).
 
     ``cache``: a key/value cache of a prefix every row continues (shared_prefix.py); the rows'

@@ -25,7 +25,7 @@ class LookAheadTokens(nn.Module):
         return self.vectors.shape[0]
 
     @classmethod
-    def from_token_embeddings(cls, embedding: nn.Embedding, token_ids: list[int], length: int) -> "LookAheadTokens":
+    def from_token_embeddings(cls, embedding: nn.Embedding, token_ids: list[int], length: int) -> LookAheadTokens:
         """Start each vector at a real token's embedding (cycled), so an untrained encoder
         already sees plausible answer-start positions rather than noise."""
         if length == 0:
@@ -44,5 +44,5 @@ class LookAheadTokens(nn.Module):
         save_file({"vectors": self.vectors.detach().float().cpu().contiguous()}, str(Path(folder) / _FILE))
 
     @classmethod
-    def load(cls, folder: Path) -> "LookAheadTokens":
+    def load(cls, folder: Path) -> LookAheadTokens:
         return cls(load_file(str(Path(folder) / _FILE))["vectors"])

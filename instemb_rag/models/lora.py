@@ -66,8 +66,9 @@ def load_adapter_weights(peft_model, folder: str | os.PathLike) -> None:
         raise CheckpointError(f"{folder}: adapter tensors {result.unexpected_keys[:3]} fit no module of this model.")
 
 
-def save_adapter(peft_model, folder: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                 base_reference: str | None = None) -> None:
+def save_adapter(
+    peft_model, folder: str | os.PathLike, dtype: torch.dtype = torch.float32, base_reference: str | None = None
+) -> None:
     """peft's folder layout (adapter_config.json + adapter_model.safetensors), weights in ``dtype``.
 
     ``base_reference`` replaces peft's record of the base model's local path (a cache folder on
@@ -77,8 +78,10 @@ def save_adapter(peft_model, folder: str | os.PathLike, dtype: torch.dtype = tor
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {name: tensor.detach().to(dtype).cpu().contiguous()
-               for name, tensor in get_peft_model_state_dict(peft_model).items()}
+    tensors = {
+        name: tensor.detach().to(dtype).cpu().contiguous()
+        for name, tensor in get_peft_model_state_dict(peft_model).items()
+    }
     save_file(tensors, str(folder / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     adapter_config = peft_model.peft_config["default"]
     if base_reference is not None:
@@ -97,8 +100,10 @@ def merge_adapter(model, folder: str | os.PathLike) -> list[str]:
     config = read_adapter_config(folder)
     unsupported = [key for key in ("use_dora", "fan_in_fan_out") if config.get(key)]
     if unsupported or config.get("peft_type", "LORA") != "LORA":
-        raise CheckpointError(f"{folder / ADAPTER_CONFIG}: only plain LoRA adapters can be merged "
-                              f"(found peft_type={config.get('peft_type')}, {unsupported}).")
+        raise CheckpointError(
+            f"{folder / ADAPTER_CONFIG}: only plain LoRA adapters can be merged "
+            f"(found peft_type={config.get('peft_type')}, {unsupported})."
+        )
     rank = int(config["r"])
     scale = config["lora_alpha"] / (math.sqrt(rank) if config.get("use_rslora") else rank)
     tensors = load_file(str(folder / ADAPTER_WEIGHTS))
@@ -108,13 +113,17 @@ def merge_adapter(model, folder: str | os.PathLike) -> list[str]:
         stem = key[: -len(".lora_A.weight")]
         target = stem.removeprefix("base_model.model.") + ".weight"
         if target not in params or f"{stem}.lora_B.weight" not in tensors:
-            raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: adapter tensor {key} has no matching "
-                                  f"weight {target} in the base model (trained on another architecture?).")
+            raise CheckpointError(
+                f"{folder / ADAPTER_WEIGHTS}: adapter tensor {key} has no matching "
+                f"weight {target} in the base model (trained on another architecture?)."
+            )
         weight = params[target]
         delta = tensors[f"{stem}.lora_B.weight"].float() @ tensors[key].float()
         if delta.shape != weight.shape:
-            raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: {stem} gives shape {tuple(delta.shape)}, "
-                                  f"the base weight is {tuple(weight.shape)}.")
+            raise CheckpointError(
+                f"{folder / ADAPTER_WEIGHTS}: {stem} gives shape {tuple(delta.shape)}, "
+                f"the base weight is {tuple(weight.shape)}."
+            )
         with torch.no_grad():
             weight.copy_((weight.float() + scale * delta.to(weight.device)).to(weight.dtype))
         changed.append(target)
@@ -127,5 +136,4 @@ def plain_parameters(model) -> dict[str, torch.nn.Parameter]:
     Inside a module that a live adapter wraps, peft renames the weight to
     ``...base_layer.weight``; checkpoints keep the plain name, so it is mapped back here.
     """
-    return {name.replace(".base_layer.", "."): param
-            for name, param in model.named_parameters() if "lora_" not in name}
+    return {name.replace(".base_layer.", "."): param for name, param in model.named_parameters() if "lora_" not in name}

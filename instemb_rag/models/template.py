@@ -25,7 +25,7 @@ class PromptTemplate:
     add_bos: bool = False
 
     @classmethod
-    def for_tokenizer(cls, tokenizer) -> "PromptTemplate":
+    def for_tokenizer(cls, tokenizer) -> PromptTemplate:
         """ChatML-style pieces for chat models that use <|im_start|>, plain pieces otherwise."""
         chat = getattr(tokenizer, "chat_template", None) or ""
         bos_added = bool(tokenizer("a").input_ids[:1]) and (
@@ -78,5 +78,5 @@ class PromptTemplate:
         (Path(folder) / "template.json").write_text(json.dumps(self.get_config_dict(), indent=2))
 
     @classmethod
-    def load(cls, folder: Path) -> "PromptTemplate":
+    def load(cls, folder: Path) -> PromptTemplate:
         return cls(**json.loads((Path(folder) / "template.json").read_text()))

@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from fastapi import Depends, FastAPI, Request
@@ -55,7 +55,7 @@ class ServeOptions:
     max_inputs: int = 256  # inputs per /v1/embeddings request
     max_chars: int = 32_768  # characters per input (and per instruction, and per search query)
     max_k: int = 100  # hits per /v1/search request
-    api_key: Optional[str] = None  # Bearer key; None = open
+    api_key: str | None = None  # Bearer key; None = open
     batching: BatchingOptions = field(default_factory=BatchingOptions)
 
     @property
@@ -67,8 +67,14 @@ class ServeOptions:
 class APIError(Exception):
     """An error answered with OpenAI's error shape and an HTTP status."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: Optional[str] = None, code: Optional[str] = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
 
@@ -78,11 +84,11 @@ class APIError(Exception):
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
-def bad_request(message: str, param: Optional[str] = None, code: Optional[str] = None) -> APIError:
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
     return APIError(400, message, param=param, code=code)
 
 
-def too_large(message: str, param: Optional[str] = None) -> APIError:
+def too_large(message: str, param: str | None = None) -> APIError:
     return APIError(413, message, param=param, code="request_too_large")
 
 
@@ -116,7 +122,7 @@ class ServerState:
         self.in_flight = 0
 
     @classmethod
-    def open(cls, options: ServeOptions, model: Optional[str] = None, index_dir=None, device: str = "auto") -> "ServerState":
+    def open(cls, options: ServeOptions, model: str | None = None, index_dir=None, device: str = "auto") -> ServerState:
         """Load the encoder (the index's own when an index is given) and open the index."""
         if index_dir is None:
             from ..encoder import InstEmbEncoder
@@ -127,7 +133,9 @@ class ServerState:
 
         index_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="instemb-index")
         try:
-            index = index_thread.submit(Index.open, index_dir, model=model and model_label(model), device=device).result()
+            index = index_thread.submit(
+                Index.open, index_dir, model=model and model_label(model), device=device
+            ).result()
         except BaseException:
             index_thread.shutdown()
             raise
@@ -155,8 +163,11 @@ def create_app(state: ServerState) -> FastAPI:
         finally:
             # uvicorn gets here after in-flight requests have been answered (graceful shutdown).
             await asyncio.to_thread(state.close)
-            log.info("instemb-rag serve: stopped after %d forward batches (%d inputs); index closed",
-                     state.batcher.forward_batches, state.batcher.inputs_embedded)
+            log.info(
+                "instemb-rag serve: stopped after %d forward batches (%d inputs); index closed",
+                state.batcher.forward_batches,
+                state.batcher.inputs_embedded,
+            )
 
     app = FastAPI(
         title="instemb-rag",
@@ -177,10 +188,16 @@ def create_app(state: ServerState) -> FastAPI:
         first = problems[0] if problems else {}
         if first.get("type") == "json_invalid":
             position = first.get("loc", ("body", "?"))[-1]
-            return bad_request(f"The request body is not valid JSON ({first.get('msg', 'decode error')} at "
-                               f"character {position}); send a JSON object, see /docs.").response()
+            return bad_request(
+                f"The request body is not valid JSON ({first.get('msg', 'decode error')} at "
+                f"character {position}); send a JSON object, see /docs."
+            ).response()
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", "invalid request body"))
+        message = (
+            f"{where}: {first.get('msg', 'invalid request')}"
+            if where
+            else str(first.get("msg", "invalid request body"))
+        )
         if len(problems) > 1:
             message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
         return bad_request(message + ". See /docs for the request schema.", param=where or None).response()
@@ -188,21 +205,30 @@ def create_app(state: ServerState) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        message = f"No route {request.method} {request.url.path}; see /docs." if error.status_code in (404, 405) else str(error.detail)
+        message = (
+            f"No route {request.method} {request.url.path}; see /docs."
+            if error.status_code in (404, 405)
+            else str(error.detail)
+        )
         return APIError(error.status_code, message, type=kind).response()
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        return APIError(500, f"Internal error ({type(error).__name__}: {error}); the server log has the traceback.",
-                        type="server_error").response()
+        return APIError(
+            500,
+            f"Internal error ({type(error).__name__}: {error}); the server log has the traceback.",
+            type="server_error",
+        ).response()
 
     # ------------------------------------------------------------------ limits and counters
     @app.middleware("http")
     async def _limits_and_counters(request: Request, call_next):
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > options.max_body_bytes:
-            return too_large(f"The request body has {int(length):,} bytes; this server accepts at most "
-                             f"{options.max_body_bytes:,} (see --max-inputs and --max-chars).").response()
+            return too_large(
+                f"The request body has {int(length):,} bytes; this server accepts at most "
+                f"{options.max_body_bytes:,} (see --max-inputs and --max-chars)."
+            ).response()
         counted = request.url.path.startswith("/v1/")
         if counted:
             state.in_flight += 1
@@ -212,17 +238,22 @@ def create_app(state: ServerState) -> FastAPI:
             if counted:
                 state.in_flight -= 1
 
-    async def check_api_key(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
+    async def check_api_key(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if options.api_key is None:
             return
         if credentials is None:
-            raise APIError(401, f"No API key: send the header 'Authorization: Bearer <key>' with the key the server "
-                                f"was started with ({API_KEY_ENV}).", code="invalid_api_key")
+            raise APIError(
+                401,
+                f"No API key: send the header 'Authorization: Bearer <key>' with the key the server "
+                f"was started with ({API_KEY_ENV}).",
+                code="invalid_api_key",
+            )
         if not secrets.compare_digest(credentials.credentials.encode(), options.api_key.encode()):
-            raise APIError(401, f"Wrong API key: use the key the server was started with ({API_KEY_ENV}).",
-                           code="invalid_api_key")
+            raise APIError(
+                401, f"Wrong API key: use the key the server was started with ({API_KEY_ENV}).", code="invalid_api_key"
+            )
 
-    async def encode(texts: list[str], instructions: list[Optional[str]], kind: str):
+    async def encode(texts: list[str], instructions: list[str | None], kind: str):
         try:
             return await state.batcher.submit(texts, instructions, kind)
         except (QueueFullError, BatcherClosedError) as error:
@@ -231,31 +262,56 @@ def create_app(state: ServerState) -> FastAPI:
             raise bad_request(str(error)) from None
 
     # ------------------------------------------------------------------ endpoints
-    @app.post("/v1/embeddings", response_model=EmbeddingResponse, responses=ERROR_RESPONSES, tags=["embeddings"],
-              dependencies=[Depends(check_api_key)])
+    @app.post(
+        "/v1/embeddings",
+        response_model=EmbeddingResponse,
+        responses=ERROR_RESPONSES,
+        tags=["embeddings"],
+        dependencies=[Depends(check_api_key)],
+    )
     async def create_embeddings(body: EmbeddingRequest) -> JSONResponse:
         """Embed `input` (a string or a list) under `instruction` (one for all, or one per input)."""
         check_model(body.model)
         texts = input_texts(body.input, options)
         instructions = per_input_instructions(body.instruction, len(texts), options)
         if body.dimensions is not None and body.dimensions != state.encoder.dimension:
-            raise bad_request(f"dimensions={body.dimensions}, but this model's embeddings have "
-                              f"{state.encoder.dimension} dimensions; leave dimensions out or send "
-                              f"{state.encoder.dimension}.", param="dimensions")
+            raise bad_request(
+                f"dimensions={body.dimensions}, but this model's embeddings have "
+                f"{state.encoder.dimension} dimensions; leave dimensions out or send "
+                f"{state.encoder.dimension}.",
+                param="dimensions",
+            )
         result = await encode(texts, instructions, body.input_type)
-        data = [{"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
-                for i, vector in enumerate(result.vectors)]
-        return JSONResponse({"object": "list", "data": data, "model": options.model_id,
-                             "usage": {"prompt_tokens": result.tokens, "total_tokens": result.tokens}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
+            for i, vector in enumerate(result.vectors)
+        ]
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": options.model_id,
+                "usage": {"prompt_tokens": result.tokens, "total_tokens": result.tokens},
+            }
+        )
 
-    @app.post("/v1/search", response_model=SearchResponse, responses=ERROR_RESPONSES, tags=["search"],
-              dependencies=[Depends(check_api_key)])
+    @app.post(
+        "/v1/search",
+        response_model=SearchResponse,
+        responses=ERROR_RESPONSES,
+        tags=["search"],
+        dependencies=[Depends(check_api_key)],
+    )
     async def search(body: SearchRequest) -> JSONResponse:
         """Top-k chunks of the index for `query` under `instruction` (same JSON as `instemb-rag query --json`)."""
         if state.index is None:
-            raise APIError(404, "This server has no index: start it with --index-dir DIR (a folder built by "
-                                "`instemb-rag index`), or use /v1/embeddings.", type="not_found_error",
-                           code="no_index")
+            raise APIError(
+                404,
+                "This server has no index: start it with --index-dir DIR (a folder built by "
+                "`instemb-rag index`), or use /v1/embeddings.",
+                type="not_found_error",
+                code="no_index",
+            )
         check_search(body, options)
         result = await encode([body.query], [body.instruction], "query")
         try:
@@ -266,15 +322,27 @@ def create_app(state: ServerState) -> FastAPI:
             raise unavailable(str(error)) from None
         except InstEmbError as error:
             raise APIError(500, str(error), type="server_error") from None
-        return JSONResponse({"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]})
+        return JSONResponse(
+            {"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]}
+        )
 
-    @app.get("/v1/models", response_model=ModelList, responses=ERROR_RESPONSES, tags=["models"],
-             dependencies=[Depends(check_api_key)])
+    @app.get(
+        "/v1/models",
+        response_model=ModelList,
+        responses=ERROR_RESPONSES,
+        tags=["models"],
+        dependencies=[Depends(check_api_key)],
+    )
     async def list_models() -> dict:
         return {"object": "list", "data": [model_card()]}
 
-    @app.get("/v1/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES, tags=["models"],
-             dependencies=[Depends(check_api_key)])
+    @app.get(
+        "/v1/models/{model_id}",
+        response_model=ModelCard,
+        responses=ERROR_RESPONSES,
+        tags=["models"],
+        dependencies=[Depends(check_api_key)],
+    )
     async def get_model(model_id: str) -> dict:
         check_model(model_id)
         return model_card()
@@ -295,23 +363,39 @@ def create_app(state: ServerState) -> FastAPI:
             "in_flight": state.in_flight,
             "index": index,
             "batching": {
-                "enabled": batcher.options.enabled, "max_batch_size": batcher.options.max_batch_size,
-                "max_wait_ms": batcher.options.max_wait_ms, "max_queue": batcher.options.max_queue,
-                "queued_inputs": batcher.queued_inputs, "forward_batches": batcher.forward_batches,
-                "inputs_embedded": batcher.inputs_embedded, "largest_batch": batcher.largest_batch,
+                "enabled": batcher.options.enabled,
+                "max_batch_size": batcher.options.max_batch_size,
+                "max_wait_ms": batcher.options.max_wait_ms,
+                "max_queue": batcher.options.max_queue,
+                "queued_inputs": batcher.queued_inputs,
+                "forward_batches": batcher.forward_batches,
+                "inputs_embedded": batcher.inputs_embedded,
+                "largest_batch": batcher.largest_batch,
             },
         }
 
     def model_card() -> dict:
         encoder = state.encoder
-        return {"id": options.model_id, "object": "model", "created": state.created, "owned_by": "instemb-rag",
-                "dimension": encoder.dimension, "fingerprint": encoder.fingerprint, "max_length": encoder.max_length}
+        return {
+            "id": options.model_id,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "instemb-rag",
+            "dimension": encoder.dimension,
+            "fingerprint": encoder.fingerprint,
+            "max_length": encoder.max_length,
+        }
 
-    def check_model(model: Optional[str]) -> None:
+    def check_model(model: str | None) -> None:
         if model is not None and model != options.model_id:
-            raise APIError(404, f"The model '{model}' is not served here; this server serves '{options.model_id}' "
-                                "(GET /v1/models). Send that id, or leave model out.",
-                           type="not_found_error", param="model", code="model_not_found")
+            raise APIError(
+                404,
+                f"The model '{model}' is not served here; this server serves '{options.model_id}' "
+                "(GET /v1/models). Send that id, or leave model out.",
+                type="not_found_error",
+                param="model",
+                code="model_not_found",
+            )
 
     return app
 
@@ -325,35 +409,51 @@ def input_texts(value: Any, options: ServeOptions) -> list[str]:
     if not texts:
         raise bad_request("input is an empty list: send at least one string.", param="input")
     if len(texts) > options.max_inputs:
-        raise too_large(f"input has {len(texts)} items; this server takes at most {options.max_inputs} per request "
-                        "(--max-inputs). Split it into several requests.", param="input")
+        raise too_large(
+            f"input has {len(texts)} items; this server takes at most {options.max_inputs} per request "
+            "(--max-inputs). Split it into several requests.",
+            param="input",
+        )
     for position, text in enumerate(texts):
         if isinstance(text, (int, list)):
-            raise bad_request("input holds token ids: this server embeds text only (its tokenizer is not "
-                              "OpenAI's); send the strings themselves.", param="input", code="token_input_unsupported")
+            raise bad_request(
+                "input holds token ids: this server embeds text only (its tokenizer is not "
+                "OpenAI's); send the strings themselves.",
+                param="input",
+                code="token_input_unsupported",
+            )
         if not isinstance(text, str):
             raise bad_request(f"input[{position}] is {type(text).__name__}, not a string.", param="input")
         if not text.strip():
             raise bad_request(f"input[{position}] is empty: every input needs some text.", param="input")
         if len(text) > options.max_chars:
-            raise too_large(f"input[{position}] has {len(text):,} characters; this server takes at most "
-                            f"{options.max_chars:,} per input (--max-chars). Split the text into chunks.", param="input")
+            raise too_large(
+                f"input[{position}] has {len(text):,} characters; this server takes at most "
+                f"{options.max_chars:,} per input (--max-chars). Split the text into chunks.",
+                param="input",
+            )
     return texts
 
 
-def per_input_instructions(value: Any, count: int, options: ServeOptions) -> list[Optional[str]]:
+def per_input_instructions(value: Any, count: int, options: ServeOptions) -> list[str | None]:
     """One instruction per input: a single string applies to all; null or '' means none."""
     if value is None or isinstance(value, str):
         instructions = [value or None] * count
     else:
         if len(value) != count:
-            raise bad_request(f"instruction is a list of {len(value)}, but input has {count} items: give one "
-                              "instruction per input, a single string for all, or leave it out.", param="instruction")
+            raise bad_request(
+                f"instruction is a list of {len(value)}, but input has {count} items: give one "
+                "instruction per input, a single string for all, or leave it out.",
+                param="instruction",
+            )
         instructions = [item or None for item in value]
     for position, instruction in enumerate(instructions):
         if instruction is not None and len(instruction) > options.max_chars:
-            raise too_large(f"instruction #{position} has {len(instruction):,} characters; at most "
-                            f"{options.max_chars:,} (--max-chars).", param="instruction")
+            raise too_large(
+                f"instruction #{position} has {len(instruction):,} characters; at most "
+                f"{options.max_chars:,} (--max-chars).",
+                param="instruction",
+            )
     return instructions
 
 
@@ -364,13 +464,18 @@ def check_search(body: SearchRequest, options: ServeOptions) -> None:
         raise bad_request("instruction is empty: leave it out (or null) or give an instruction.", param="instruction")
     for name, text in (("query", body.query), ("instruction", body.instruction or "")):
         if len(text) > options.max_chars:
-            raise too_large(f"{name} has {len(text):,} characters; at most {options.max_chars:,} (--max-chars).", param=name)
+            raise too_large(
+                f"{name} has {len(text):,} characters; at most {options.max_chars:,} (--max-chars).", param=name
+            )
     if not 1 <= body.k <= options.max_k:
         raise bad_request(f"k={body.k}: ask for between 1 and {options.max_k} hits (--max-k).", param="k")
     for key, pattern in (body.filter or {}).items():
         if key not in FILTER_KEYS:
-            raise bad_request(f"filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)} "
-                              "(e.g. {\"source\": \"tents/*.md\"}).", param="filter")
+            raise bad_request(
+                f"filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)} "
+                '(e.g. {"source": "tents/*.md"}).',
+                param="filter",
+            )
         if not pattern.strip():
             raise bad_request(f"filter['{key}'] is empty: give a value or glob, e.g. \"tents/*.md\".", param="filter")
 

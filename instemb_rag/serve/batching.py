@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class EncodeResult:
 @dataclass
 class _Job:
     texts: list[str]
-    instructions: list[Optional[str]]
+    instructions: list[str | None]
     kind: Kind
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
@@ -89,7 +89,7 @@ class DynamicBatcher:
         self.largest_batch = 0
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "DynamicBatcher":
+    def start(self) -> DynamicBatcher:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="instemb-batcher", daemon=True)
             self._thread.start()
@@ -121,7 +121,9 @@ class DynamicBatcher:
         return self._queued_inputs
 
     # ------------------------------------------------------------------ submitting
-    async def submit(self, texts: Sequence[str], instructions: Sequence[Optional[str]], kind: Kind = "query") -> EncodeResult:
+    async def submit(
+        self, texts: Sequence[str], instructions: Sequence[str | None], kind: Kind = "query"
+    ) -> EncodeResult:
         """Embed texts (one instruction per text) in the next batch of their kind."""
         texts, instructions = list(texts), list(instructions)
         if len(texts) != len(instructions):
@@ -130,7 +132,9 @@ class DynamicBatcher:
         job = _Job(texts, instructions, kind, loop, loop.create_future())
         with self._condition:
             if self._closed:
-                raise BatcherClosedError("The server is shutting down and takes no new requests; retry on another instance.")
+                raise BatcherClosedError(
+                    "The server is shutting down and takes no new requests; retry on another instance."
+                )
             if self._queued_inputs and self._queued_inputs + len(texts) > self.options.max_queue:
                 raise QueueFullError(
                     f"The server is busy: {self._queued_inputs} inputs are already waiting (--max-queue "
@@ -204,15 +208,17 @@ class DynamicBatcher:
             job.loop.call_soon_threadsafe(_resolve, job.future, result)
             start = stop
 
-    def _encode(self, kind: Kind, texts: list[str], instructions: list[Optional[str]]) -> np.ndarray:
+    def _encode(self, kind: Kind, texts: list[str], instructions: list[str | None]) -> np.ndarray:
         batch_size = self.options.max_batch_size  # a job larger than this is split into several passes
         if kind == "query":
             return self.encoder.encode_queries(texts, instructions, batch_size=batch_size)
         # Documents: one encode_documents call per distinct instruction (usually just None).
         output = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
-        groups: dict[Optional[str], list[int]] = {}
+        groups: dict[str | None, list[int]] = {}
         for position, instruction in enumerate(instructions):
             groups.setdefault(instruction, []).append(position)
         for instruction, positions in groups.items():
-            output[positions] = self.encoder.encode_documents([texts[i] for i in positions], instruction, batch_size=batch_size)
+            output[positions] = self.encoder.encode_documents(
+                [texts[i] for i in positions], instruction, batch_size=batch_size
+            )
         return output

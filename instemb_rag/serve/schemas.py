@@ -8,7 +8,7 @@ param, code}}.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,36 +18,49 @@ from pydantic import BaseModel, ConfigDict, Field
 class EmbeddingRequest(BaseModel):
     """OpenAI's embeddings request, plus `instruction` and `input_type`."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{
-        "model": "instemb-default",
-        "input": ["Which tent should I buy?"],
-        "instruction": "focus on packed weight",
-        "input_type": "query",
-    }]})
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "instemb-default",
+                    "input": ["Which tent should I buy?"],
+                    "instruction": "focus on packed weight",
+                    "input_type": "query",
+                }
+            ]
+        },
+    )
 
     # Token arrays (OpenAI's list[int] inputs) are accepted by the schema so that the answer can
     # say what is wrong (400) instead of a generic validation message.
-    input: Union[str, list[Any]] = Field(..., description="A string, or a list of strings (at most --max-inputs).")
-    model: Optional[str] = Field(None, description="The served model's id (GET /v1/models); omitted = that model.")
+    input: str | list[Any] = Field(..., description="A string, or a list of strings (at most --max-inputs).")
+    model: str | None = Field(None, description="The served model's id (GET /v1/models); omitted = that model.")
     encoding_format: Literal["float", "base64"] = Field(
-        "float", description="float: lists of numbers; base64: little-endian float32 bytes, base64-encoded.")
-    dimensions: Optional[int] = Field(None, description="Must equal the model's dimension if given (no truncation).")
-    user: Optional[str] = Field(None, description="Accepted for compatibility; unused.")
-    instruction: Union[str, list[Optional[str]], None] = Field(
-        None, description="One instruction for every input, or one per input (null/'' = none).")
+        "float", description="float: lists of numbers; base64: little-endian float32 bytes, base64-encoded."
+    )
+    dimensions: int | None = Field(None, description="Must equal the model's dimension if given (no truncation).")
+    user: str | None = Field(None, description="Accepted for compatibility; unused.")
+    instruction: str | list[str | None] | None = Field(
+        None, description="One instruction for every input, or one per input (null/'' = none)."
+    )
     input_type: Literal["query", "document"] = Field(
-        "query", description="query: each input under its own instruction (encode_queries); "
-                             "document: documents (encode_documents).")
+        "query",
+        description="query: each input under its own instruction (encode_queries); "
+        "document: documents (encode_documents).",
+    )
 
 
 class EmbeddingObject(BaseModel):
     object: Literal["embedding"] = "embedding"
     index: int
-    embedding: Union[list[float], str]
+    embedding: list[float] | str
 
 
 class Usage(BaseModel):
-    prompt_tokens: int = Field(..., description="Tokens run through the model: text, instruction and look-ahead tokens.")
+    prompt_tokens: int = Field(
+        ..., description="Tokens run through the model: text, instruction and look-ahead tokens."
+    )
     total_tokens: int
 
 
@@ -62,18 +75,26 @@ class EmbeddingResponse(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "query": "Which tent should I buy?",
-        "instruction": "focus on durability",
-        "k": 5,
-        "filter": {"source": "tents/*"},
-    }]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "Which tent should I buy?",
+                    "instruction": "focus on durability",
+                    "k": 5,
+                    "filter": {"source": "tents/*"},
+                }
+            ]
+        },
+    )
 
     query: str = Field(..., description="What to search for.")
-    instruction: Optional[str] = Field(None, description="How to judge relevance; null = none.")
+    instruction: str | None = Field(None, description="How to judge relevance; null = none.")
     k: int = Field(5, description="Number of hits (1 to --max-k).")
-    filter: Optional[dict[str, str]] = Field(
-        None, description="Metadata filter, e.g. {\"source\": \"tents/*.md\"} (glob); every key must hold.")
+    filter: dict[str, str] | None = Field(
+        None, description='Metadata filter, e.g. {"source": "tents/*.md"} (glob); every key must hold.'
+    )
 
 
 class SearchHitModel(BaseModel):
@@ -89,7 +110,7 @@ class SearchResponse(BaseModel):
     """Exactly what `instemb-rag query --json` prints."""
 
     query: str
-    instruction: Optional[str]
+    instruction: str | None
     hits: list[SearchHitModel]
 
 
@@ -134,15 +155,15 @@ class Health(BaseModel):
     dimension: int
     fingerprint: str
     in_flight: int = Field(..., description="Embedding and search requests being answered now.")
-    index: Optional[IndexInfo]
+    index: IndexInfo | None
     batching: BatchingStats
 
 
 class ErrorBody(BaseModel):
     message: str
     type: str
-    param: Optional[str] = None
-    code: Optional[str] = None
+    param: str | None = None
+    code: str | None = None
 
 
 class ErrorResponse(BaseModel):

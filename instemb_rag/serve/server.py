@@ -30,8 +30,14 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def run(app, sock: socket.socket, log_level: str = "info", graceful_timeout: float = 30.0,
-        on_exit: Callable[[], None] | None = None, announce: Callable[[str], None] | None = None) -> None:
+def run(
+    app,
+    sock: socket.socket,
+    log_level: str = "info",
+    graceful_timeout: float = 30.0,
+    on_exit: Callable[[], None] | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
     """Serve until SIGINT/SIGTERM; then stop accepting, answer in-flight requests, shut down.
 
     ``on_exit`` runs as soon as the signal arrives (the batcher stops waiting for company, so
@@ -45,8 +51,9 @@ def run(app, sock: socket.socket, log_level: str = "info", graceful_timeout: flo
                 on_exit()
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=graceful_timeout,
-                            access_log=log_level == "debug")
+    config = uvicorn.Config(
+        app, log_level=log_level, timeout_graceful_shutdown=graceful_timeout, access_log=log_level == "debug"
+    )
     server = Server(config)
     (announce or _print)(READY_PREFIX + url_of(sock))
     server.run(sockets=[sock])

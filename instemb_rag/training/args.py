@@ -113,22 +113,33 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         t, m = self.training, self.model
         checks = [
             (t.distill_loss in ("mse", "kl"), f"training.distill_loss must be 'mse' or 'kl', got '{t.distill_loss}'"),
             (set(t.views) <= set(VIEW_NAMES), f"training.views must be drawn from {list(VIEW_NAMES)}, got {t.views}"),
-            (t.contrastive_weight == 0 or len(set(t.views)) >= 2,
-             "training.views needs at least two views for the contrastive loss (or contrastive_weight: 0)"),
-            (t.save_dtype in ("float32", "bfloat16", "float16"), "training.save_dtype must be float32, bfloat16 or float16"),
-            (t.max_steps >= 1 and t.batch_size >= 1 and t.gradient_accumulation_steps >= 1,
-             "training.max_steps, batch_size and gradient_accumulation_steps must be >= 1"),
+            (
+                t.contrastive_weight == 0 or len(set(t.views)) >= 2,
+                "training.views needs at least two views for the contrastive loss (or contrastive_weight: 0)",
+            ),
+            (
+                t.save_dtype in ("float32", "bfloat16", "float16"),
+                "training.save_dtype must be float32, bfloat16 or float16",
+            ),
+            (
+                t.max_steps >= 1 and t.batch_size >= 1 and t.gradient_accumulation_steps >= 1,
+                "training.max_steps, batch_size and gradient_accumulation_steps must be >= 1",
+            ),
             (t.batch_size >= 2 or t.contrastive_weight == 0, "the contrastive loss needs batch_size >= 2"),
-            (t.retrieval_weight >= 0 and t.retrieval_temperature > 0,
-             "training.retrieval_weight must be >= 0 and retrieval_temperature > 0"),
+            (
+                t.retrieval_weight >= 0 and t.retrieval_temperature > 0,
+                "training.retrieval_weight must be >= 0 and retrieval_temperature > 0",
+            ),
             (m.lookahead_length >= 1, "model.lookahead_length must be >= 1 for distillation"),
-            (m.train_lookahead or m.trainable_top_layers > 0 or m.train_final_norm,
-             "nothing to train: set model.train_lookahead, trainable_top_layers or train_final_norm"),
+            (
+                m.train_lookahead or m.trainable_top_layers > 0 or m.train_final_norm,
+                "nothing to train: set model.train_lookahead, trainable_top_layers or train_final_norm",
+            ),
             (m.trainable_top_layers >= 0, "model.trainable_top_layers must be >= 0"),
             (0 <= t.view_dropout < 1, "training.view_dropout must be in [0, 1)"),
             (t.parallel in values(ParallelMode), f"training.parallel must be one of {list(values(ParallelMode))}"),
@@ -144,8 +155,11 @@ def _section_of(key: str) -> tuple[str, str]:
     if "." in key:
         section, name = key.split(".", 1)
         return section, name
-    owners = [s.name for s in dataclasses.fields(TrainConfig)
-              if key in {f.name for f in dataclasses.fields(s.default_factory)}]  # type: ignore[misc]
+    owners = [
+        s.name
+        for s in dataclasses.fields(TrainConfig)
+        if key in {f.name for f in dataclasses.fields(s.default_factory)}
+    ]  # type: ignore[misc]
     if not owners:
         raise InstEmbError(f"Unknown training option '{key}'. See instemb_rag/training/args.py for the fields.")
     return owners[0], key

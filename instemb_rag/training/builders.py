@@ -30,7 +30,9 @@ from .contrast_sets import (
     build_scifact_stance_counterfactual,
 )
 from .generic_sets import build_covid_qa, build_race
-from .grouped import GroupedRecord, read_source_jsonl as _read_jsonl, require_files as _require
+from .grouped import GroupedRecord
+from .grouped import read_source_jsonl as _read_jsonl
+from .grouped import require_files as _require
 from .records import TrainingRecord, write_records
 
 DEFAULT_DATA_ROOT = Path("../shared/data")
@@ -50,8 +52,9 @@ def build_msmarco_qa(folder: Path) -> list[GroupedRecord]:
         passage = passages.get(passage_of.get(query["_id"], ""))
         if not answers or not passage:
             continue
-        record = TrainingRecord(text=passage, instruction=query["text"], output=answers[0],
-                                source=f"msmarco_qa:{query['_id']}")
+        record = TrainingRecord(
+            text=passage, instruction=query["text"], output=answers[0], source=f"msmarco_qa:{query['_id']}"
+        )
         grouped.append(GroupedRecord(passage_of[query["_id"]], record))
     return grouped
 
@@ -60,8 +63,14 @@ def build_msmarco_passages(folder: Path) -> list[GroupedRecord]:
     """The retrieval direction of MS MARCO: the question -> its passage (no instruction), so
     plain question-to-passage search is trained beside the instruction sets."""
     return [
-        GroupedRecord(item.group, TrainingRecord(text=item.record.instruction or "", output=item.record.text,
-                                                 source=item.record.source.replace("msmarco_qa", "msmarco_passages")))
+        GroupedRecord(
+            item.group,
+            TrainingRecord(
+                text=item.record.instruction or "",
+                output=item.record.text,
+                source=item.record.source.replace("msmarco_qa", "msmarco_passages"),
+            ),
+        )
         for item in build_msmarco_qa(folder)
     ]
 
@@ -70,8 +79,12 @@ def build_pubmedqa(folder: Path) -> list[GroupedRecord]:
     _require(folder, "pqal.jsonl")
     grouped = []
     for row in _read_jsonl(folder / "pqal.jsonl"):
-        record = TrainingRecord(text=" ".join(row["contexts"]), instruction=row["question"],
-                                output=row["long_answer"], source=f"pubmedqa:{row['_id']}")
+        record = TrainingRecord(
+            text=" ".join(row["contexts"]),
+            instruction=row["question"],
+            output=row["long_answer"],
+            source=f"pubmedqa:{row['_id']}",
+        )
         grouped.append(GroupedRecord(row["_id"], record))
     return grouped
 
@@ -86,8 +99,12 @@ def build_condaqa(folder: Path, split_file: str = "dev.jsonl") -> list[GroupedRe
         if not label:
             continue
         output = {"YES": "Yes.", "NO": "No.", "DON'T KNOW": "The passage does not say."}.get(label, label)
-        record = TrainingRecord(text=row["sentence1"], instruction=row["sentence2"], output=output,
-                                source=f"condaqa:{row['QuestionID']}:{row['PassageEditID']}")
+        record = TrainingRecord(
+            text=row["sentence1"],
+            instruction=row["sentence2"],
+            output=output,
+            source=f"condaqa:{row['QuestionID']}:{row['PassageEditID']}",
+        )
         group = hashlib.sha1(row["original passage"].encode()).hexdigest()
         grouped.append(GroupedRecord(group, record))
     return grouped
@@ -134,13 +151,16 @@ def build_scifact_stance_query(folder: Path) -> list[GroupedRecord]:
     for, answer = the abstract with that stance. The claim under the opposite stance is the
     record's hard negative: the same words, one changed, and the abstract must not match it."""
     return [
-        GroupedRecord(group, TrainingRecord(
-            text=row["claim"],
-            instruction=row["instruction_match"],
-            output=abstract,
-            source=f"scifact_stance_query:{row['claim_id']}:{row['doc_id']}",
-            negative_instruction=row["instruction_mismatch"],
-        ))
+        GroupedRecord(
+            group,
+            TrainingRecord(
+                text=row["claim"],
+                instruction=row["instruction_match"],
+                output=abstract,
+                source=f"scifact_stance_query:{row['claim_id']}:{row['doc_id']}",
+                negative_instruction=row["instruction_mismatch"],
+            ),
+        )
         for group, row, abstract in _scifact_stance_rows(folder)
     ]
 
@@ -178,7 +198,8 @@ BUILDERS: dict[str, DataSet] = {
     "scifact_stance": DataSet("scifact", build_scifact_stance),
     "scifact_stance_query": DataSet("scifact", build_scifact_stance_query),
     "scifact_stance_counterfactual": DataSet(
-        "scifact", lambda folder: build_scifact_stance_counterfactual(folder, _scifact_stance_rows)),
+        "scifact", lambda folder: build_scifact_stance_counterfactual(folder, _scifact_stance_rows)
+    ),
     "medquad_facets": DataSet("medquad", build_medquad_facets),
     "climate_fever_stance": DataSet("climate_fever", build_climate_fever_stance, heldout_fraction=0.3),
     "nli_pairs": DataSet("", build_nli_pairs),

@@ -38,8 +38,9 @@ def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
     return StartingCheckpoint(folder, trained_names(folder, config), lora_folder if lora_folder.is_dir() else None)
 
 
-def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_alpha: float,
-                       target_modules: list[str], layers: list[int]) -> None:
+def check_continuation(
+    start: StartingCheckpoint | None, lora_rank: int, lora_alpha: float, target_modules: list[str], layers: list[int]
+) -> None:
     """Checked before any work: the run must be able to carry the checkpoint's adapter on."""
     if start is None or start.lora_folder is None:
         return
@@ -50,11 +51,18 @@ def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_al
             f"no LoRA (model.lora_rank={lora_rank}), so its checkpoints would lose that adapter. Continue "
             f"it with model.lora_rank={saved.get('r')} (and the same lora_alpha, target modules and top layers)."
         )
-    wanted = {"r": lora_rank, "lora_alpha": lora_alpha, "target_modules": sorted(target_modules),
-              "layers_to_transform": sorted(layers)}
-    found = {"r": saved.get("r"), "lora_alpha": saved.get("lora_alpha"),
-             "target_modules": sorted(saved.get("target_modules") or []),
-             "layers_to_transform": sorted(saved.get("layers_to_transform") or [])}
+    wanted = {
+        "r": lora_rank,
+        "lora_alpha": lora_alpha,
+        "target_modules": sorted(target_modules),
+        "layers_to_transform": sorted(layers),
+    }
+    found = {
+        "r": saved.get("r"),
+        "lora_alpha": saved.get("lora_alpha"),
+        "target_modules": sorted(saved.get("target_modules") or []),
+        "layers_to_transform": sorted(saved.get("layers_to_transform") or []),
+    }
     differing = [key for key in wanted if wanted[key] != found[key]]
     if differing:
         detail = ", ".join(f"{key}: checkpoint {found[key]}, this run {wanted[key]}" for key in differing)
@@ -65,8 +73,15 @@ def check_continuation(start: StartingCheckpoint | None, lora_rank: int, lora_al
         )
 
 
-def attach_starting_adapter(encoder, start: StartingCheckpoint | None, layers: list[int], rank: int,
-                            alpha: float, dropout: float, target_modules: list[str]) -> None:
+def attach_starting_adapter(
+    encoder,
+    start: StartingCheckpoint | None,
+    layers: list[int],
+    rank: int,
+    alpha: float,
+    dropout: float,
+    target_modules: list[str],
+) -> None:
     """Inject this run's LoRA (``check_continuation`` has made sure it has the checkpoint's
     shape) and start it at the checkpoint's adapter weights, live, not merged."""
     if start is None or start.lora_folder is None:

@@ -33,21 +33,37 @@ FACET_PHRASINGS: dict[str, tuple[str, ...]] = {
     "symptoms": ("What are the symptoms?", "What signs and symptoms does it cause?", "How does it show itself?"),
     "treatment": ("How is it treated?", "What are the treatment options?", "What therapy is used for it?"),
     "causes": ("What causes it?", "Why does it happen?", "What are its causes?"),
-    "inheritance": ("How is it inherited?", "Is it passed down in families, and how?", "What is its inheritance pattern?"),
+    "inheritance": (
+        "How is it inherited?",
+        "Is it passed down in families, and how?",
+        "What is its inheritance pattern?",
+    ),
     "frequency": ("How common is it?", "How many people have it?", "How often does it occur?"),
-    "genetic changes": ("What genetic changes are related to it?", "Which gene mutations cause it?",
-                        "What are the genetic causes?"),
+    "genetic changes": (
+        "What genetic changes are related to it?",
+        "Which gene mutations cause it?",
+        "What are the genetic causes?",
+    ),
     "exams and tests": ("How is it diagnosed?", "What tests are used to detect it?", "Which exams find it?"),
-    "research": ("What research is being done on it?", "What are scientists studying about it?",
-                 "Which clinical trials and studies exist?"),
+    "research": (
+        "What research is being done on it?",
+        "What are scientists studying about it?",
+        "Which clinical trials and studies exist?",
+    ),
     "outlook": ("What is the outlook?", "What is the prognosis?", "What can people with it expect?"),
     "susceptibility": ("Who is at risk of it?", "Who is likely to get it?", "What are the risk factors?"),
-    "considerations": ("What should people with it consider?", "What precautions matter for it?",
-                       "What special considerations apply?"),
+    "considerations": (
+        "What should people with it consider?",
+        "What precautions matter for it?",
+        "What special considerations apply?",
+    ),
     "prevention": ("How can it be prevented?", "How do I avoid getting it?", "What lowers the chance of getting it?"),
     "stages": ("What are its stages?", "How is it staged?", "How does it progress through stages?"),
-    "complications": ("What complications can it cause?", "What problems can it lead to?",
-                      "What are its complications?"),
+    "complications": (
+        "What complications can it cause?",
+        "What problems can it lead to?",
+        "What are its complications?",
+    ),
 }
 # Held out from training: the dev figure measures steering under wordings the model never read.
 FACET_EVAL_PHRASINGS: dict[str, str] = {
@@ -105,13 +121,21 @@ def build_medquad_facets(folder: Path) -> list[GroupedRecord]:
 
 # ---------------------------------------------------------------------------- Climate-FEVER
 STANCE_PHRASINGS: dict[str, tuple[str, ...]] = {
-    "SUPPORTS": ("Find evidence that supports this claim.", "Retrieve a passage that confirms the claim.",
-                 "Which statement backs this claim up?"),
-    "REFUTES": ("Find evidence that refutes this claim.", "Retrieve a passage that disproves the claim.",
-                "Which statement contradicts this claim?"),
+    "SUPPORTS": (
+        "Find evidence that supports this claim.",
+        "Retrieve a passage that confirms the claim.",
+        "Which statement backs this claim up?",
+    ),
+    "REFUTES": (
+        "Find evidence that refutes this claim.",
+        "Retrieve a passage that disproves the claim.",
+        "Which statement contradicts this claim?",
+    ),
 }
-STANCE_EVAL_PHRASINGS = {"SUPPORTS": "Show me evidence in favour of this claim.",
-                         "REFUTES": "Show me evidence against this claim."}
+STANCE_EVAL_PHRASINGS = {
+    "SUPPORTS": "Show me evidence in favour of this claim.",
+    "REFUTES": "Show me evidence against this claim.",
+}
 OPPOSITE = {"SUPPORTS": "REFUTES", "REFUTES": "SUPPORTS"}
 
 
@@ -175,8 +199,12 @@ def build_scifact_stance_counterfactual(folder: Path, stance_rows) -> list[Group
             (negate_claim(row["claim"]), row["instruction_mismatch"], row["instruction_match"]),
         ):
             record = TrainingRecord(
-                text=text, instruction=instruction, output=abstract, negative_instruction=negative,
-                group=f"scifact:{group}", source=f"scifact_stance_counterfactual:{row['claim_id']}:{row['doc_id']}",
+                text=text,
+                instruction=instruction,
+                output=abstract,
+                negative_instruction=negative,
+                group=f"scifact:{group}",
+                source=f"scifact_stance_counterfactual:{row['claim_id']}:{row['doc_id']}",
             )
             grouped.append(GroupedRecord(group, record))
     return grouped
@@ -184,10 +212,16 @@ def build_scifact_stance_counterfactual(folder: Path, stance_rows) -> list[Group
 
 # ---------------------------------------------------------------------------- NLI pairs
 RELATION_PHRASINGS: dict[str, tuple[str, ...]] = {
-    "entailment": ("Find a sentence that follows from this one.", "Which statement is implied by this?",
-                   "Retrieve a sentence that this one entails."),
-    "contradiction": ("Find a sentence that contradicts this one.", "Which statement cannot be true if this is?",
-                      "Retrieve a sentence that this one rules out."),
+    "entailment": (
+        "Find a sentence that follows from this one.",
+        "Which statement is implied by this?",
+        "Retrieve a sentence that this one entails.",
+    ),
+    "contradiction": (
+        "Find a sentence that contradicts this one.",
+        "Which statement cannot be true if this is?",
+        "Retrieve a sentence that this one rules out.",
+    ),
 }
 
 
@@ -215,8 +249,9 @@ def _nli_rows(data_root: Path) -> list[tuple[str, str, str]]:
         require_files(path.parent, name)
         for row in csv.DictReader(_decoded_lines(path), delimiter="\t"):
             rows.append((row["Text"], row["Hypothesis"], row["gold_label"].lower()))
-    return [(p.strip(), h.strip(), label) for p, h, label in rows
-            if label in RELATION_PHRASINGS and p.strip() and h.strip()]
+    return [
+        (p.strip(), h.strip(), label) for p, h, label in rows if label in RELATION_PHRASINGS and p.strip() and h.strip()
+    ]
 
 
 def build_nli_pairs(data_root: Path) -> list[GroupedRecord]:

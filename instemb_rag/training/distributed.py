@@ -183,7 +183,7 @@ class MicroBatchShard:
     env: DistributedEnv = field(default_factory=lambda: SINGLE_PROCESS)
 
     @classmethod
-    def whole(cls, records: list) -> "MicroBatchShard":
+    def whole(cls, records: list) -> MicroBatchShard:
         return cls(list(records), list(records))
 
     def gather(self, local: torch.Tensor) -> torch.Tensor:
@@ -289,8 +289,13 @@ def _frozen_units(module: torch.nn.Module, tied: set[int], found: list[torch.nn.
         _frozen_units(child, tied, found)
 
 
-def shard_frozen_weights(model: torch.nn.Module, decoder_layers: Sequence[torch.nn.Module], env: DistributedEnv,
-                         device: torch.device, bf16: bool) -> int:
+def shard_frozen_weights(
+    model: torch.nn.Module,
+    decoder_layers: Sequence[torch.nn.Module],
+    env: DistributedEnv,
+    device: torch.device,
+    bf16: bool,
+) -> int:
     """FSDP (``training.parallel: fsdp``): fully shard every frozen weight of the decoder layers and
     of untied embeddings / LM head over the ranks (gathered per layer for compute, in bf16 on CUDA,
     and freed again after use, in forward and backward). The trainable parameters (look-ahead

@@ -30,8 +30,9 @@ def build_race(folder: Path) -> list[GroupedRecord]:
             # Cloze questions ("... _ .") read as fragments; the answer alone is still the target.
             if not article or not question or not answer:
                 continue
-            record = TrainingRecord(text=article, instruction=question, output=answer, group=group,
-                                    source=f"race:{row['id']}:{position}")
+            record = TrainingRecord(
+                text=article, instruction=question, output=answer, group=group, source=f"race:{row['id']}:{position}"
+            )
             grouped.append(GroupedRecord(group, record))
     return grouped
 
@@ -64,8 +65,10 @@ def build_covid_qa(folder: Path) -> list[GroupedRecord]:
                 answer = answers[0]
                 record = TrainingRecord(
                     text=_window(context, int(answer.get("answer_start", 0)), answer["text"]),
-                    instruction=qa["question"].strip(), output=answer["text"].strip(),
-                    group=group, source=f"covid_qa:{qa.get('id', '')}",
+                    instruction=qa["question"].strip(),
+                    output=answer["text"].strip(),
+                    group=group,
+                    source=f"covid_qa:{qa.get('id', '')}",
                 )
                 grouped.append(GroupedRecord(group, record))
     return grouped

@@ -39,12 +39,22 @@ GIB = 1024**3
 # config.json fields of backbones a dry run may size without their folder at hand.
 KNOWN_CONFIGS: dict[str, dict] = {
     "smollm2-135m-instruct": {  # the default backbone (HuggingFaceTB/SmolLM2-135M-Instruct)
-        "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
-        "num_attention_heads": 9, "num_key_value_heads": 3, "tie_word_embeddings": True,
+        "vocab_size": 49152,
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "tie_word_embeddings": True,
     },
     "meta-llama/Meta-Llama-3-8B-Instruct": {
-        "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False,
+        "vocab_size": 128256,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "tie_word_embeddings": False,
     },
 }
 
@@ -63,25 +73,37 @@ class ModelShape:
     mlp_bias: bool = False
 
     @classmethod
-    def from_config(cls, raw: dict) -> "ModelShape":
+    def from_config(cls, raw: dict) -> ModelShape:
         try:
             heads = int(raw["num_attention_heads"])
             hidden = int(raw["hidden_size"])
-            return cls(int(raw["vocab_size"]), hidden, int(raw["intermediate_size"]), int(raw["num_hidden_layers"]),
-                       heads, int(raw.get("num_key_value_heads") or heads), int(raw.get("head_dim") or hidden // heads),
-                       bool(raw.get("tie_word_embeddings", False)), bool(raw.get("attention_bias", False)),
-                       bool(raw.get("mlp_bias", False)))
+            return cls(
+                int(raw["vocab_size"]),
+                hidden,
+                int(raw["intermediate_size"]),
+                int(raw["num_hidden_layers"]),
+                heads,
+                int(raw.get("num_key_value_heads") or heads),
+                int(raw.get("head_dim") or hidden // heads),
+                bool(raw.get("tie_word_embeddings", False)),
+                bool(raw.get("attention_bias", False)),
+                bool(raw.get("mlp_bias", False)),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise InstEmbError(f"The model config lacks a Llama-style field ({exc}); --dry-run sizes "
-                               "Llama-style decoders only.") from exc
+            raise InstEmbError(
+                f"The model config lacks a Llama-style field ({exc}); --dry-run sizes Llama-style decoders only."
+            ) from exc
 
     def module_shapes(self) -> dict[str, tuple[int, int, bool]]:
         """(in, out, bias) of each linear module of one decoder layer, by peft target name."""
         q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
         return {
-            "q_proj": (self.hidden, q_out, self.attention_bias), "k_proj": (self.hidden, kv_out, self.attention_bias),
-            "v_proj": (self.hidden, kv_out, self.attention_bias), "o_proj": (q_out, self.hidden, self.attention_bias),
-            "gate_proj": (self.hidden, self.ffn, self.mlp_bias), "up_proj": (self.hidden, self.ffn, self.mlp_bias),
+            "q_proj": (self.hidden, q_out, self.attention_bias),
+            "k_proj": (self.hidden, kv_out, self.attention_bias),
+            "v_proj": (self.hidden, kv_out, self.attention_bias),
+            "o_proj": (q_out, self.hidden, self.attention_bias),
+            "gate_proj": (self.hidden, self.ffn, self.mlp_bias),
+            "up_proj": (self.hidden, self.ffn, self.mlp_bias),
             "down_proj": (self.ffn, self.hidden, self.mlp_bias),
         }
 
@@ -150,8 +172,11 @@ def count_parameters(shape: ModelShape, config: TrainConfig) -> ParameterCounts:
     else:
         in_layers = trained * shape.layer_params
         total = shape.total_params
-    trainable = in_layers + (shape.hidden if m.train_final_norm else 0) + (m.lookahead_length * shape.hidden
-                                                                           if m.train_lookahead else 0)
+    trainable = (
+        in_layers
+        + (shape.hidden if m.train_final_norm else 0)
+        + (m.lookahead_length * shape.hidden if m.train_lookahead else 0)
+    )
     backward = shape.layers if m.train_lookahead else trained
     return ParameterCounts(total, trainable, in_layers, trained, backward)
 
@@ -197,8 +222,9 @@ def shardable_params(shape: ModelShape, counts: ParameterCounts) -> int:
     return max(0, frozen - replicated_norms - tied_embeddings)
 
 
-def estimate_memory(shape: ModelShape, counts: ParameterCounts, config: TrainConfig, world_size: int,
-                    parallel: str, cuda: bool = True) -> MemoryEstimate:
+def estimate_memory(
+    shape: ModelShape, counts: ParameterCounts, config: TrainConfig, world_size: int, parallel: str, cuda: bool = True
+) -> MemoryEstimate:
     t = config.training
     act_bytes = 2 if (cuda and t.bf16) else 4
     weights = 4.0 * counts.total

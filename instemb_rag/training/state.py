@@ -1,10 +1,10 @@
 """Trainer state in safetensors + JSON (never pickle): parameters, optimizer, scheduler, RNG.
 
-    trainer_params.safetensors     every trainable tensor in float32 (exact resume even when
-                                   the checkpoint's adapted weights are saved in bfloat16)
-    trainer_optimizer.safetensors  AdamW moments and step counts, keyed "<param index>.<name>"
-    trainer_rng.safetensors        torch CPU (and CUDA) generator states
-    trainer_state.json             step, optimizer param groups, scheduler state, data order
+trainer_params.safetensors     every trainable tensor in float32 (exact resume even when
+                               the checkpoint's adapted weights are saved in bfloat16)
+trainer_optimizer.safetensors  AdamW moments and step counts, keyed "<param index>.<name>"
+trainer_rng.safetensors        torch CPU (and CUDA) generator states
+trainer_state.json             step, optimizer param groups, scheduler state, data order
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ OPTIMIZER_FILE = "trainer_optimizer.safetensors"
 RNG_FILE = "trainer_rng.safetensors"
 
 
-def write_trainer_state(folder: Path, named_params: dict[str, torch.nn.Parameter], optimizer, scheduler,
-                        info: dict) -> None:
-    save_file({name: p.detach().float().cpu().contiguous() for name, p in named_params.items()},
-              str(folder / PARAMS_FILE))
+def write_trainer_state(
+    folder: Path, named_params: dict[str, torch.nn.Parameter], optimizer, scheduler, info: dict
+) -> None:
+    save_file(
+        {name: p.detach().float().cpu().contiguous() for name, p in named_params.items()}, str(folder / PARAMS_FILE)
+    )
     optimizer_state = optimizer.state_dict()
     moments = {
         f"{index}.{key}": value.detach().cpu().contiguous()

@@ -42,9 +42,11 @@ class TeacherTargets:
     mask: torch.Tensor  # [N, L] bool
     anchor: torch.Tensor  # [N, d] float32
 
-    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> "TeacherTargets":
+    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> TeacherTargets:
         index = torch.as_tensor(list(indices), dtype=torch.long)
-        return TeacherTargets(self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device))
+        return TeacherTargets(
+            self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device)
+        )
 
 
 def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: int) -> list[int]:
@@ -63,8 +65,9 @@ def content_words(answer: str) -> str:
     return " ".join(kept) if kept else answer
 
 
-def teacher_input_ids(encoder, record: TrainingRecord, lookahead_length: int,
-                      strip_stopwords: bool = False) -> tuple[list[int], int, int]:
+def teacher_input_ids(
+    encoder, record: TrainingRecord, lookahead_length: int, strip_stopwords: bool = False
+) -> tuple[list[int], int, int]:
     """``[x; first L tokens of y]``, |x| and how many answer tokens were appended."""
     x_ids = input_ids_without_slots(encoder, record, lookahead_length)
     answer = content_words(record.output) if strip_stopwords else record.output
@@ -80,7 +83,11 @@ def autocast_for(device: torch.device, bf16: bool):
 
 @torch.no_grad()
 def compute_teacher_targets(
-    encoder, records: Sequence[TrainingRecord], lookahead_length: int, batch_size: int = 8, bf16: bool = True,
+    encoder,
+    records: Sequence[TrainingRecord],
+    lookahead_length: int,
+    batch_size: int = 8,
+    bf16: bool = True,
     strip_stopwords: bool = False,
 ) -> TeacherTargets:
     """Run the (frozen) encoder's backbone on ``[x; y[:L]]`` and gather the target states."""
@@ -106,8 +113,9 @@ def file_digest(path: str | os.PathLike) -> str:
     return file_sha256(path)
 
 
-def cache_key_fields(data_file: Path, encoder, teacher_identity: str, lookahead_length: int,
-                     strip_stopwords: bool = False) -> dict:
+def cache_key_fields(
+    data_file: Path, encoder, teacher_identity: str, lookahead_length: int, strip_stopwords: bool = False
+) -> dict:
     fields = {
         "format": CACHE_FORMAT,
         "data_sha256": file_digest(data_file),
@@ -148,9 +156,16 @@ class TeacherCache:
         )
         return empty, torch.zeros(size, dtype=torch.bool)
 
-    def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int],
-               batch_size: int = 8, bf16: bool = True, show_progress: bool = False,
-               strip_stopwords: bool = False) -> TeacherTargets:
+    def ensure(
+        self,
+        encoder,
+        records: Sequence[TrainingRecord],
+        indices: Sequence[int],
+        batch_size: int = 8,
+        bf16: bool = True,
+        show_progress: bool = False,
+        strip_stopwords: bool = False,
+    ) -> TeacherTargets:
         """Compute targets for the records in ``indices`` not yet cached; save; return all targets.
 
         Saves after every ``SAVE_EVERY`` records, so an interrupted run keeps what it computed.
@@ -161,8 +176,9 @@ class TeacherCache:
         with _progress(show_progress, len(missing)) as (bar, task):
             for start in range(0, len(missing), SAVE_EVERY):
                 index = torch.as_tensor(missing[start : start + SAVE_EVERY])
-                fresh = compute_teacher_targets(encoder, [records[i] for i in index.tolist()], lookahead_length,
-                                                batch_size, bf16, strip_stopwords)
+                fresh = compute_teacher_targets(
+                    encoder, [records[i] for i in index.tolist()], lookahead_length, batch_size, bf16, strip_stopwords
+                )
                 self.targets.lookahead[index] = fresh.lookahead
                 self.targets.mask[index] = fresh.mask
                 self.targets.anchor[index] = fresh.anchor
@@ -219,12 +235,14 @@ class ShardTeacherCache:
     The key adds the record ids, so a run over other steps (or another world size) gets its own
     file, and the same run (a resumed one) reuses it."""
 
-    def __init__(self, folder: str | os.PathLike, key_fields: dict, record_ids: Sequence[int],
-                 lookahead_length: int, dim: int):
+    def __init__(
+        self, folder: str | os.PathLike, key_fields: dict, record_ids: Sequence[int], lookahead_length: int, dim: int
+    ):
         self.record_ids = sorted(set(record_ids))
         ids_digest = hashlib.sha256(json.dumps(self.record_ids).encode()).hexdigest()[:16]
-        self._cache = TeacherCache(folder, {**key_fields, "record_ids_sha256": ids_digest}, len(self.record_ids),
-                                   lookahead_length, dim)
+        self._cache = TeacherCache(
+            folder, {**key_fields, "record_ids_sha256": ids_digest}, len(self.record_ids), lookahead_length, dim
+        )
         self.path = self._cache.path
         self.targets = MappedTargets(self._cache.targets, {r: j for j, r in enumerate(self.record_ids)})
 
@@ -236,8 +254,9 @@ class ShardTeacherCache:
         missing = set(indices) - set(self.record_ids)
         if missing:
             raise ValueError(f"records {sorted(missing)[:3]} are not in this rank's shard")
-        stored = self._cache.ensure(encoder, _RecordsAt(records, self.record_ids), range(len(self.record_ids)),
-                                    **options)
+        stored = self._cache.ensure(
+            encoder, _RecordsAt(records, self.record_ids), range(len(self.record_ids)), **options
+        )
         self.targets = MappedTargets(stored, self.targets.row_of)
         return self.targets
 

@@ -36,8 +36,8 @@ from ..losses import (
 )
 from ..models.lora import apply_lora, plain_parameters
 from ..models.pooling import anchor_positions, last_valid_positions
-from .args import TrainConfig
 from . import distributed
+from .args import TrainConfig
 from .builders import build_data_folder
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
 from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
@@ -67,8 +67,9 @@ def resolve_train_file(config: TrainConfig) -> Path:
     build_dir = Path(data.build_dir or Path(config.training.output_dir) / "data")
     train_file = build_dir / "train.jsonl"
     if not train_file.is_file():
-        build_data_folder(build_dir, data.data_root, data.build_sets, data.heldout_fraction,
-                          data.data_seed, data.max_per_set)
+        build_data_folder(
+            build_dir, data.data_root, data.build_sets, data.heldout_fraction, data.data_seed, data.max_per_set
+        )
     return train_file
 
 
@@ -150,19 +151,30 @@ def load_student(config: TrainConfig, device: torch.device):
         encoder = checkpoint.load(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
         start = starting_checkpoint(reference)
         top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
-        check_continuation(start, model_args.lora_rank, model_args.lora_alpha,
-                           list(model_args.lora_target_modules), top)
+        check_continuation(
+            start, model_args.lora_rank, model_args.lora_alpha, list(model_args.lora_target_modules), top
+        )
         if encoder.lookahead.length != model_args.lookahead_length:
             raise InstEmbError(
                 f"{reference} has {encoder.lookahead.length} look-ahead vectors but the config asks for "
                 f"model.lookahead_length={model_args.lookahead_length}; make them equal."
             )
-        attach_starting_adapter(encoder, start, top, model_args.lora_rank, model_args.lora_alpha,
-                                model_args.lora_dropout, list(model_args.lora_target_modules))
+        attach_starting_adapter(
+            encoder,
+            start,
+            top,
+            model_args.lora_rank,
+            model_args.lora_alpha,
+            model_args.lora_dropout,
+            list(model_args.lora_target_modules),
+        )
     else:
         encoder = InstEmbEncoder.from_backbone(
-            reference, lookahead_length=model_args.lookahead_length, pooling=model_args.pooling,
-            max_length=model_args.max_length, device="cpu",
+            reference,
+            lookahead_length=model_args.lookahead_length,
+            pooling=model_args.pooling,
+            max_length=model_args.max_length,
+            device="cpu",
         )
     return encoder.to(device)
 
@@ -217,8 +229,14 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
     peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
     if model_args.lora_rank > 0 and top:
         if peft_model is None:
-            peft_model = apply_lora(model, top, model_args.lora_rank, model_args.lora_alpha,
-                                    model_args.lora_dropout, model_args.lora_target_modules)
+            peft_model = apply_lora(
+                model,
+                top,
+                model_args.lora_rank,
+                model_args.lora_alpha,
+                model_args.lora_dropout,
+                model_args.lora_target_modules,
+            )
             encoder.attach_adapter(peft_model)
         for name, param in model.named_parameters():
             if "lora_" in name:
@@ -250,8 +268,10 @@ def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
         raise InstEmbError(f"The starting checkpoint adapted {missing[0]}, which this model lacks.")
     sharded = [name for name in parts.adapted_names if distributed.is_sharded(params[name])]
     if sharded:
-        raise InstEmbError(f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
-                           "this run freezes; train that layer too (model.trainable_top_layers) or use ddp.")
+        raise InstEmbError(
+            f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
+            "this run freezes; train that layer too (model.trainable_top_layers) or use ddp."
+        )
 
 
 def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
@@ -306,14 +326,22 @@ def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
     """[N, N] True where two records have the same output or the same query: not negatives."""
     outputs = [" ".join(r.output.split()).lower() for r in records]
     queries = [(r.text, r.instruction) for r in records]
-    same = [[outputs[i] == outputs[j] or queries[i] == queries[j] for j in range(len(records))]
-            for i in range(len(records))]
+    same = [
+        [outputs[i] == outputs[j] or queries[i] == queries[j] for j in range(len(records))] for i in range(len(records))
+    ]
     return torch.tensor(same, dtype=torch.bool, device=device)
 
 
-def _contrastive_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass | None,
-                      targets: TeacherTargets, shared: torch.Tensor, config: TrainConfig,
-                      shard: MicroBatchShard) -> torch.Tensor:
+def _contrastive_term(
+    encoder,
+    records,
+    query_pass: StudentPass,
+    output_pass: StudentPass | None,
+    targets: TeacherTargets,
+    shared: torch.Tensor,
+    config: TrainConfig,
+    shard: MicroBatchShard,
+) -> torch.Tensor:
     """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token,
     over the whole micro-batch (the views of every rank's slice, gathered)."""
     t = config.training
@@ -333,8 +361,15 @@ def _contrastive_term(encoder, records, query_pass: StudentPass, output_pass: St
     return multiview_supcon_loss(shard.gather(local_views), t.temperature, shared=shared)
 
 
-def _retrieval_term(encoder, records, query_pass: StudentPass, output_pass: StudentPass,
-                    shared: torch.Tensor, config: TrainConfig, shard: MicroBatchShard) -> torch.Tensor:
+def _retrieval_term(
+    encoder,
+    records,
+    query_pass: StudentPass,
+    output_pass: StudentPass,
+    shared: torch.Tensor,
+    config: TrainConfig,
+    shard: MicroBatchShard,
+) -> torch.Tensor:
     """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)."""
     length = encoder.lookahead.length
     flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
@@ -344,16 +379,29 @@ def _retrieval_term(encoder, records, query_pass: StudentPass, output_pass: Stud
         return _student_forward(encoder, pairs, length).pooled(encoder)
 
     stand_in = [(records[0].text, None)]
-    negative_queries = shard.rows_of_pass(pooled, flipped, any(r.negative_instruction for r in shard.batch_records),
-                                          stand_in)
-    negative_outputs = shard.rows_of_pass(pooled, extra_outputs, any(r.negative_outputs for r in shard.batch_records),
-                                          stand_in)
-    return instruction_retrieval_loss(shard.gather(query_pass.pooled(encoder)), shard.gather(output_pass.pooled(encoder)),
-                                      shared, config.training.retrieval_temperature, negative_outputs, negative_queries)
+    negative_queries = shard.rows_of_pass(
+        pooled, flipped, any(r.negative_instruction for r in shard.batch_records), stand_in
+    )
+    negative_outputs = shard.rows_of_pass(
+        pooled, extra_outputs, any(r.negative_outputs for r in shard.batch_records), stand_in
+    )
+    return instruction_retrieval_loss(
+        shard.gather(query_pass.pooled(encoder)),
+        shard.gather(output_pass.pooled(encoder)),
+        shared,
+        config.training.retrieval_temperature,
+        negative_outputs,
+        negative_queries,
+    )
 
 
-def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTargets, config: TrainConfig,
-                   shard: MicroBatchShard | None = None) -> dict:
+def compute_losses(
+    encoder,
+    records: list[TrainingRecord],
+    targets: TeacherTargets,
+    config: TrainConfig,
+    shard: MicroBatchShard | None = None,
+) -> dict:
     """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms.
 
     Under data parallelism ``records`` are this rank's slice of ``shard.batch_records``: the
@@ -382,18 +430,28 @@ def compute_losses(encoder, records: list[TrainingRecord], targets: TeacherTarge
             distill = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask, t.mse_normalize_by_dim)
         terms["distill"] = shard.global_mean(distill, targets.mask.sum())
     if t.contrastive_weight > 0:
-        terms["contrastive"] = _contrastive_term(encoder, records, query_pass, output_pass, targets, shared, config,
-                                                 shard)
+        terms["contrastive"] = _contrastive_term(
+            encoder, records, query_pass, output_pass, targets, shared, config, shard
+        )
     if t.retrieval_weight > 0:
         terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config, shard)
-    total = sum((getattr(t, f"{name}_weight") * value for name, value in terms.items()),
-                torch.zeros((), device=query_pass.hidden.device))
+    total = sum(
+        (getattr(t, f"{name}_weight") * value for name, value in terms.items()),
+        torch.zeros((), device=query_pass.hidden.device),
+    )
     return {"loss": total, **terms}
 
 
 # ---------------------------------------------------------------------------- saving
-def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainConfig,
-                    optimizer=None, scheduler=None, info: dict | None = None) -> None:
+def save_checkpoint(
+    folder: Path,
+    encoder,
+    parts: TrainableParts,
+    config: TrainConfig,
+    optimizer=None,
+    scheduler=None,
+    info: dict | None = None,
+) -> None:
     """An encoder checkpoint folder (loadable by InstEmbEncoder.from_pretrained), plus the
     trainer state when ``optimizer`` is given; written atomically as one folder."""
     saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
@@ -402,8 +460,9 @@ def save_checkpoint(folder: Path, encoder, parts: TrainableParts, config: TrainC
         if optimizer is not None:
             write_trainer_state(staging, parts.named, optimizer, scheduler, info or {})
 
-    checkpoint.save(saved, folder, trained=parts.adapted_names, dtype=SAVE_DTYPES[config.training.save_dtype],
-                    also=trainer_state)
+    checkpoint.save(
+        saved, folder, trained=parts.adapted_names, dtype=SAVE_DTYPES[config.training.save_dtype], also=trainer_state
+    )
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:
@@ -465,8 +524,15 @@ def _progress(enabled: bool):
     return counting_progress("training", TextColumn("loss {task.fields[loss]}"), enabled=enabled)
 
 
-def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, order: DataOrder, run_info: dict,
-                    env: DistributedEnv = SINGLE_PROCESS):
+def prepare_teacher(
+    config: TrainConfig,
+    encoder,
+    records,
+    train_file: Path,
+    order: DataOrder,
+    run_info: dict,
+    env: DistributedEnv = SINGLE_PROCESS,
+):
     """(cache, None) with every target the run will need computed up front, or, without the
     cache, (None, a frozen copy of the initial model) to run at every step.
 
@@ -479,21 +545,35 @@ def prepare_teacher(config: TrainConfig, encoder, records, train_file: Path, ord
         for param in teacher.parameters():
             param.requires_grad_(False)
         return None, teacher
-    key_fields = cache_key_fields(train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words)
+    key_fields = cache_key_fields(
+        train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words
+    )
     folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
-    needed = sorted({i for step in range(t.max_steps) for batch in order.step(step)
-                     for i in local_indices(batch, env)[0]})
+    needed = sorted(
+        {i for step in range(t.max_steps) for batch in order.step(step) for i in local_indices(batch, env)[0]}
+    )
     if env.enabled:  # the rank's own records only; single-process caches keep their key and layout
-        cache = ShardTeacherCache(folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed,
-                                  length, encoder.dimension)
+        cache = ShardTeacherCache(
+            folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed, length, encoder.dimension
+        )
     else:
         cache = TeacherCache(folder, key_fields, len(records), length, encoder.dimension)
     encoder.eval()
     started = time.perf_counter()
-    cache.ensure(encoder, records, needed, batch_size=t.batch_size, bf16=t.bf16,
-                 show_progress=t.show_progress and env.is_main, strip_stopwords=t.distill_content_words)
-    run_info["teacher_cache"] = {"path": str(cache.path), "computed_records": cache.computed_last,
-                                 "seconds": round(time.perf_counter() - started, 2)}
+    cache.ensure(
+        encoder,
+        records,
+        needed,
+        batch_size=t.batch_size,
+        bf16=t.bf16,
+        show_progress=t.show_progress and env.is_main,
+        strip_stopwords=t.distill_content_words,
+    )
+    run_info["teacher_cache"] = {
+        "path": str(cache.path),
+        "computed_records": cache.computed_last,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
     return cache, None
 
 
@@ -515,8 +595,10 @@ def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler
         return 0
     state = read_trainer_state(last, parts.named, optimizer, scheduler)
     if state.get("data_sha256") != data_info["data_sha256"] or state.get("seed") != data_info["seed"]:
-        raise InstEmbError(f"Cannot resume from {last}: it was trained on other data or another seed. "
-                           "Use the same data and seed, or a new output_dir.")
+        raise InstEmbError(
+            f"Cannot resume from {last}: it was trained on other data or another seed. "
+            "Use the same data and seed, or a new output_dir."
+        )
     return int(state["step"])
 
 
@@ -527,9 +609,11 @@ RANK_SHARED_TERMS = ("distill",)
 
 def _reported_terms(terms: dict, config: TrainConfig, env: DistributedEnv, device) -> dict[str, float]:
     """The micro-batch's loss terms as one process would compute them."""
-    reported = {name: (sum_over_ranks(value.detach(), env, device) if name in RANK_SHARED_TERMS
-                       else float(value.detach()))
-                for name, value in terms.items() if name != "loss"}
+    reported = {
+        name: (sum_over_ranks(value.detach(), env, device) if name in RANK_SHARED_TERMS else float(value.detach()))
+        for name, value in terms.items()
+        if name != "loss"
+    }
     if env.enabled:
         loss = sum(getattr(config.training, f"{name}_weight") * value for name, value in reported.items())
     else:
@@ -537,8 +621,15 @@ def _reported_terms(terms: dict, config: TrainConfig, env: DistributedEnv, devic
     return {"loss": loss, **reported}
 
 
-def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int]], cache, teacher,
-             env: DistributedEnv = SINGLE_PROCESS) -> tuple[dict, int]:
+def run_step(
+    encoder,
+    config: TrainConfig,
+    records,
+    micro_batches: list[list[int]],
+    cache,
+    teacher,
+    env: DistributedEnv = SINGLE_PROCESS,
+) -> tuple[dict, int]:
     """Forward/backward over the micro-batches of one optimizer step (this rank's slice of each);
     returns the mean terms and input tokens of the whole step."""
     t = config.training
@@ -548,13 +639,15 @@ def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int
     for chunk in micro_batches:
         local, contributes = local_indices(chunk, env)
         chunk_records = [records[i] for i in local]
-        shard = MicroBatchShard([records[i] for i in chunk] if env.enabled else chunk_records, chunk_records,
-                                contributes, env)
+        shard = MicroBatchShard(
+            [records[i] for i in chunk] if env.enabled else chunk_records, chunk_records, contributes, env
+        )
         if cache is not None:
             targets = cache.targets.select(local, encoder.device)
         else:
-            targets = compute_teacher_targets(teacher, chunk_records, length, t.batch_size, t.bf16,
-                                              t.distill_content_words)
+            targets = compute_teacher_targets(
+                teacher, chunk_records, length, t.batch_size, t.bf16, t.distill_content_words
+            )
             targets = targets.select(range(len(local)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
             terms = compute_losses(encoder, chunk_records, targets, config, shard)
@@ -567,11 +660,15 @@ def run_step(encoder, config: TrainConfig, records, micro_batches: list[list[int
     return sums, int(sum_over_ranks(tokens, env, encoder.device))
 
 
-def check_hard_negatives_have_a_loss(records: RecordFile | list[TrainingRecord], config: TrainConfig,
-                                     train_file: Path) -> None:
+def check_hard_negatives_have_a_loss(
+    records: RecordFile | list[TrainingRecord], config: TrainConfig, train_file: Path
+) -> None:
     """Hard negatives act through the retrieval term only; refuse to drop them silently."""
-    carrying = (records.negative_carriers if isinstance(records, RecordFile)
-                else sum(1 for r in records if r.negative_instruction or r.negative_outputs))
+    carrying = (
+        records.negative_carriers
+        if isinstance(records, RecordFile)
+        else sum(1 for r in records if r.negative_instruction or r.negative_outputs)
+    )
     if carrying and config.training.retrieval_weight <= 0:
         raise InstEmbError(
             f"{train_file}: {carrying} records carry negative_instruction or negative_outputs, which only the "
@@ -619,11 +716,17 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
         enable_gradient_checkpointing(encoder)
     if t.parallel == ParallelMode.fsdp.value:
         run_info["fsdp_sharded_parameters"] = distributed.shard_frozen_weights(
-            encoder.model, decoder_layers(encoder.model), env, device, t.bf16)
+            encoder.model, decoder_layers(encoder.model), env, device, t.bf16
+        )
         refuse_sharded_adapted_tensors(encoder, parts)
     optimizer, scheduler = build_optimizer(encoder, parts, config)
-    data_info = {"train_file": str(train_file), "data_sha256": file_digest(train_file),
-                 "records": len(records), "seed": t.seed, "examples_per_step": per_step}
+    data_info = {
+        "train_file": str(train_file),
+        "data_sha256": file_digest(train_file),
+        "records": len(records),
+        "seed": t.seed,
+        "examples_per_step": per_step,
+    }
     start_step = resume_step(config, parts, optimizer, scheduler, data_info)
     distributed.barrier(env)  # every rank has read the checkpoint before rank 0 writes new ones
     distributed.broadcast_from_main(list(parts.named.values()), env)
@@ -650,20 +753,41 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
             distributed.simulate_failure_if_asked(done, env)
             bar.update(task, completed=done, loss=f"{sums['loss']:.4f}")
             if metrics is not None and (done % t.logging_steps == 0 or done == t.max_steps):
-                metrics.add({"step": done, **{k: round(v, 6) for k, v in sums.items()},
-                             "grad_norm": round(float(grad_norm), 4), "lr": scheduler.get_last_lr()[-1],
-                             "input_tokens": tokens, "elapsed_s": round(time.perf_counter() - started, 2)})
+                metrics.add(
+                    {
+                        "step": done,
+                        **{k: round(v, 6) for k, v in sums.items()},
+                        "grad_norm": round(float(grad_norm), 4),
+                        "lr": scheduler.get_last_lr()[-1],
+                        "input_tokens": tokens,
+                        "elapsed_s": round(time.perf_counter() - started, 2),
+                    }
+                )
             if env.is_main and done % t.save_steps == 0 and done < t.max_steps:
-                save_checkpoint(output_dir / f"checkpoint-{done}", encoder, parts, config, optimizer, scheduler,
-                                {"step": done, **data_info})
+                save_checkpoint(
+                    output_dir / f"checkpoint-{done}",
+                    encoder,
+                    parts,
+                    config,
+                    optimizer,
+                    scheduler,
+                    {"step": done, **data_info},
+                )
                 prune_checkpoints(output_dir, t.save_total_limit)
                 metrics.plot()
     encoder.eval()
     encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
     final = output_dir / FINAL_DIR
     if env.is_main:
-        save_checkpoint(output_dir / f"checkpoint-{t.max_steps}", encoder, parts, config, optimizer, scheduler,
-                        {"step": t.max_steps, **data_info})
+        save_checkpoint(
+            output_dir / f"checkpoint-{t.max_steps}",
+            encoder,
+            parts,
+            config,
+            optimizer,
+            scheduler,
+            {"step": t.max_steps, **data_info},
+        )
         prune_checkpoints(output_dir, t.save_total_limit)
         save_checkpoint(final, encoder, parts, config)
         metrics.plot()

@@ -7,9 +7,10 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import DOCS, QRELS, QUERIES, write_beir_folder  # noqa: F401
+
 from instemb_rag.eval import EmbeddingCache, EvalDataError, evaluate, load_beir, load_stance, load_sts
+
 
 class CountingEncoder:
     """Delegates to a real encoder and counts document-embedding calls (to observe the cache)."""
@@ -96,14 +97,26 @@ def test_qrels_judging_unknown_documents_is_an_error(tmp_path):
 
 def test_stance_and_sts_loaders_validate(tmp_path):
     stance = tmp_path / "stance.jsonl"
-    record = {"claim_id": "1", "claim": "c", "doc_id": "d1", "label": "SUPPORT",
-              "instruction_match": "Find support.", "instruction_mismatch": "Find support."}
+    record = {
+        "claim_id": "1",
+        "claim": "c",
+        "doc_id": "d1",
+        "label": "SUPPORT",
+        "instruction_match": "Find support.",
+        "instruction_mismatch": "Find support.",
+    }
     stance.write_text(json.dumps(record) + "\n")
-    with pytest.raises(EvalDataError, match=r"stance\.jsonl:1: instruction_match and instruction_mismatch are identical"):
+    with pytest.raises(
+        EvalDataError, match=r"stance\.jsonl:1: instruction_match and instruction_mismatch are identical"
+    ):
         load_stance(stance)
     sts = tmp_path / "sts.jsonl"
-    sts.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "score": 1}) + "\n"
-                   + json.dumps({"sentence1": "a", "sentence2": "b", "score": "high"}) + "\n")
+    sts.write_text(
+        json.dumps({"sentence1": "a", "sentence2": "b", "score": 1})
+        + "\n"
+        + json.dumps({"sentence1": "a", "sentence2": "b", "score": "high"})
+        + "\n"
+    )
     with pytest.raises(EvalDataError, match=r"sts\.jsonl:2: field 'score' must be a number"):
         load_sts(sts)
 
@@ -160,10 +173,22 @@ def test_subsampling_keeps_judged_documents_and_says_so(tmp_path, tiny_encoder):
 
 
 STANCE_RECORDS = [
-    {"claim_id": "1", "claim": "tents", "doc_id": "s1", "label": "SUPPORT",
-     "instruction_match": "support", "instruction_mismatch": "contradict"},
-    {"claim_id": "2", "claim": "stoves", "doc_id": "s2", "label": "CONTRADICT",
-     "instruction_match": "contradict", "instruction_mismatch": "support"},
+    {
+        "claim_id": "1",
+        "claim": "tents",
+        "doc_id": "s1",
+        "label": "SUPPORT",
+        "instruction_match": "support",
+        "instruction_mismatch": "contradict",
+    },
+    {
+        "claim_id": "2",
+        "claim": "stoves",
+        "doc_id": "s2",
+        "label": "CONTRADICT",
+        "instruction_match": "contradict",
+        "instruction_mismatch": "support",
+    },
 ]
 
 
@@ -179,8 +204,10 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     -0.5 when the instructions are swapped."""
     scifact = tmp_path / "scifact"
     docs = {
-        "s1": ("", "tents support"), "s1-twin": ("", "tents contradict"),
-        "s2": ("", "stoves contradict"), "s2-twin": ("", "stoves support"),
+        "s1": ("", "tents support"),
+        "s1-twin": ("", "tents contradict"),
+        "s2": ("", "stoves contradict"),
+        "s2-twin": ("", "stoves support"),
         **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(6)},
     }
     write_stance_folder(scifact, docs)
@@ -190,8 +217,10 @@ def test_stance_task_direction_with_a_lexical_encoder(tmp_path):
     assert result["metrics"]["pairwise_accuracy_support"] == result["metrics"]["pairwise_accuracy_contradict"] == 1.0
     assert (result["metrics"]["mrr_matching"], result["metrics"]["mrr_mismatching"]) == (1.0, 0.5)
 
-    swapped = [dict(r, instruction_match=r["instruction_mismatch"], instruction_mismatch=r["instruction_match"])
-               for r in STANCE_RECORDS]
+    swapped = [
+        dict(r, instruction_match=r["instruction_mismatch"], instruction_mismatch=r["instruction_match"])
+        for r in STANCE_RECORDS
+    ]
     write_stance_folder(scifact, docs, swapped)
     flipped = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)
     assert flipped["metrics"]["p-mrr"] == pytest.approx(-0.5)
@@ -203,8 +232,11 @@ def test_stance_accuracy_per_label_exposes_a_wording_bias(tmp_path):
     """Both abstracts carry the word "support", so the lexical encoder prefers the support
     instruction whatever the label: right on SUPPORT, wrong on CONTRADICT, 0.5 overall."""
     scifact = tmp_path / "scifact"
-    docs = {"s1": ("", "tents support"), "s2": ("", "stoves support"),
-            **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(4)}}
+    docs = {
+        "s1": ("", "tents support"),
+        "s2": ("", "stoves support"),
+        **{f"x{i}": ("", f"filler abstract {i} about rain") for i in range(4)},
+    }
     write_stance_folder(scifact, docs)
     metrics = evaluate(BagOfWordsEncoder(), "scifact-stance", data_root=tmp_path, cache=False)["metrics"]
     assert metrics["pairwise_accuracy"] == 0.5
@@ -223,8 +255,9 @@ def test_default_model_on_real_scifact_stance_and_stsb(default_encoder, tmp_path
     from instemb_rag.testing import shared_data_or_skip
 
     root = shared_data_or_skip("scifact").parent
-    stance = evaluate(default_encoder, "scifact-stance", max_queries=2, max_docs=3, data_root=root,
-                      cache=EmbeddingCache(tmp_path))
+    stance = evaluate(
+        default_encoder, "scifact-stance", max_queries=2, max_docs=3, data_root=root, cache=EmbeddingCache(tmp_path)
+    )
     assert -1.0 <= stance["metrics"]["p-mrr"] <= 1.0
     assert 0.0 <= stance["metrics"]["pairwise_accuracy"] <= 1.0
     sts = evaluate(default_encoder, "stsb", max_queries=8, data_root=root)

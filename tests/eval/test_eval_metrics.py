@@ -32,11 +32,11 @@ def test_cutoff_excludes_documents_below_k():
 @pytest.mark.parametrize(
     "original, new, expected",
     [
-        (1, 1, 0.0),        # unchanged rank: no credit
-        (1, 2, 0.5),        # fell from 1 to 2 under the altered instruction: 1 - 1/2
-        (2, 1, -0.5),       # rose from 2 to 1: 2/... = (1/2)/(1/1) - 1
-        (3, 12, 0.75),      # 1 - 3/12
-        (12, 3, -0.75),     # (1/12)/(1/3) - 1
+        (1, 1, 0.0),  # unchanged rank: no credit
+        (1, 2, 0.5),  # fell from 1 to 2 under the altered instruction: 1 - 1/2
+        (2, 1, -0.5),  # rose from 2 to 1: 2/... = (1/2)/(1/1) - 1
+        (3, 12, 0.75),  # 1 - 3/12
+        (12, 3, -0.75),  # (1/12)/(1/3) - 1
     ],
 )
 def test_pairwise_rank_score_follows_followir(original, new, expected):
@@ -47,8 +47,8 @@ def test_p_mrr_sign_and_range_on_constructed_cases():
     ranks = range(1, 60, 7)
     values = [metrics.pairwise_rank_score(a, b) for a in ranks for b in ranks]
     assert all(-1 < value < 1 for value in values)
-    assert metrics.p_mrr([("q", 1, 1000)]) > 0.99     # pushed far down: near +1
-    assert metrics.p_mrr([("q", 1000, 1)]) < -0.99    # pulled far up: near -1
+    assert metrics.p_mrr([("q", 1, 1000)]) > 0.99  # pushed far down: near +1
+    assert metrics.p_mrr([("q", 1000, 1)]) < -0.99  # pulled far up: near -1
     assert metrics.p_mrr([("q", 5, 5)]) == 0.0
 
 

@@ -7,15 +7,18 @@ import json
 
 import numpy as np
 import pytest
+from helpers import QUERIES, write_beir_folder
 
 from instemb_rag.eval import evaluate
 from instemb_rag.eval.seen import SeenTexts
 from instemb_rag.eval.shared_forward import SharedForward, truncate_lookahead_mask
 from instemb_rag.models.pooling import POOLING_MODES
-from helpers import QUERIES, write_beir_folder
 
-TEXTS = ["this tent is light and packed size is compact .", "the stove burner is durable",
-         "a nylon tent with a pole and floor seam for cold night ."]
+TEXTS = [
+    "this tent is light and packed size is compact .",
+    "the stove burner is durable",
+    "a nylon tent with a pole and floor seam for cold night .",
+]
 INSTRUCTIONS = ["focus on durability", None, "focus on weight"]
 VARIANTS = [(mode, 4) for mode in POOLING_MODES] + [("daap", 0), ("daap", 1), ("special_mean", 2)]
 
@@ -67,8 +70,10 @@ def test_truncated_mask_ends_at_the_kept_slot_for_both_padding_sides():
 
 
 def write_training_records(path, instructions):
-    lines = [json.dumps({"text": "some passage about gear", "instruction": item, "output": "an answer"})
-             for item in instructions]
+    lines = [
+        json.dumps({"text": "some passage about gear", "instruction": item, "output": "an answer"})
+        for item in instructions
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -78,9 +83,13 @@ def test_queries_seen_in_training_are_left_out(tmp_path, tiny_encoder, monkeypat
     queries = [dict(query) for query in QUERIES]
     queries[0]["text"] = "Is the light tent for rain durable enough for a week in the hills?"
     folder = write_beir_folder(tmp_path / "gear", queries=queries)
-    records = write_training_records(tmp_path / "train.jsonl",
-                                     ["Find a study that supports this. Claim: is the LIGHT tent for rain "
-                                      "durable   enough for a week in the hills?"])
+    records = write_training_records(
+        tmp_path / "train.jsonl",
+        [
+            "Find a study that supports this. Claim: is the LIGHT tent for rain "
+            "durable   enough for a week in the hills?"
+        ],
+    )
     seen = SeenTexts(records)
     assert queries[0]["text"] in seen
     assert "compact stove" not in seen  # too short to count as seen, and absent anyway
@@ -99,9 +108,19 @@ def test_stance_records_seen_in_training_are_left_out(tmp_path, tiny_encoder):
     write_beir_folder(folder)
     with (folder / "stance.jsonl").open("w") as handle:
         for claim_id, claim, doc in (("c1", claim_seen, "d5"), ("c2", claim_new, "d2")):
-            handle.write(json.dumps({"claim_id": claim_id, "claim": claim, "doc_id": doc, "label": "SUPPORT",
-                                     "instruction_match": "Find a study that supports this claim.",
-                                     "instruction_mismatch": "Find a study that contradicts this claim."}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "claim_id": claim_id,
+                        "claim": claim,
+                        "doc_id": doc,
+                        "label": "SUPPORT",
+                        "instruction_match": "Find a study that supports this claim.",
+                        "instruction_mismatch": "Find a study that contradicts this claim.",
+                    }
+                )
+                + "\n"
+            )
     records = write_training_records(tmp_path / "train.jsonl", [f"Claim: {claim_seen}"])
     (tmp_path / "root").mkdir()  # the registered task reads <data root>/scifact/stance.jsonl
     (tmp_path / "root" / "scifact").symlink_to(folder)

@@ -25,8 +25,9 @@ def test_cache_folder_is_keyed_and_under_instemb_home(home, tiny_model_dir, tiny
     assert folder.is_relative_to(home / "compile")
     assert folder.name == tiny_encoder.fingerprint
     assert torch.__version__.split("+")[0] in folder.parent.name and "cpu-float32" in folder.parent.name
-    low = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64,
-                                         precision="int8")
+    low = InstEmbEncoder.from_pretrained(
+        tiny_model_dir, device="cpu", lookahead_length=4, max_length=64, precision="int8"
+    )
     assert compile_cache_dir(low) != folder and compile_cache_dir(low).parent.name.endswith("-int8")
     other_length = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=2, max_length=64)
     assert compile_cache_dir(other_length).name != folder.name  # another fingerprint, another folder
@@ -40,8 +41,10 @@ def test_compile_is_opt_in_and_points_inductor_at_the_cache(home, tiny_encoder):
     assert tiny_encoder.fingerprint == folder.name  # compiling changes no embedding identity
 
 
-@pytest.mark.skipif(os.environ.get("INSTEMB_TEST_COMPILE") != "1",
-                    reason="compiles C++ for minutes on a small CPU; set INSTEMB_TEST_COMPILE=1")
+@pytest.mark.skipif(
+    os.environ.get("INSTEMB_TEST_COMPILE") != "1",
+    reason="compiles C++ for minutes on a small CPU; set INSTEMB_TEST_COMPILE=1",
+)
 def test_compiled_encoder_matches_eager_and_fills_the_cache(home, tiny_model_dir, tiny_encoder):
     texts = ["the tent is light and durable", "which stove is good in cold wind ?", "packed size 10 cm"]
     eager = tiny_encoder.encode_queries(texts, [None, "focus on weight", None])

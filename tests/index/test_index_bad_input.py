@@ -54,8 +54,16 @@ def test_empty_folder_is_refused_and_index_kept(indexed, tmp_path):
 
 
 def test_missing_folder_is_refused(tiny_model_dir, tmp_path):
-    code, output = cli("index", str(tmp_path / "nope"), "--index-dir", str(tmp_path / "i"),
-                       "--model", str(tiny_model_dir), "--device", "cpu")
+    code, output = cli(
+        "index",
+        str(tmp_path / "nope"),
+        "--index-dir",
+        str(tmp_path / "i"),
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+    )
     assert code == EXIT_BAD_INPUT and "does not exist" in output
 
 
@@ -66,8 +74,9 @@ def test_binary_non_utf8_huge_and_unsupported_files_are_skipped_with_reasons(ind
     (docs / "huge.txt").write_text("tent " * 300_000)  # ~1.5 MB
     (docs / "photo.jpg").write_bytes(b"\xff\xd8\xff")
     (docs / "broken.pdf").write_bytes(b"this is not a pdf")
-    code, output = cli("index", str(docs), "--index-dir", str(index_dir), "--no-progress",
-                       "--max-file-size", "1", *model)
+    code, output = cli(
+        "index", str(docs), "--index-dir", str(index_dir), "--no-progress", "--max-file-size", "1", *model
+    )
     assert code == 0, output
     assert "image.txt: binary file" in output
     assert "latin.md: not UTF-8 text (invalid byte 0xe9 at offset 3)" in output

@@ -43,15 +43,40 @@ def write_version(docs: Path, version: dict[str, str]) -> None:
 
 
 def index_in_process(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> None:
-    result = CliRunner().invoke(app, ["index", str(docs), "--index-dir", str(index_dir), "--model", str(model_dir),
-                                      "--device", "cpu", "--no-progress", *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "index",
+            str(docs),
+            "--index-dir",
+            str(index_dir),
+            "--model",
+            str(model_dir),
+            "--device",
+            "cpu",
+            "--no-progress",
+            *extra,
+        ],
+    )
     assert result.exit_code == 0, result.output
 
 
 def index_subprocess(docs: Path, index_dir: Path, model_dir: Path, crash_at: str | None, kill_after: float | None):
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), INSTEMB_CRASH_AT=crash_at or "")
-    command = [sys.executable, "-m", "instemb_rag.cli", "index", str(docs), "--index-dir", str(index_dir),
-               "--model", str(model_dir), "--device", "cpu", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "instemb_rag.cli",
+        "index",
+        str(docs),
+        "--index-dir",
+        str(index_dir),
+        "--model",
+        str(model_dir),
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if kill_after is not None:
         time.sleep(kill_after)
@@ -80,11 +105,11 @@ def ranked(index_dir: Path, encoder) -> list[tuple[str, float]]:
 @pytest.mark.parametrize(
     ("store", "crash_at", "kill_after"),
     [
-        ("faiss", "before_commit:1", None),   # killed before the first changed file commits
-        ("faiss", "after_commit:3", None),    # three files committed, FAISS cache not yet written
-        ("faiss", "before_faiss:1", None),    # all committed, cache of the new generation missing
-        ("qdrant", "after_commit:2", None),   # two files in the catalog and shard, store generation lagging
-        ("qdrant", None, 6.0),                # a timed kill wherever the run happens to be
+        ("faiss", "before_commit:1", None),  # killed before the first changed file commits
+        ("faiss", "after_commit:3", None),  # three files committed, FAISS cache not yet written
+        ("faiss", "before_faiss:1", None),  # all committed, cache of the new generation missing
+        ("qdrant", "after_commit:2", None),  # two files in the catalog and shard, store generation lagging
+        ("qdrant", None, 6.0),  # a timed kill wherever the run happens to be
     ],
 )
 def test_kill_then_rerun_ends_with_exactly_the_current_files(tiny_model_dir, tmp_path, store, crash_at, kill_after):

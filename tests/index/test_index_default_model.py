@@ -16,7 +16,9 @@ def sample_indexes(default_encoder, tmp_path_factory):
     built = {}
     for store, folder in (("faiss", SAMPLE_DOCS), ("qdrant", SAMPLE_DOCS / "tents")):
         index_dir = tmp_path_factory.mktemp(f"sample-{store}")
-        report = Indexer(default_encoder, IndexOptions(index_dir=index_dir, stores=StoreOptions(store=store))).run(folder)
+        report = Indexer(default_encoder, IndexOptions(index_dir=index_dir, stores=StoreOptions(store=store))).run(
+            folder
+        )
         assert report.skipped == [] and len(report.indexed) == report.files_found >= 5
         built[store] = index_dir
     return built
@@ -29,7 +31,9 @@ def test_both_stores_return_the_same_ranking(default_encoder, sample_indexes):
         qdrant_hits = index.search(DEMO_QUERY, DEMO_INSTRUCTIONS[0], k=5)
     assert len(faiss_hits) == 5
     # Paths are relative to the indexed folder, so the Qdrant index names tents/x.md as x.md.
-    assert [(h.source, round(h.score, 3)) for h in faiss_hits] == [("tents/" + h.source, round(h.score, 3)) for h in qdrant_hits]
+    assert [(h.source, round(h.score, 3)) for h in faiss_hits] == [
+        ("tents/" + h.source, round(h.score, 3)) for h in qdrant_hits
+    ]
 
 
 def test_the_two_demo_instructions_rank_differently(default_encoder, sample_indexes):

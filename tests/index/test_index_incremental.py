@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instemb_rag.index import Index, IndexFolderError, Indexer, IndexOptions, StoreOptions
+from instemb_rag.index import Index, Indexer, IndexFolderError, IndexOptions, StoreOptions
 from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.manifest import FORMAT_VERSION, MANIFEST_FILE
 from instemb_rag.index.qdrant_store import QdrantStore
@@ -76,8 +76,13 @@ def test_filter_by_exact_source_and_glob(tiny_encoder, tmp_path, store):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     run_index(tiny_encoder, docs, index_dir, store=store)
     with Index.open(index_dir, encoder=tiny_encoder) as index:
-        assert [hit.source for hit in index.search("tent", k=5, filter={"source": "tents/ridge.md"})] == ["tents/ridge.md"]
-        assert sorted(hit.source for hit in index.search("tent", k=5, filter={"source": "*.txt"})) == ["pack.txt", "stove.txt"]
+        assert [hit.source for hit in index.search("tent", k=5, filter={"source": "tents/ridge.md"})] == [
+            "tents/ridge.md"
+        ]
+        assert sorted(hit.source for hit in index.search("tent", k=5, filter={"source": "*.txt"})) == [
+            "pack.txt",
+            "stove.txt",
+        ]
         assert index.search("tent", k=5, filter={"source": "nothing/*"}) == []
 
 

@@ -84,9 +84,16 @@ def run_local(encoder, docs: Path, index_dir: Path, store: str = "faiss"):
 def run_distributed(encoder, model_dir: Path, docs: Path, index_dir: Path, address: str, store: str = "faiss"):
     from instemb_rag.index import StoreOptions
 
-    ray_options = RayOptions(address=address, workers=2, cpus_per_worker=ACTOR_CPUS, files_per_task=2,
-                             encoder_kwargs={"path": str(model_dir), "device": "cpu"})
-    options = IndexOptions(index_dir=index_dir, stores=StoreOptions(store=store), batch_size=4, ray=ray_options, **CHUNK)
+    ray_options = RayOptions(
+        address=address,
+        workers=2,
+        cpus_per_worker=ACTOR_CPUS,
+        files_per_task=2,
+        encoder_kwargs={"path": str(model_dir), "device": "cpu"},
+    )
+    options = IndexOptions(
+        index_dir=index_dir, stores=StoreOptions(store=store), batch_size=4, ray=ray_options, **CHUNK
+    )
     return Indexer(encoder, options).run(docs)
 
 
@@ -118,18 +125,47 @@ def test_distributed_index_equals_single_process_incrementally(cluster, tiny_mod
 
 
 def index_command(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "instemb_rag.cli", "index", str(docs), "--index-dir", str(index_dir), "--model",
-            str(model_dir), "--device", "cpu", "--no-progress", "--chunk-size", "16", "--chunk-overlap", "4", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "instemb_rag.cli",
+        "index",
+        str(docs),
+        "--index-dir",
+        str(index_dir),
+        "--model",
+        str(model_dir),
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--chunk-size",
+        "16",
+        "--chunk-overlap",
+        "4",
+        *extra,
+    ]
 
 
 def test_killed_worker_then_rerun_completes_the_index(cluster, tiny_model_dir, tmp_path):
     docs = write_corpus(tmp_path / "docs", files=24, words=96, seed=1)
     distributed, single = tmp_path / "distributed", tmp_path / "single"
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), **cluster.env)
-    ray_args = ("--ray", cluster.address, "--ray-workers", "2", "--ray-cpus-per-worker", str(ACTOR_CPUS),
-                "--batch-size", "2")
-    first = subprocess.Popen(index_command(docs, distributed, tiny_model_dir, *ray_args), env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ray_args = (
+        "--ray",
+        cluster.address,
+        "--ray-workers",
+        "2",
+        "--ray-cpus-per-worker",
+        str(ACTOR_CPUS),
+        "--batch-size",
+        "2",
+    )
+    first = subprocess.Popen(
+        index_command(docs, distributed, tiny_model_dir, *ray_args),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     killed = None
     deadline = time.monotonic() + 240
     while killed is None and first.poll() is None and time.monotonic() < deadline:
@@ -141,11 +177,17 @@ def test_killed_worker_then_rerun_completes_the_index(cluster, tiny_model_dir, t
     output, _ = first.communicate(timeout=300)
     assert killed is not None, f"the run ended before an encoder actor could be killed:\n{output.decode()[-3000:]}"
     # Ray may restart the actor and finish, or the run may fail: either way the next run completes.
-    second = subprocess.run(index_command(docs, distributed, tiny_model_dir, *ray_args), env=env,
-                            capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        index_command(docs, distributed, tiny_model_dir, *ray_args),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert second.returncode == 0, second.stdout + second.stderr
-    local = subprocess.run(index_command(docs, single, tiny_model_dir), env=env, capture_output=True, text=True,
-                           timeout=300)
+    local = subprocess.run(
+        index_command(docs, single, tiny_model_dir), env=env, capture_output=True, text=True, timeout=300
+    )
     assert local.returncode == 0, local.stdout + local.stderr
     assert_same_index(distributed, single)
 

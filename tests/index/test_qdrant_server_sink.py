@@ -58,12 +58,15 @@ class RecordingClient:
 def test_collection_options_reach_the_create_request():
     from qdrant_client import models
 
-    layout = CollectionOptions(shard_number=6, replication_factor=2, write_consistency_factor=2, on_disk=True,
-                               quantization="int8")
+    layout = CollectionOptions(
+        shard_number=6, replication_factor=2, write_consistency_factor=2, on_disk=True, quantization="int8"
+    )
     request = collection_request("docs", 64, layout, models)
     # the body qdrant-client sends to PUT /collections/docs (the server's own schema)
     fields = {k: v for k, v in request.items() if k not in ("collection_name", "vectors_config")}
-    body = models.CreateCollection(vectors=request["vectors_config"], **fields).model_dump(exclude_none=True, mode="json")
+    body = models.CreateCollection(vectors=request["vectors_config"], **fields).model_dump(
+        exclude_none=True, mode="json"
+    )
     assert body["shard_number"] == 6 and body["replication_factor"] == 2 and body["write_consistency_factor"] == 2
     assert body["vectors"] == {"size": 64, "distance": "Dot", "on_disk": True}
     assert body["quantization_config"] == {"scalar": {"type": "int8", "always_ram": True}}
@@ -74,19 +77,34 @@ def test_collection_options_reach_the_create_request():
     store = QdrantStore.server("http://qdrant:6333", None, "docs", 64, client=client, collection_options=layout)
     created = dict(client.calls)["create_collection"]
     assert created["shard_number"] == 6 and created["quantization_config"].scalar.type == "int8"
-    assert store.describe() == {"qdrant_url": "http://qdrant:6333", "qdrant_collection": "docs", "shard_number": 6,
-                                "replication_factor": 2, "write_consistency_factor": 2, "on_disk": True,
-                                "quantization": "int8"}
+    assert store.describe() == {
+        "qdrant_url": "http://qdrant:6333",
+        "qdrant_collection": "docs",
+        "shard_number": 6,
+        "replication_factor": 2,
+        "write_consistency_factor": 2,
+        "on_disk": True,
+        "quantization": "int8",
+    }
 
 
 def test_an_existing_index_keeps_the_layout_its_manifest_recorded(tmp_path):
     recorded = {"qdrant_url": "http://q:6333", "qdrant_collection": "docs", "shard_number": 4, "quantization": "int8"}
-    manifest = Manifest(encoder_fingerprint="f", encoder_reference="m", template={}, dimension=8, store="qdrant",
-                        store_options=recorded, chunk_size=64, chunk_overlap=8)
+    manifest = Manifest(
+        encoder_fingerprint="f",
+        encoder_reference="m",
+        template={},
+        dimension=8,
+        store="qdrant",
+        store_options=recorded,
+        chunk_size=64,
+        chunk_overlap=8,
+    )
     resolved = resolve_options(StoreOptions(qdrant_url="http://q:6333", shard_number=9), manifest, tmp_path)
     assert resolved.collection_options() == CollectionOptions(shard_number=4, quantization="int8")
-    assert StoreOptions.from_manifest(manifest).collection_options() == CollectionOptions(shard_number=4,
-                                                                                            quantization="int8")
+    assert StoreOptions.from_manifest(manifest).collection_options() == CollectionOptions(
+        shard_number=4, quantization="int8"
+    )
 
 
 def test_upserts_are_batched_and_a_retried_batch_does_not_duplicate():
@@ -116,9 +134,13 @@ def test_workers_write_the_points_and_the_driver_keeps_the_catalog(tiny_encoder,
     worker.sink = store.transport
 
     def embed(source: str, texts: list[str]) -> tuple[list[Chunk], np.ndarray]:
-        batch = {"source": np.array([source] * len(texts), dtype=object), "position": np.arange(len(texts)),
-                 "text": np.array(texts, dtype=object), "extra": np.array(["{}"] * len(texts), dtype=object),
-                 "count": np.full(len(texts), len(texts))}
+        batch = {
+            "source": np.array([source] * len(texts), dtype=object),
+            "position": np.arange(len(texts)),
+            "text": np.array(texts, dtype=object),
+            "extra": np.array(["{}"] * len(texts), dtype=object),
+            "count": np.full(len(texts), len(texts)),
+        }
         out = worker(batch)
         return [Chunk(n, t, {}) for n, t in enumerate(texts)], out["vector"]
 
@@ -157,8 +179,13 @@ def test_chunk_ids_come_from_content_and_a_collision_takes_the_next_salt(tmp_pat
     _, again = catalog.replace_file("a.md", "h2", 1, chunks, vectors)  # same content, same ids
     assert again == added
     real = catalog_module.content_chunk_id
-    monkeypatch.setattr(catalog_module, "content_chunk_id",
-                        lambda source, position, text, extra, salt=0: added[0] if salt == 0 else real(source, position, text, extra, salt))
+    monkeypatch.setattr(
+        catalog_module,
+        "content_chunk_id",
+        lambda source, position, text, extra, salt=0: (
+            added[0] if salt == 0 else real(source, position, text, extra, salt)
+        ),
+    )
     _, salted = catalog.replace_file("b.md", "h3", 1, [Chunk(0, "different", {})], vectors[:1])
     assert salted == [real("b.md", 0, "different", {}, 1)]
     catalog.close()
@@ -180,8 +207,21 @@ def docs(tmp_path):
 def test_unreachable_qdrant_url_fails_in_seconds(docs, tiny_model_dir, tmp_path):
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
-    code, output = cli("index", str(docs), "--index-dir", str(tmp_path / "i"), "--store", "qdrant", "--qdrant-url", url,
-                       "--model", str(tiny_model_dir), "--device", "cpu", "--no-progress")
+    code, output = cli(
+        "index",
+        str(docs),
+        "--index-dir",
+        str(tmp_path / "i"),
+        "--store",
+        "qdrant",
+        "--qdrant-url",
+        url,
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+        "--no-progress",
+    )
     assert code == 4, output
     assert f"Cannot reach the Qdrant server at {url}" in output and "Check that the server is running" in output
     assert time.monotonic() - started < 60  # model loading included; the connection check itself is ~ms
@@ -192,8 +232,17 @@ def test_unreachable_ray_address_fails_in_seconds_before_loading_a_model(docs, t
     pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install 'instemb-rag[ray]')")
     address = f"{scheme}127.0.0.1:{free_port()}"
     started = time.monotonic()
-    code, output = cli("index", str(docs), "--index-dir", str(tmp_path / "i"), "--ray", address,
-                       "--model", str(tmp_path / "no-model-needed-yet"), "--no-progress")
+    code, output = cli(
+        "index",
+        str(docs),
+        "--index-dir",
+        str(tmp_path / "i"),
+        "--ray",
+        address,
+        "--model",
+        str(tmp_path / "no-model-needed-yet"),
+        "--no-progress",
+    )
     assert code == 2, output
     assert f"Cannot reach the Ray cluster at {address}" in output and "Check that the head node is running" in output
     assert time.monotonic() - started < 30

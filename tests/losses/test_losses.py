@@ -71,7 +71,8 @@ def test_supcon_hard_negatives_join_every_denominator_by_hand():
     assert value > multiview_supcon_loss(views, temperature=tau).item()
     # An empty set of negatives is the plain loss.
     assert multiview_supcon_loss(views, tau, torch.zeros(0, 2)).item() == pytest.approx(
-        multiview_supcon_loss(views, tau).item())
+        multiview_supcon_loss(views, tau).item()
+    )
 
 
 def test_supcon_prefers_aligned_views():

@@ -50,8 +50,17 @@ def corpus(tiny_model_dir, tmp_path_factory):
     (docs / "stove.txt").write_text("the stove is heavy but the burner is durable .")
     (docs / "pack.txt").write_text("the backpack frame and strap are good for a long trip .")
     index_dir = root / "index"
-    code, output = cli("index", str(docs), "--index-dir", str(index_dir), "--no-progress",
-                       "--model", str(tiny_model_dir), "--device", "cpu")
+    code, output = cli(
+        "index",
+        str(docs),
+        "--index-dir",
+        str(index_dir),
+        "--no-progress",
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+    )
     assert code == 0, output
     return root, index_dir
 
@@ -68,8 +77,11 @@ def encoder(tiny_model_dir):
 def server(corpus):
     """Index, API key and small request limits; batching on with a short window."""
     root, index_dir = corpus
-    with start_server(["--index-dir", str(index_dir), "--device", "cpu", "--max-inputs", "8", "--max-chars", "300",
-                       "--max-k", "10"], root / "server.log", env={"INSTEMB_API_KEY": KEY}) as process:
+    with start_server(
+        ["--index-dir", str(index_dir), "--device", "cpu", "--max-inputs", "8", "--max-chars", "300", "--max-k", "10"],
+        root / "server.log",
+        env={"INSTEMB_API_KEY": KEY},
+    ) as process:
         yield process
 
 
@@ -268,7 +280,9 @@ def test_search_equals_query_json(corpus, client, query, instruction, k, filters
     assert (got["query"], got["instruction"]) == (expected["query"], expected["instruction"])
     assert len(got["hits"]) == len(expected["hits"]) > 0
     for mine, theirs in zip(got["hits"], expected["hits"]):
-        assert {key: mine[key] for key in mine if key != "score"} == {key: theirs[key] for key in theirs if key != "score"}
+        assert {key: mine[key] for key in mine if key != "score"} == {
+            key: theirs[key] for key in theirs if key != "score"
+        }
         assert mine["score"] == pytest.approx(theirs["score"], abs=1e-5)
     if filters:
         assert all(hit["source"].startswith(filters["source"].rstrip("*")) for hit in got["hits"])
@@ -276,7 +290,9 @@ def test_search_equals_query_json(corpus, client, query, instruction, k, filters
 
 def test_instruction_reorders_or_rescores_search(client):
     weight = client.post("/v1/search", json={"query": "which tent ?", "instruction": "focus on weight", "k": 4}).json()
-    durability = client.post("/v1/search", json={"query": "which tent ?", "instruction": "focus on durability", "k": 4}).json()
+    durability = client.post(
+        "/v1/search", json={"query": "which tent ?", "instruction": "focus on durability", "k": 4}
+    ).json()
     assert [hit["score"] for hit in weight["hits"]] != [hit["score"] for hit in durability["hits"]]
 
 
@@ -292,11 +308,15 @@ def test_openai_client_works_unchanged(server, encoder):
     result = client.embeddings.create(model=model, input=texts)  # the client asks for base64 and decodes it
     assert [item.index for item in result.data] == [0, 1, 2]
     assert result.usage.prompt_tokens > 0 and result.model == model
-    np.testing.assert_allclose(np.array([item.embedding for item in result.data]), encoder.encode_queries(texts), atol=1e-5)
+    np.testing.assert_allclose(
+        np.array([item.embedding for item in result.data]), encoder.encode_queries(texts), atol=1e-5
+    )
     floats = client.embeddings.create(model=model, input=texts[0], encoding_format="float")
     np.testing.assert_allclose(floats.data[0].embedding, result.data[0].embedding, atol=1e-6)
     instructed = client.embeddings.create(model=model, input=[texts[0]], extra_body={"instruction": "focus on weight"})
-    np.testing.assert_allclose(instructed.data[0].embedding, encoder.encode_queries([texts[0]], "focus on weight")[0], atol=1e-5)
+    np.testing.assert_allclose(
+        instructed.data[0].embedding, encoder.encode_queries([texts[0]], "focus on weight")[0], atol=1e-5
+    )
 
     import openai
 
@@ -314,8 +334,9 @@ def test_openai_client_works_unchanged(server, encoder):
 def batching_server(tiny_model_dir, tmp_path_factory):
     """A long window (10 min) and room for 4 inputs: a batch fires as soon as 4 inputs are waiting."""
     log = tmp_path_factory.mktemp("serve_batching") / "server.log"
-    with start_server(["--model", str(tiny_model_dir), "--device", "cpu", "--max-batch-size", "4",
-                       "--max-wait-ms", "600000"], log) as process:
+    with start_server(
+        ["--model", str(tiny_model_dir), "--device", "cpu", "--max-batch-size", "4", "--max-wait-ms", "600000"], log
+    ) as process:
         yield process
 
 
@@ -363,13 +384,29 @@ def test_search_needs_an_index(batching_server):
 
 
 def test_busy_server_answers_503_and_shutdown_finishes_in_flight_requests(tiny_model_dir, tmp_path, encoder):
-    server = start_server(["--model", str(tiny_model_dir), "--device", "cpu", "--max-batch-size", "4",
-                           "--max-wait-ms", "600000", "--max-queue", "2"], tmp_path / "server.log")
+    server = start_server(
+        [
+            "--model",
+            str(tiny_model_dir),
+            "--device",
+            "cpu",
+            "--max-batch-size",
+            "4",
+            "--max-wait-ms",
+            "600000",
+            "--max-queue",
+            "2",
+        ],
+        tmp_path / "server.log",
+    )
     try:
         text, instruction = QUERIES[0]
         answers: list = []
-        waiting = threading.Thread(target=lambda: answers.append(post(
-            server.url + "/v1/embeddings", json={"input": [text], "instruction": instruction}, timeout=300)))
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                post(server.url + "/v1/embeddings", json={"input": [text], "instruction": instruction}, timeout=300)
+            )
+        )
         waiting.start()
         while get(server.url + "/health").json()["batching"]["queued_inputs"] < 1:
             assert waiting.is_alive()
@@ -383,7 +420,9 @@ def test_busy_server_answers_503_and_shutdown_finishes_in_flight_requests(tiny_m
         assert not waiting.is_alive()
         [answer] = answers
         assert answer.status_code == 200, answer.text
-        np.testing.assert_allclose(vectors_of(answer.json())[0], encoder.encode_queries([text], [instruction])[0], atol=1e-4)
+        np.testing.assert_allclose(
+            vectors_of(answer.json())[0], encoder.encode_queries([text], [instruction])[0], atol=1e-4
+        )
         assert exit_code in (0, -15)
         assert "stopped after 1 forward batches (1 inputs); index closed" in server.log()
         with pytest.raises(httpx.ConnectError):

@@ -51,7 +51,9 @@ def run(batcher: DynamicBatcher, jobs):
 def test_queries_under_different_instructions_share_one_call_and_results_go_back_in_order():
     encoder = RecordingEncoder()
     batcher = DynamicBatcher(encoder, BatchingOptions(max_batch_size=4, max_wait_ms=600_000))
-    results = run(batcher, [(["a"], ["one"], "query"), (["bb", "ccc"], ["two", None], "query"), (["dddd"], [None], "query")])
+    results = run(
+        batcher, [(["a"], ["one"], "query"), (["bb", "ccc"], ["two", None], "query"), (["dddd"], [None], "query")]
+    )
     assert encoder.calls == [("query", ["a", "bb", "ccc", "dddd"], ["one", "two", None, None])]
     assert [result.vectors[:, 0].tolist() for result in results] == [[1.0], [2.0, 3.0], [4.0]]
     assert [result.tokens for result in results] == [2, 3, 1]
@@ -105,7 +107,9 @@ def test_encoder_errors_reach_every_waiting_request():
     batcher.start()
 
     async def scenario():
-        return await asyncio.gather(batcher.submit(["a"], [None]), batcher.submit(["b"], [None]), return_exceptions=True)
+        return await asyncio.gather(
+            batcher.submit(["a"], [None]), batcher.submit(["b"], [None]), return_exceptions=True
+        )
 
     try:
         errors = asyncio.run(scenario())

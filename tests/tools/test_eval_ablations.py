@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from instemb_rag.tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
 from helpers import write_beir_folder
+
+from instemb_rag.tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
 
 
 def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
@@ -16,9 +17,15 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     tiny_encoder.save(named / "loss-mse")
     folder = write_beir_folder(tmp_path / "gear")
     args = AblationArgs(
-        checkpoint=str(checkpoint), checkpoints_dir=named, tasks=[str(folder)], max_queries=2, max_docs=4,
-        output=tmp_path / "docs" / "ablations.md", img_dir=tmp_path / "docs" / "img",
-        results_json=tmp_path / "docs" / "ablations.json", device="cpu",
+        checkpoint=str(checkpoint),
+        checkpoints_dir=named,
+        tasks=[str(folder)],
+        max_queries=2,
+        max_docs=4,
+        output=tmp_path / "docs" / "ablations.md",
+        img_dir=tmp_path / "docs" / "img",
+        results_json=tmp_path / "docs" / "ablations.json",
+        device="cpu",
     )
     variants, notes = build_variants(args)
     groups = [variant.group for variant in variants]
@@ -47,8 +54,12 @@ def test_per_task_limits_override_the_run_limits():
 
     from instemb_rag.tools.reports.ablations import parse_task_limit
 
-    args = AblationArgs(max_queries=50, max_docs=300, sts_pairs=400,
-                        task_limits=dict(parse_task_limit(item) for item in ["vaswani=25:400", "scifact=0:0"]))
+    args = AblationArgs(
+        max_queries=50,
+        max_docs=300,
+        sts_pairs=400,
+        task_limits=dict(parse_task_limit(item) for item in ["vaswani=25:400", "scifact=0:0"]),
+    )
     assert args.limits_for("vaswani") == (25, 400)
     assert args.limits_for("scifact") == (None, None)  # 0 means all
     assert args.limits_for("stsb") == (400, None)  # STS counts pairs, has no corpus

@@ -21,16 +21,25 @@ KINDS = {"stance": ("paired-instruction", "p-mrr"), "sts": ("sts", "spearman"), 
 
 def rows(group: str, table: dict[str, dict[str, float]]) -> list[dict]:
     return [
-        {"group": group, "task": task, "kind": KINDS[task][0], "main_metric": KINDS[task][1],
-         "encoder": {"label": label}, "metrics": {KINDS[task][1]: value}}
-        for label, scores in table.items() for task, value in scores.items()
+        {
+            "group": group,
+            "task": task,
+            "kind": KINDS[task][0],
+            "main_metric": KINDS[task][1],
+            "encoder": {"label": label},
+            "metrics": {KINDS[task][1]: value},
+        }
+        for label, scores in table.items()
+        for task, value in scores.items()
     ]
 
 
 def test_trained_vs_untrained_compares_against_the_best_untrained_row():
-    table = {"untrained (input_last)": {"stance": 0.05, "ret": 0.30},
-             "untrained (daap, L=8)": {"stance": 0.01, "ret": 0.40},
-             "trained (daap, L=8)": {"stance": 0.10, "ret": 0.35}}
+    table = {
+        "untrained (input_last)": {"stance": 0.05, "ret": 0.30},
+        "untrained (daap, L=8)": {"stance": 0.01, "ret": 0.40},
+        "trained (daap, L=8)": {"stance": 0.10, "ret": 0.35},
+    }
     finding = trained_beats_untrained(rows("trained vs untrained", table))
     assert finding.verdict == MIXED  # wins stance, loses retrieval to untrained DAAP
     assert "ret -0.050" in finding.evidence and "stance +0.050" in finding.evidence
@@ -39,9 +48,13 @@ def test_trained_vs_untrained_compares_against_the_best_untrained_row():
 
 
 def test_pooling_checks():
-    table = {"daap": {"stance": 0.10, "sts": 0.70}, "input_last": {"stance": 0.105, "sts": 0.60},
-             "all_mean": {"stance": 0.02, "sts": 0.65}, "special_first": {"stance": -0.05, "sts": 0.5},
-             "special_mean": {"stance": 0.0, "sts": 0.55}}
+    table = {
+        "daap": {"stance": 0.10, "sts": 0.70},
+        "input_last": {"stance": 0.105, "sts": 0.60},
+        "all_mean": {"stance": 0.02, "sts": 0.65},
+        "special_first": {"stance": -0.05, "sts": 0.5},
+        "special_mean": {"stance": 0.0, "sts": 0.55},
+    }
     results = rows("pooling", table)
     assert daap_best_pooling(results).verdict == HOLDS  # 0.005 behind on stance is a tie
     assert special_tokens_worst_on_instructions(results).verdict == HOLDS
@@ -54,8 +67,12 @@ def test_pooling_checks():
 
 
 def test_lookahead_length_check():
-    holds = {"L=0": {"ret": 0.2, "sts": 0.5}, "L=1": {"ret": 0.3, "sts": 0.6},
-             "L=4": {"ret": 0.31, "sts": 0.6}, "L=8": {"ret": 0.32, "sts": 0.61}}
+    holds = {
+        "L=0": {"ret": 0.2, "sts": 0.5},
+        "L=1": {"ret": 0.3, "sts": 0.6},
+        "L=4": {"ret": 0.31, "sts": 0.6},
+        "L=8": {"ret": 0.32, "sts": 0.61},
+    }
     assert lookahead_presence_matters(rows("look-ahead length", holds)).verdict == HOLDS
     flat = {"L=0": {"ret": 0.3}, "L=1": {"ret": 0.3}, "L=8": {"ret": 0.4}}
     finding = lookahead_presence_matters(rows("look-ahead length", flat))
@@ -64,15 +81,21 @@ def test_lookahead_length_check():
 
 def test_loss_and_view_checks():
     loss = {"loss-mse": {"stance": 0.12, "sts": 0.60}, "loss-kl": {"stance": 0.08, "sts": 0.65}}
-    views = {"views-no-student_input_dropout": {"stance": 0.05, "sts": 0.50},
-             "views-no-teacher_input": {"stance": 0.10, "sts": 0.58},
-             "views-no-student_output": {"stance": 0.12, "sts": 0.61}}
+    views = {
+        "views-no-student_input_dropout": {"stance": 0.05, "sts": 0.50},
+        "views-no-teacher_input": {"stance": 0.10, "sts": 0.58},
+        "views-no-student_output": {"stance": 0.12, "sts": 0.61},
+    }
     results = rows("distillation loss (MSE vs KL)", loss) + rows("contrastive views", views)
     assert mse_instruction_kl_generic(results).verdict == HOLDS
     assert dropout_view_matters_most(results).verdict == HOLDS
     views["views-no-student_output"]["stance"] = -0.5  # another view now costs the most
-    assert dropout_view_matters_most(rows("distillation loss (MSE vs KL)", loss)
-                                     + rows("contrastive views", views)).verdict == MIXED
+    assert (
+        dropout_view_matters_most(
+            rows("distillation loss (MSE vs KL)", loss) + rows("contrastive views", views)
+        ).verdict
+        == MIXED
+    )
 
 
 def test_missing_groups_are_reported_as_not_measured():

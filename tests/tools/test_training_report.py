@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 
-from instemb_rag.tools.reports.training_report import HEADLINE_GROUP, figures_table, headline_rows, write_training_report
+from instemb_rag.tools.reports.training_report import (
+    HEADLINE_GROUP,
+    figures_table,
+    headline_rows,
+    write_training_report,
+)
 
 
 def result(label: str, task: str, metrics: dict) -> dict:
-    return {"group": HEADLINE_GROUP, "task": task, "metrics": metrics, "encoder": {"label": label},
-            "limits": {"max_queries": 5}, "notes": [f"note on {task}"]}
+    return {
+        "group": HEADLINE_GROUP,
+        "task": task,
+        "metrics": metrics,
+        "encoder": {"label": label},
+        "limits": {"max_queries": 5},
+        "notes": [f"note on {task}"],
+    }
 
 
 RESULTS = [
@@ -28,8 +39,12 @@ def test_verdicts_compare_the_trained_row_with_the_best_untrained_row():
     assert list(rows) == ["untrained (input_last)", "untrained (daap, L=8)", "trained (daap, L=8)"]
     table, verdicts = figures_table(rows)
     assert table[2] == "| SciFact stance p-MRR | -0.0200 | 0.0100 | 0.0800 |"
-    assert "SciFact stance p-MRR (instruction figure): trained 0.0800 vs best untrained 0.0100: **better**" in verdicts[0]
-    assert "pairwise accuracy (instruction figure): trained 0.5200 vs best untrained 0.5500: **not better**" in verdicts[1]
+    assert (
+        "SciFact stance p-MRR (instruction figure): trained 0.0800 vs best untrained 0.0100: **better**" in verdicts[0]
+    )
+    assert (
+        "pairwise accuracy (instruction figure): trained 0.5200 vs best untrained 0.5500: **not better**" in verdicts[1]
+    )
     assert "STS-B test Spearman (generic figure)" in verdicts[2] and "**better**" in verdicts[2]
     assert not any("Vaswani" in line for line in table)  # absent tasks are left out, not invented
 
@@ -39,14 +54,29 @@ def test_report_file_has_run_summary_curve_and_figures(tmp_path):
     (run / "final").mkdir(parents=True)
     (run / "final" / "lookahead.safetensors").write_bytes(b"x" * 2000)
     (run / "loss_curve.png").write_bytes(b"png")
-    config = {"model": {"lookahead_length": 8, "lora_rank": 16, "trainable_top_layers": 6, "train_final_norm": True},
-              "data": {"build_sets": ["msmarco_qa"], "heldout_fraction": 0.1},
-              "training": {"batch_size": 8, "gradient_accumulation_steps": 1, "distill_loss": "mse",
-                           "views": ["student_input", "teacher_input"], "temperature": 0.1}}
+    config = {
+        "model": {"lookahead_length": 8, "lora_rank": 16, "trainable_top_layers": 6, "train_final_norm": True},
+        "data": {"build_sets": ["msmarco_qa"], "heldout_fraction": 0.1},
+        "training": {
+            "batch_size": 8,
+            "gradient_accumulation_steps": 1,
+            "distill_loss": "mse",
+            "views": ["student_input", "teacher_input"],
+            "temperature": 0.1,
+        },
+    }
     (run / "train_config.json").write_text(json.dumps(config))
     (run / "run_info.json").write_text(json.dumps({"records": 40, "device": "cpu"}))
-    rows = [{"step": step, "loss": 3.0 - step / 10, "distill": 1.0, "contrastive": 2.0 - step / 10,
-             "elapsed_s": 12.0 * step} for step in range(1, 6)]
+    rows = [
+        {
+            "step": step,
+            "loss": 3.0 - step / 10,
+            "distill": 1.0,
+            "contrastive": 2.0 - step / 10,
+            "elapsed_s": 12.0 * step,
+        }
+        for step in range(1, 6)
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     results = tmp_path / "ablations.json"
     results.write_text(json.dumps({"format_version": 1, "results": RESULTS}))
@@ -60,12 +90,24 @@ def test_report_file_has_run_summary_curve_and_figures(tmp_path):
 
 
 def test_a_stance_wording_bias_is_called_out():
-    biased = {"p-mrr": 0.05, "pairwise_accuracy": 0.63, "pairwise_accuracy_support": 1.0,
-              "pairwise_accuracy_contradict": 0.0}
-    following = {"p-mrr": 0.2, "pairwise_accuracy": 0.8, "pairwise_accuracy_support": 0.8,
-                 "pairwise_accuracy_contradict": 0.75}
-    rows = headline_rows([result("untrained (input_last)", "scifact-stance", biased),
-                          result("trained (daap, L=8)", "scifact-stance", following)])
+    biased = {
+        "p-mrr": 0.05,
+        "pairwise_accuracy": 0.63,
+        "pairwise_accuracy_support": 1.0,
+        "pairwise_accuracy_contradict": 0.0,
+    }
+    following = {
+        "p-mrr": 0.2,
+        "pairwise_accuracy": 0.8,
+        "pairwise_accuracy_support": 0.8,
+        "pairwise_accuracy_contradict": 0.75,
+    }
+    rows = headline_rows(
+        [
+            result("untrained (input_last)", "scifact-stance", biased),
+            result("trained (daap, L=8)", "scifact-stance", following),
+        ]
+    )
     table, verdicts = figures_table(rows)
     assert "|   of which SUPPORT records | 1.0000 | 0.8000 |" in table
     bias_lines = [line for line in verdicts if "does not tell the stance instructions apart" in line]
@@ -76,8 +118,13 @@ def test_a_stance_wording_bias_is_called_out():
 def test_candidate_report_lines_show_intervals_and_goal_shortfalls():
     from instemb_rag.tools.reports.training_report import comparison_lines, goal_lines
 
-    steering = {"task": "medquad-facets", "metrics": {"steering_accuracy": 0.43, "pairwise_accuracy": 0.85},
-                "intervals": {"steering_accuracy": [0.38, 0.48]}, "notes": [], "limits": {}}
+    steering = {
+        "task": "medquad-facets",
+        "metrics": {"steering_accuracy": 0.43, "pairwise_accuracy": 0.85},
+        "intervals": {"steering_accuracy": [0.38, 0.48]},
+        "notes": [],
+        "limits": {},
+    }
     table = "\n".join(comparison_lines({"previous": {}, "candidate": {"medquad-facets": steering}}))
     assert "| medquad-facets | steering_accuracy | – | 0.430 [0.380, 0.480] |" in table
     goals = goal_lines({"medquad-facets": steering})
@@ -87,8 +134,8 @@ def test_candidate_report_lines_show_intervals_and_goal_shortfalls():
 def test_a_candidate_that_was_not_shipped_says_so_and_its_command_regenerates_the_same_file(tmp_path, monkeypatch):
     """The report's own command must name every non-default option (recipe, output, --not-shipped),
     or running it again writes a different file; a candidate left unshipped gets no export line."""
-    from typer.testing import CliRunner
     import typer
+    from typer.testing import CliRunner
 
     from instemb_rag.tools.reports.training_report import main
 
@@ -99,15 +146,33 @@ def test_a_candidate_that_was_not_shipped_says_so_and_its_command_regenerates_th
 
     (run / "loss_curve.png").write_bytes(b"\x89PNG")  # copied next to the report, not read
     (run / "train_config.json").write_text(json.dumps(load_config("instemb_rag/training/recipes/tiny.yaml").to_dict()))
-    steering = {"task": "medquad-facets", "metrics": {"steering_accuracy": 0.43}, "intervals": {},
-                "notes": [], "limits": {}}
+    steering = {
+        "task": "medquad-facets",
+        "metrics": {"steering_accuracy": 0.43},
+        "intervals": {},
+        "notes": [],
+        "limits": {},
+    }
     for name in ("base.json", "cand.json"):
         (tmp_path / name).write_text(json.dumps({"results": [steering]}))
     output = tmp_path / "report.md"
     app = typer.Typer()
     app.command()(main)
-    args = ["--run", str(run), "--baseline", str(tmp_path / "base.json"), "--candidate", str(tmp_path / "cand.json"),
-            "--recipe", "r.yaml", "--output", str(output), "--img-dir", str(tmp_path / "img"), "--not-shipped"]
+    args = [
+        "--run",
+        str(run),
+        "--baseline",
+        str(tmp_path / "base.json"),
+        "--candidate",
+        str(tmp_path / "cand.json"),
+        "--recipe",
+        "r.yaml",
+        "--output",
+        str(output),
+        "--img-dir",
+        str(tmp_path / "img"),
+        "--not-shipped",
+    ]
     assert CliRunner().invoke(app, args).exit_code == 0
     text = output.read_text()
     assert text.startswith("# Training report: a candidate that was not shipped (r.yaml)")

@@ -27,8 +27,12 @@ TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 STEPS = 9
 TOLERANCE = 1e-5
 SETTINGS = {
-    "training.batch_size": 5, "training.max_steps": STEPS, "training.save_steps": 3, "training.save_total_limit": 10,
-    "training.views": ["student_input", "teacher_input", "student_output"], "training.retrieval_weight": 1.0,
+    "training.batch_size": 5,
+    "training.max_steps": STEPS,
+    "training.save_steps": 3,
+    "training.save_total_limit": 10,
+    "training.views": ["student_input", "teacher_input", "student_output"],
+    "training.retrieval_weight": 1.0,
     "training.device": "cpu",
 }
 
@@ -38,13 +42,16 @@ def _records() -> list[TrainingRecord]:
     records = []
     for i in range(11):
         text = " ".join(words[(i * 3 + k) % len(words)] for k in range(8))
-        records.append(TrainingRecord(
-            text=text, instruction=["what is the weight ?", "does it do well in rain ?", None][i % 3],
-            output=" ".join(words[(i * 5 + k) % len(words)] for k in range(2 + i % 4)),
-            negative_instruction="how is the stove ?" if i % 4 == 0 else None,
-            negative_outputs=("cold water in the tent",) if i % 5 == 1 else (),
-            group=f"g{i // 2}" if i < 4 else None,
-        ))
+        records.append(
+            TrainingRecord(
+                text=text,
+                instruction=["what is the weight ?", "does it do well in rain ?", None][i % 3],
+                output=" ".join(words[(i * 5 + k) % len(words)] for k in range(2 + i % 4)),
+                negative_instruction="how is the stove ?" if i % 4 == 0 else None,
+                negative_outputs=("cold water in the tent",) if i % 5 == 1 else (),
+                group=f"g{i // 2}" if i < 4 else None,
+            )
+        )
     return records
 
 
@@ -58,18 +65,50 @@ def train_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def single_process_run(tiny_model_dir, train_file, tmp_path_factory) -> Path:
     output_dir = tmp_path_factory.mktemp("single") / "run"
-    train(load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir),
-                                    "data.train_file": str(train_file), "training.output_dir": str(output_dir),
-                                    **SETTINGS}))
+    train(
+        load_config(
+            TINY_RECIPE,
+            {
+                "model.model_name_or_path": str(tiny_model_dir),
+                "data.train_file": str(train_file),
+                "training.output_dir": str(output_dir),
+                **SETTINGS,
+            },
+        )
+    )
     return output_dir
 
 
-def _torchrun(tiny_model_dir, train_file, output_dir, nproc: int, *extra: str, check: bool = True,
-              environ: dict[str, str] | None = None) -> str:
+def _torchrun(
+    tiny_model_dir,
+    train_file,
+    output_dir,
+    nproc: int,
+    *extra: str,
+    check: bool = True,
+    environ: dict[str, str] | None = None,
+) -> str:
     sets = [item for key, value in SETTINGS.items() for item in ("--set", f"{key}={json.dumps(value)}")]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "instemb_rag.cli", "train", "--config", TINY_RECIPE, "--model", str(tiny_model_dir),
-               "--train-file", str(train_file), "--output-dir", str(output_dir), *sets, *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "instemb_rag.cli",
+        "train",
+        "--config",
+        TINY_RECIPE,
+        "--model",
+        str(tiny_model_dir),
+        "--train-file",
+        str(train_file),
+        "--output-dir",
+        str(output_dir),
+        *sets,
+        *extra,
+    ]
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update({"OMP_NUM_THREADS": "1", **(environ or {})})
     result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
@@ -86,8 +125,9 @@ def _assert_same_tensors(expected_file: Path, actual_file: Path) -> None:
     expected, actual = load_file(str(expected_file)), load_file(str(actual_file))
     assert expected.keys() == actual.keys()
     for name in expected:
-        assert torch.allclose(expected[name], actual[name], atol=TOLERANCE, rtol=0), \
+        assert torch.allclose(expected[name], actual[name], atol=TOLERANCE, rtol=0), (
             f"{name}: max diff {(expected[name] - actual[name]).abs().max()}"
+        )
 
 
 def _assert_same_curves(expected: list[dict], actual: list[dict]) -> None:
@@ -104,7 +144,9 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, train_file, single_pro
     _assert_same_curves(_metrics(single_process_run), _metrics(run))
     for name in ("trainer_params.safetensors", "lookahead.safetensors", "adapted.safetensors"):
         _assert_same_tensors(single_process_run / f"checkpoint-{STEPS}" / name, run / f"checkpoint-{STEPS}" / name)
-    _assert_same_tensors(single_process_run / "final" / "lookahead.safetensors", run / "final" / "lookahead.safetensors")
+    _assert_same_tensors(
+        single_process_run / "final" / "lookahead.safetensors", run / "final" / "lookahead.safetensors"
+    )
     run_info = json.loads((run / "run_info.json").read_text())
     assert run_info["world_size"] == 2
     # Each rank cached the teacher targets of its own slices, in its own file.
@@ -117,15 +159,37 @@ def test_killed_two_rank_fsdp_run_resumes_in_one_process(tiny_model_dir, train_f
     by one process, must give the single-process curve and weights."""
     run = tmp_path / "killed"
     # Rank 1 dies (SIGKILL) after step 5; rank 0 wrote checkpoint-4 before step 5's collectives.
-    output = _torchrun(tiny_model_dir, train_file, run, 2, "--parallel", "fsdp", "--set", "training.save_steps=1",
-                       check=False, environ={KILL_AFTER_STEP_ENV: "1:5"})
+    output = _torchrun(
+        tiny_model_dir,
+        train_file,
+        run,
+        2,
+        "--parallel",
+        "fsdp",
+        "--set",
+        "training.save_steps=1",
+        check=False,
+        environ={KILL_AFTER_STEP_ENV: "1:5"},
+    )
     assert (run / "checkpoint-4").is_dir(), output
     assert not (run / "final").exists() and not (run / f"checkpoint-{STEPS}").exists(), output
-    train(load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir), "data.train_file": str(train_file),
-                                    "training.output_dir": str(run), **SETTINGS, "training.save_steps": 1,
-                                    "training.resume": True}))
-    _assert_same_tensors(single_process_run / f"checkpoint-{STEPS}" / "trainer_params.safetensors",
-                         run / f"checkpoint-{STEPS}" / "trainer_params.safetensors")
+    train(
+        load_config(
+            TINY_RECIPE,
+            {
+                "model.model_name_or_path": str(tiny_model_dir),
+                "data.train_file": str(train_file),
+                "training.output_dir": str(run),
+                **SETTINGS,
+                "training.save_steps": 1,
+                "training.resume": True,
+            },
+        )
+    )
+    _assert_same_tensors(
+        single_process_run / f"checkpoint-{STEPS}" / "trainer_params.safetensors",
+        run / f"checkpoint-{STEPS}" / "trainer_params.safetensors",
+    )
     _assert_same_curves(_metrics(single_process_run), _metrics(run))
     sessions = json.loads((run / "run_info.json").read_text())
     assert sessions["world_size"] == 1 and sessions["sessions"][-1]["world_size"] == 2

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.steering import medquad_focus_and_facet
-from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
 from instemb_rag.training.teacher_cache import content_words
@@ -59,9 +59,11 @@ def test_retrieval_loss_by_hand_with_both_kinds_of_negative():
 
 
 def test_records_with_the_same_output_are_not_each_others_negatives():
-    records = [TrainingRecord(text="Is the sky blue?", instruction="answer", output="Yes."),
-               TrainingRecord(text="Is grass green?", instruction="answer", output=" yes. "),
-               TrainingRecord(text="Is snow black?", instruction="answer", output="No.")]
+    records = [
+        TrainingRecord(text="Is the sky blue?", instruction="answer", output="Yes."),
+        TrainingRecord(text="Is grass green?", instruction="answer", output=" yes. "),
+        TrainingRecord(text="Is snow black?", instruction="answer", output="No."),
+    ]
     shared = shared_targets(records, "cpu")
     assert shared.tolist() == [[True, True, False], [True, True, False], [False, False, True]]
     torch.manual_seed(0)
@@ -85,8 +87,13 @@ def test_content_words_drop_stopwords_but_keep_an_all_stopword_answer():
 
 
 def test_records_round_trip_the_contrast_fields(tmp_path):
-    record = TrainingRecord(text="Glaucoma", instruction="What are the symptoms?", output="Vision loss ...",
-                            negative_outputs=("Eye drops ...",), group="medquad:glaucoma")
+    record = TrainingRecord(
+        text="Glaucoma",
+        instruction="What are the symptoms?",
+        output="Vision loss ...",
+        negative_outputs=("Eye drops ...",),
+        group="medquad:glaucoma",
+    )
     path = tmp_path / "r.jsonl"
     write_records(path, [record, TrainingRecord(text="a", output="b")])
     lines = path.read_text().splitlines()
@@ -162,15 +169,22 @@ def test_steering_train_split_scores_training_groups_and_says_so(tiny_encoder, s
     from instemb_rag.eval.tasks import evaluate
     from instemb_rag.training.builders import build_set
 
-    train, heldout = build_set("medquad_facets", shared_data_dir_or_skip, steering.HELD_OUT_FRACTION,
-                               steering.HELD_OUT_SEED)
+    train, heldout = build_set(
+        "medquad_facets", shared_data_dir_or_skip, steering.HELD_OUT_FRACTION, steering.HELD_OUT_SEED
+    )
     train_foci = {medquad_focus_and_facet(r.source)[0] for r in train}
     heldout_foci = {medquad_focus_and_facet(r.source)[0] for r in heldout}
     assert train_foci and heldout_foci and not train_foci & heldout_foci
     records = steering._split_records("medquad_facets", shared_data_dir_or_skip, "train")
     assert {medquad_focus_and_facet(r.source)[0] for r in records} == train_foci
-    result = evaluate(tiny_encoder, "medquad-facets", max_queries=4, data_root=shared_data_dir_or_skip,
-                      cache=False, steering_split="train")
+    result = evaluate(
+        tiny_encoder,
+        "medquad-facets",
+        max_queries=4,
+        data_root=shared_data_dir_or_skip,
+        cache=False,
+        steering_split="train",
+    )
     assert result["limits"]["split"] == "train"
     assert any("TRAINING" in note for note in result["notes"])
     assert medquad_focus_and_facet("medquad_facets:mody: type 2:considerations") == ("mody: type 2", "considerations")

@@ -12,9 +12,8 @@ from instemb_rag import InstEmbEncoder
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
-from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields
+from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
 from instemb_rag.training.trainer import compute_losses, load_student, train
-from instemb_rag.training.teacher_cache import compute_teacher_targets
 
 TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
@@ -37,8 +36,12 @@ def train_file(tmp_path_factory):
 
 
 def _config(tiny_model_dir, train_file, output_dir, **overrides):
-    values = {"model.model_name_or_path": str(tiny_model_dir), "data.train_file": str(train_file),
-              "training.output_dir": str(output_dir), **overrides}
+    values = {
+        "model.model_name_or_path": str(tiny_model_dir),
+        "data.train_file": str(train_file),
+        "training.output_dir": str(output_dir),
+        **overrides,
+    }
     return load_config(TINY_RECIPE, values)
 
 
@@ -50,8 +53,17 @@ def _metrics(folder):
 def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_dir, train_file, tmp_path, distill_loss):
     # No dropout view, so the loss on a fixed batch is deterministic before and after.
     views = ["student_input", "teacher_input", "student_output"]
-    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views,
-                     "training.max_steps": 8, "training.save_steps": 100, "training.distill_loss": distill_loss})
+    config = _config(
+        tiny_model_dir,
+        train_file,
+        tmp_path / "run",
+        **{
+            "training.views": views,
+            "training.max_steps": 8,
+            "training.save_steps": 100,
+            "training.distill_loss": distill_loss,
+        },
+    )
     records = read_records(train_file)[:4]
 
     def fixed_batch_loss(encoder):
@@ -108,7 +120,9 @@ def test_teacher_cache_is_reused_and_keyed(tiny_model_dir, train_file, tmp_path)
     assert TeacherCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 16, 3, 64).key != first.key
     other_file = tmp_path / "other.jsonl"
     write_records(other_file, records[::-1])
-    assert cache_key_fields(other_file, encoder, encoder.backbone.fingerprint, 4)["data_sha256"] != fields["data_sha256"]
+    assert (
+        cache_key_fields(other_file, encoder, encoder.backbone.fingerprint, 4)["data_sha256"] != fields["data_sha256"]
+    )
     # Short answers: mask marks exactly the answer tokens.
     for index in range(8):
         answer_tokens = len(encoder.tokenizer(records[index].output, add_special_tokens=False).input_ids)
@@ -123,8 +137,12 @@ def test_cached_and_uncached_teacher_give_the_same_first_loss(tiny_model_dir, tr
 
 
 def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model_dir, train_file, tmp_path):
-    config = _config(tiny_model_dir, train_file, tmp_path / "lora",
-                     **{"model.lora_rank": 4, "training.max_steps": 3, "training.learning_rate": 5e-2})
+    config = _config(
+        tiny_model_dir,
+        train_file,
+        tmp_path / "lora",
+        **{"model.lora_rank": 4, "training.max_steps": 3, "training.learning_rate": 5e-2},
+    )
     final = train(config)
     assert (final / "lora" / "adapter_model.safetensors").is_file()
     adapted = load_file(str(final / "adapted.safetensors"))
@@ -153,8 +171,11 @@ def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model
 def test_bfloat16_checkpoints_are_about_half_the_size(tiny_model_dir, train_file, tmp_path):
     sizes = {}
     for dtype in ("float32", "bfloat16"):
-        final = train(_config(tiny_model_dir, train_file, tmp_path / dtype,
-                              **{"training.max_steps": 1, "training.save_dtype": dtype}))
+        final = train(
+            _config(
+                tiny_model_dir, train_file, tmp_path / dtype, **{"training.max_steps": 1, "training.save_dtype": dtype}
+            )
+        )
         sizes[dtype] = (final / "adapted.safetensors").stat().st_size
         InstEmbEncoder.from_pretrained(final, device="cpu")  # loads either way
     assert sizes["bfloat16"] < 0.6 * sizes["float32"]
@@ -193,9 +214,14 @@ def test_teacher_targets_align_with_student_positions(tiny_encoder, train_file):
 @pytest.mark.slow
 def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
     records = [
-        TrainingRecord(text="The tent weighs 1.9 kg and packs small.", instruction="How heavy is it?", output="1.9 kg."),
-        TrainingRecord(text="Spiders inject venom into other animals.", instruction="Do spiders eat animals?",
-                       output="Yes, spiders eat other animals."),
+        TrainingRecord(
+            text="The tent weighs 1.9 kg and packs small.", instruction="How heavy is it?", output="1.9 kg."
+        ),
+        TrainingRecord(
+            text="Spiders inject venom into other animals.",
+            instruction="Do spiders eat animals?",
+            output="Yes, spiders eat other animals.",
+        ),
     ]
     _check_teacher_aligns_with_student(default_encoder, records, default_encoder.lookahead.length)
     config = load_config(TINY_RECIPE, {"training.batch_size": 2})
@@ -206,13 +232,16 @@ def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
     assert 0 < terms["distill"].item() and 0 < terms["contrastive"].item()
 
 
-@pytest.mark.parametrize("field, value", [("negative_instruction", "is it heavy ?"),
-                                          ("negative_outputs", ("cold rain water stove",))])
-def test_a_hard_negative_joins_the_pooled_retrieval_loss_and_gets_gradient(tiny_model_dir, train_file, tmp_path,
-                                                                          field, value):
+@pytest.mark.parametrize(
+    "field, value", [("negative_instruction", "is it heavy ?"), ("negative_outputs", ("cold rain water stove",))]
+)
+def test_a_hard_negative_joins_the_pooled_retrieval_loss_and_gets_gradient(
+    tiny_model_dir, train_file, tmp_path, field, value
+):
     views = ["student_input", "teacher_input", "student_output"]
-    config = _config(tiny_model_dir, train_file, tmp_path / "run",
-                     **{"training.views": views, "training.retrieval_weight": 1.0})
+    config = _config(
+        tiny_model_dir, train_file, tmp_path / "run", **{"training.views": views, "training.retrieval_weight": 1.0}
+    )
     encoder = load_student(config, torch.device("cpu"))
     plain = read_records(train_file)[:4]
     flipped = [plain[0].model_copy(update={field: value}), *plain[1:]]
@@ -242,8 +271,12 @@ def test_hard_negatives_without_the_retrieval_loss_are_refused(tiny_model_dir, t
 
 
 def test_frozen_lookahead_vectors_stay_put_and_leave_the_optimizer(tiny_model_dir, train_file, tmp_path):
-    config = _config(tiny_model_dir, train_file, tmp_path / "run", **{
-        "model.train_lookahead": False, "training.max_steps": 2, "training.learning_rate": 1e-2})
+    config = _config(
+        tiny_model_dir,
+        train_file,
+        tmp_path / "run",
+        **{"model.train_lookahead": False, "training.max_steps": 2, "training.learning_rate": 1e-2},
+    )
     start = load_student(config, torch.device("cpu"))
     final = train(config)
     trained = InstEmbEncoder.from_pretrained(final, device="cpu")
@@ -259,9 +292,20 @@ def test_training_on_from_a_checkpoint_keeps_what_it_had_learned(tiny_model_dir,
     first = train(_config(tiny_model_dir, train_file, tmp_path / "first", **common, **{"training.max_steps": 3}))
     # Continue from the first checkpoint with nothing left to learn (zero learning rates): the
     # second checkpoint must be the first model, not the backbone plus an empty update.
-    second = train(_config(tiny_model_dir, train_file, tmp_path / "second", **{
-        **common, "model.model_name_or_path": str(first), "training.max_steps": 1,
-        "training.learning_rate": 0.0, "training.lookahead_learning_rate": 0.0}))
+    second = train(
+        _config(
+            tiny_model_dir,
+            train_file,
+            tmp_path / "second",
+            **{
+                **common,
+                "model.model_name_or_path": str(first),
+                "training.max_steps": 1,
+                "training.learning_rate": 0.0,
+                "training.lookahead_learning_rate": 0.0,
+            },
+        )
+    )
     texts = ["a light tent for rain", "the stove is heavy"]
     before = InstEmbEncoder.from_pretrained(first, device="cpu").encode_queries(texts, "what is the weight ?")
     after = InstEmbEncoder.from_pretrained(second, device="cpu").encode_queries(texts, "what is the weight ?")
@@ -269,12 +313,18 @@ def test_training_on_from_a_checkpoint_keeps_what_it_had_learned(tiny_model_dir,
 
 
 def test_continuing_a_lora_checkpoint_with_other_lora_settings_is_refused_before_any_work(
-        tiny_model_dir, train_file, tmp_path):
-    first = train(_config(tiny_model_dir, train_file, tmp_path / "first",
-                          **{"model.lora_rank": 4, "training.max_steps": 1}))
+    tiny_model_dir, train_file, tmp_path
+):
+    first = train(
+        _config(tiny_model_dir, train_file, tmp_path / "first", **{"model.lora_rank": 4, "training.max_steps": 1})
+    )
     for rank, message in [(0, "model.lora_rank=4"), (8, "r: checkpoint 4, this run 8")]:
-        config = _config(tiny_model_dir, train_file, tmp_path / f"again-{rank}", **{
-            "model.model_name_or_path": str(first), "model.lora_rank": rank, "training.max_steps": 1})
+        config = _config(
+            tiny_model_dir,
+            train_file,
+            tmp_path / f"again-{rank}",
+            **{"model.model_name_or_path": str(first), "model.lora_rank": rank, "training.max_steps": 1},
+        )
         with pytest.raises(InstEmbError, match=message):
             train(config)
         # Refused on loading, before teacher targets are computed.

@@ -22,10 +22,15 @@ TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 LLAMA_8B = "instemb_rag/training/recipes/llama3-8b-8gpu.yaml"
 
 
-@pytest.mark.parametrize("overrides", [
-    {}, {"model.lora_rank": 4}, {"model.lora_rank": 4, "model.lora_all_layers": True},
-    {"model.train_lookahead": False, "model.train_final_norm": False, "model.trainable_top_layers": 2},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"model.lora_rank": 4},
+        {"model.lora_rank": 4, "model.lora_all_layers": True},
+        {"model.train_lookahead": False, "model.train_final_norm": False, "model.trainable_top_layers": 2},
+    ],
+)
 def test_counts_from_config_equal_the_instantiated_model(tiny_model_dir, overrides):
     config = load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir), **overrides})
     shape = ModelShape.from_config(model_config_dict(str(tiny_model_dir))[1])
@@ -58,8 +63,21 @@ def test_llama3_8b_is_sized_by_config_without_weights():
 
 
 def test_dry_run_command_prints_counts_and_writes_nothing(tiny_model_dir, tmp_path):
-    result = CliRunner().invoke(app, ["train", "--config", TINY_RECIPE, "--model", str(tiny_model_dir),
-                                      "--output-dir", str(tmp_path / "run"), "--dry-run", "--world-size", "2"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--config",
+            TINY_RECIPE,
+            "--model",
+            str(tiny_model_dir),
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--dry-run",
+            "--world-size",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "trainable" in result.output and "fsdp" in result.output and "over 2 rank(s)" in result.output
     assert not (tmp_path / "run").exists()
@@ -82,15 +100,31 @@ def test_gradient_checkpointing_changes_memory_not_the_result(tiny_model_dir, tm
     from instemb_rag.training.trainer import train
 
     words = "the tent is light and durable for a camp trip in cold rain".split()
-    write_records(tmp_path / "r.jsonl", [TrainingRecord(text=" ".join(words[i:i + 6]), instruction="what is it ?",
-                                                        output=" ".join(words[i + 1:i + 4])) for i in range(6)])
+    write_records(
+        tmp_path / "r.jsonl",
+        [
+            TrainingRecord(
+                text=" ".join(words[i : i + 6]), instruction="what is it ?", output=" ".join(words[i + 1 : i + 4])
+            )
+            for i in range(6)
+        ],
+    )
     finals = {}
     for checkpointing in (False, True):
         run = tmp_path / f"run-{checkpointing}"
-        train(load_config(TINY_RECIPE, {"model.model_name_or_path": str(tiny_model_dir), "training.max_steps": 2,
-                                        "data.train_file": str(tmp_path / "r.jsonl"), "training.output_dir": str(run),
-                                        "training.views": ["student_input", "teacher_input", "student_output"],
-                                        "training.gradient_checkpointing": checkpointing}))
+        train(
+            load_config(
+                TINY_RECIPE,
+                {
+                    "model.model_name_or_path": str(tiny_model_dir),
+                    "training.max_steps": 2,
+                    "data.train_file": str(tmp_path / "r.jsonl"),
+                    "training.output_dir": str(run),
+                    "training.views": ["student_input", "teacher_input", "student_output"],
+                    "training.gradient_checkpointing": checkpointing,
+                },
+            )
+        )
         finals[checkpointing] = load_file(str(run / "checkpoint-2" / "trainer_params.safetensors"))
     for name, tensor in finals[False].items():
         assert torch.allclose(tensor, finals[True][name], atol=1e-6), name

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from instemb_rag.testing import shared_data_or_skip
 from instemb_rag.training.builders import build_data_folder, build_records
 from instemb_rag.training.records import RecordError, TrainingRecord, read_records, write_records
-from instemb_rag.testing import shared_data_or_skip
 
 
 def _write_lines(path, lines):
@@ -45,7 +45,10 @@ def test_missing_and_empty_files_are_explained(tmp_path):
 
 
 def test_round_trip_keeps_records_and_blank_instruction_becomes_none(tmp_path):
-    records = [TrainingRecord(text="x", instruction="", output="y"), TrainingRecord(text="p", instruction="q", output="a")]
+    records = [
+        TrainingRecord(text="x", instruction="", output="y"),
+        TrainingRecord(text="p", instruction="q", output="a"),
+    ]
     write_records(tmp_path / "r.jsonl", records)
     loaded = read_records(tmp_path / "r.jsonl")
     assert loaded == records and loaded[0].instruction is None
@@ -78,7 +81,10 @@ def test_both_stance_directions_hold_out_the_same_claims():
     root = shared_data_or_skip("scifact").parent
     _, abstract_side = build_records(root, ["scifact_stance"], heldout_fraction=0.2, seed=1)
     train, query_side = build_records(root, ["scifact_stance_query"], heldout_fraction=0.2, seed=1)
-    pair = lambda record: tuple(record.source.split(":")[1:])  # (claim id, doc id)
+
+    def pair(record):
+        return tuple(record.source.split(":")[1:])  # (claim id, doc id)
+
     assert {pair(r) for r in abstract_side} == {pair(r) for r in query_side}
     query = train[0]
     assert query.instruction.startswith("Find a study whose findings")
@@ -90,8 +96,10 @@ def test_both_stance_directions_hold_out_the_same_claims():
 
 
 def test_negative_instruction_round_trips_and_is_left_out_when_absent(tmp_path):
-    records = [TrainingRecord(text="claim", instruction="support it", output="abstract", negative_instruction="refute it"),
-               TrainingRecord(text="p", output="a", negative_instruction="  ")]
+    records = [
+        TrainingRecord(text="claim", instruction="support it", output="abstract", negative_instruction="refute it"),
+        TrainingRecord(text="p", output="a", negative_instruction="  "),
+    ]
     path = tmp_path / "r.jsonl"
     write_records(path, records)
     lines = path.read_text().splitlines()
@@ -103,11 +111,20 @@ def test_negative_instruction_round_trips_and_is_left_out_when_absent(tmp_path):
 def test_record_file_streams_the_records_read_records_reads(tmp_path):
     from instemb_rag.training.records import open_records
 
-    records = [TrainingRecord(text=f"text {i}", instruction="q" if i % 2 else None, output=f"out {i}",
-                              group=f"g{i // 3}" if i < 6 else None,
-                              negative_outputs=("other",) if i == 4 else ()) for i in range(9)]
+    records = [
+        TrainingRecord(
+            text=f"text {i}",
+            instruction="q" if i % 2 else None,
+            output=f"out {i}",
+            group=f"g{i // 3}" if i < 6 else None,
+            negative_outputs=("other",) if i == 4 else (),
+        )
+        for i in range(9)
+    ]
     write_records(tmp_path / "r.jsonl", records)
-    path = _write_lines(tmp_path / "spaced.jsonl", [line + "\n" for line in (tmp_path / "r.jsonl").read_text().splitlines()])
+    path = _write_lines(
+        tmp_path / "spaced.jsonl", [line + "\n" for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    )
     view = open_records(path)  # blank lines between records: offsets still land on each record
     assert len(view) == 9 and list(view) == records == read_records(path)
     assert view[-1] == records[-1] and view[2:4] == records[2:4]

@@ -41,8 +41,9 @@ class GenerateThenEmbed:
         for start in range(0, len(texts), self.args.batch_size):
             prompts = [
                 self.prompt_ids(text, instruction)
-                for text, instruction in zip(texts[start : start + self.args.batch_size],
-                                             per_item[start : start + self.args.batch_size])
+                for text, instruction in zip(
+                    texts[start : start + self.args.batch_size], per_item[start : start + self.args.batch_size]
+                )
             ]
             # Left padding so that every row's new tokens start at the same column.
             batch = self.encoder.collate(prompts, padding_side="left")

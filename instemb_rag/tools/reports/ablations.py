@@ -24,7 +24,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import typer
 
@@ -41,26 +41,26 @@ CHECKPOINT_GROUPS = (("loss-", "distillation loss (MSE vs KL)"), ("views-", "con
 
 @dataclass
 class AblationArgs:
-    checkpoint: Optional[str] = None          # None: the shipped default
-    checkpoints_dir: Optional[Path] = None
+    checkpoint: str | None = None  # None: the shipped default
+    checkpoints_dir: Path | None = None
     tasks: list[str] = field(default_factory=lambda: ["scifact", "scifact-stance", "vaswani", "stsb"])
-    max_queries: Optional[int] = 50
-    max_docs: Optional[int] = 500
+    max_queries: int | None = 50
+    max_docs: int | None = 500
     seed: int = 0
-    data_root: Optional[Path] = None
+    data_root: Path | None = None
     output: Path = Path("docs/ablations.md")
     img_dir: Path = Path("docs/img")
-    results_json: Optional[Path] = None
+    results_json: Path | None = None
     device: str = "auto"
     lookahead_lengths: tuple[int, ...] = DEFAULT_LOOKAHEAD_LENGTHS
     poolings: tuple[str, ...] = POOLING_MODES
     cache: bool = True
-    exclude_seen: Optional[Path] = None  # training records: leave out queries the model read
-    sts_pairs: Optional[int] = 500  # STS tasks use this limit instead of max_queries
-    checkpoint_tasks: Optional[list[str]] = None  # tasks for the named checkpoints (None: all tasks)
-    task_limits: dict[str, tuple[Optional[int], Optional[int]]] = field(default_factory=dict)  # task -> (queries, docs)
+    exclude_seen: Path | None = None  # training records: leave out queries the model read
+    sts_pairs: int | None = 500  # STS tasks use this limit instead of max_queries
+    checkpoint_tasks: list[str] | None = None  # tasks for the named checkpoints (None: all tasks)
+    task_limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # task -> (queries, docs)
 
-    def limits_for(self, task: str) -> tuple[Optional[int], Optional[int]]:
+    def limits_for(self, task: str) -> tuple[int | None, int | None]:
         """(max_queries, max_docs) of one task: its own limits, else the run's."""
         if task in self.task_limits:
             return self.task_limits[task]
@@ -69,14 +69,16 @@ class AblationArgs:
         return self.max_queries, self.max_docs
 
 
-def parse_task_limit(text: str) -> tuple[str, tuple[Optional[int], Optional[int]]]:
+def parse_task_limit(text: str) -> tuple[str, tuple[int | None, int | None]]:
     """``vaswani=25:400`` -> ("vaswani", (25, 400)); ``stsb=500`` -> ("stsb", (500, None)); 0 = all."""
     task, _, value = text.partition("=")
     queries, _, docs = value.partition(":")
     try:
         return task.strip(), (int(queries) or None, int(docs) or None if docs else None)
     except ValueError:
-        raise typer.BadParameter(f"--task-limit expects TASK=QUERIES[:DOCS], e.g. vaswani=25:400; got '{text}'")
+        raise typer.BadParameter(
+            f"--task-limit expects TASK=QUERIES[:DOCS], e.g. vaswani=25:400; got '{text}'"
+        ) from None
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Variant:
     group: str
     label: str
     load: Callable[[], object]
-    tasks: Optional[list[str]] = None  # None: every task of the run
+    tasks: list[str] | None = None  # None: every task of the run
 
 
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
@@ -102,22 +104,38 @@ def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
             notes.append(f"look-ahead L={length} skipped: the checkpoint has {trained_length} look-ahead vectors")
         else:
             lengths.append(length)
-    shared = SharedForward(trained, [(mode, trained_length) for mode in args.poolings]
-                           + [("daap", length) for length in lengths] + [("daap", trained_length)])
-    untrained = _lazy(lambda: SharedForward(
-        InstEmbEncoder.from_backbone(trained.backbone.reference, lookahead_length=trained_length, device=device),
-        [("input_last", 0), ("daap", trained_length)]))
+    shared = SharedForward(
+        trained,
+        [(mode, trained_length) for mode in args.poolings]
+        + [("daap", length) for length in lengths]
+        + [("daap", trained_length)],
+    )
+    untrained = _lazy(
+        lambda: SharedForward(
+            InstEmbEncoder.from_backbone(trained.backbone.reference, lookahead_length=trained_length, device=device),
+            [("input_last", 0), ("daap", trained_length)],
+        )
+    )
     variants = [
         Variant("trained vs untrained", "untrained (input_last)", lambda: untrained().view("input_last", 0)),
-        Variant("trained vs untrained", f"untrained (daap, L={trained_length})",
-                lambda: untrained().view("daap", trained_length)),
+        Variant(
+            "trained vs untrained",
+            f"untrained (daap, L={trained_length})",
+            lambda: untrained().view("daap", trained_length),
+        ),
     ]
-    variants.append(Variant("trained vs untrained", f"trained (daap, L={trained_length})",
-                            lambda: shared.view("daap", trained_length)))
-    variants += [Variant("pooling", mode, lambda mode=mode: shared.view(mode, trained_length))
-                 for mode in args.poolings]
-    variants += [Variant("look-ahead length", f"L={length}", lambda length=length: shared.view("daap", length))
-                 for length in lengths]
+    variants.append(
+        Variant(
+            "trained vs untrained", f"trained (daap, L={trained_length})", lambda: shared.view("daap", trained_length)
+        )
+    )
+    variants += [
+        Variant("pooling", mode, lambda mode=mode: shared.view(mode, trained_length)) for mode in args.poolings
+    ]
+    variants += [
+        Variant("look-ahead length", f"L={length}", lambda length=length: shared.view("daap", length))
+        for length in lengths
+    ]
     variants += _checkpoint_variants(args, notes)
     return variants, notes
 
@@ -147,11 +165,14 @@ def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
         members = [path for path in found if path.name.startswith(prefix)]
         if not members:
             notes.append(f"'{group}' skipped: no checkpoint named {prefix}* in {folder}")
-        variants += [Variant(group, path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
-                     for path in members]
+        variants += [
+            Variant(group, path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks) for path in members
+        ]
     others = [path for path in found if not path.name.startswith(tuple(p for p, _ in CHECKPOINT_GROUPS))]
-    variants += [Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
-                 for path in others]
+    variants += [
+        Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
+        for path in others
+    ]
     return variants
 
 
@@ -169,9 +190,17 @@ def run_ablations(args: AblationArgs, variants: list[Variant], echo=print) -> li
         for task in variant.tasks or args.tasks:
             echo(f"{variant.group} / {variant.label} / {task}")
             max_queries, max_docs = args.limits_for(task)
-            result = evaluate(encoder, task, max_queries=max_queries, max_docs=max_docs, seed=args.seed,
-                              data_root=args.data_root, cache=args.cache, label=variant.label,
-                              exclude_seen=seen)
+            result = evaluate(
+                encoder,
+                task,
+                max_queries=max_queries,
+                max_docs=max_docs,
+                seed=args.seed,
+                data_root=args.data_root,
+                cache=args.cache,
+                label=variant.label,
+                exclude_seen=seen,
+            )
             result["group"] = variant.group
             results.append(result)
         del encoder
@@ -193,8 +222,9 @@ def plot_group(group: str, results: list[dict], tasks: list[str], img_dir: Path)
     figure, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 1, 3.2), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         by_label = {r["encoder"]["label"]: r for r in results if r["task"] == task}
-        values = [by_label[label]["metrics"][by_label[label]["main_metric"]] if label in by_label else 0.0
-                  for label in labels]
+        values = [
+            by_label[label]["metrics"][by_label[label]["main_metric"]] if label in by_label else 0.0 for label in labels
+        ]
         axis.bar(range(len(labels)), values, color="tab:blue")
         axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
         metric = next((r["main_metric"] for r in by_label.values()), "")
@@ -209,20 +239,26 @@ def plot_group(group: str, results: list[dict], tasks: list[str], img_dir: Path)
     return path
 
 
-def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, image_paths: dict[str, Path],
-                    command: str) -> str:
+def render_markdown(
+    results: list[dict], notes: list[str], args: AblationArgs, image_paths: dict[str, Path], command: str
+) -> str:
     lines = [
         "# Ablations",
         "",
         f"Generated by `{command}`.",
         "",
         f"Limits: max_queries={args.max_queries}, max_docs={args.max_docs}, STS pairs={args.sts_pairs}, "
-        + "".join(f"{task}: {queries} queries / {docs} documents, " for task, (queries, docs) in args.task_limits.items())
+        + "".join(
+            f"{task}: {queries} queries / {docs} documents, " for task, (queries, docs) in args.task_limits.items()
+        )
         + f"seed={args.seed}. "
-        + (f"Queries whose text occurs in the training records `{args.exclude_seen}` are left out "
-           "(every encoder is scored on the same held-out queries). " if args.exclude_seen else "")
-        +
-        "With a limited corpus every judged document is kept plus a seeded sample of the rest, so "
+        + (
+            f"Queries whose text occurs in the training records `{args.exclude_seen}` are left out "
+            "(every encoder is scored on the same held-out queries). "
+            if args.exclude_seen
+            else ""
+        )
+        + "With a limited corpus every judged document is kept plus a seeded sample of the rest, so "
         "absolute scores are higher than on the full corpus; compare rows, not papers.",
         "",
     ]
@@ -231,8 +267,12 @@ def render_markdown(results: list[dict], notes: list[str], args: AblationArgs, i
         rows = [result for result in results if result["group"] == group]
         tasks = list(dict.fromkeys(result["task"] for result in rows))
         metric_names = {result["task"]: result["main_metric"] for result in rows}
-        lines += [f"## {group}", "", "| variant | " + " | ".join(f"{t} ({metric_names[t]})" for t in tasks) + " |",
-                  "|---|" + "---:|" * len(tasks)]
+        lines += [
+            f"## {group}",
+            "",
+            "| variant | " + " | ".join(f"{t} ({metric_names[t]})" for t in tasks) + " |",
+            "|---|" + "---:|" * len(tasks),
+        ]
         for label in dict.fromkeys(result["encoder"]["label"] for result in rows):
             cells = []
             for task in tasks:
@@ -263,32 +303,54 @@ def write_report(results: list[dict], notes: list[str], args: AblationArgs, comm
 
 
 def main(
-    checkpoint: Optional[str] = typer.Option(None, help="Checkpoint for the pooling / L ablations (default: shipped default)."),
-    checkpoints_dir: Optional[Path] = typer.Option(None, help="Folder of named checkpoints: loss-mse, loss-kl, views-*."),
-    tasks: list[str] = typer.Option(["scifact", "scifact-stance", "vaswani", "stsb"], "--tasks", help="Repeat for several."),
+    checkpoint: str | None = typer.Option(
+        None, help="Checkpoint for the pooling / L ablations (default: shipped default)."
+    ),
+    checkpoints_dir: Path | None = typer.Option(None, help="Folder of named checkpoints: loss-mse, loss-kl, views-*."),
+    tasks: list[str] = typer.Option(
+        ["scifact", "scifact-stance", "vaswani", "stsb"], "--tasks", help="Repeat for several."
+    ),
     max_queries: int = typer.Option(50, help="0 = all."),
     max_docs: int = typer.Option(500, help="0 = all."),
     seed: int = 0,
-    data_root: Optional[Path] = None,
+    data_root: Path | None = None,
     output: Path = Path("docs/ablations.md"),
     img_dir: Path = Path("docs/img"),
-    results_json: Optional[Path] = typer.Option(None, help="Also write the raw results here."),
+    results_json: Path | None = typer.Option(None, help="Also write the raw results here."),
     device: str = "auto",
     lookahead_lengths: str = typer.Option("0,1,4,8", help="Comma-separated inference look-ahead lengths."),
     poolings: str = typer.Option(",".join(POOLING_MODES), help="Comma-separated pooling modes."),
-    exclude_seen: Optional[Path] = typer.Option(None, help="Training records (train.jsonl): leave out queries the model read in training."),
+    exclude_seen: Path | None = typer.Option(
+        None, help="Training records (train.jsonl): leave out queries the model read in training."
+    ),
     sts_pairs: int = typer.Option(500, help="STS pairs per STS task (max_queries is for retrieval/stance); 0 = all."),
-    checkpoint_tasks: list[str] = typer.Option([], "--checkpoint-tasks", help="Tasks for the named checkpoints (repeat; default: --tasks)."),
-    task_limit: list[str] = typer.Option([], "--task-limit", help="Per-task limits TASK=QUERIES[:DOCS] (repeat), e.g. vaswani=25:400."),
+    checkpoint_tasks: list[str] = typer.Option(
+        [], "--checkpoint-tasks", help="Tasks for the named checkpoints (repeat; default: --tasks)."
+    ),
+    task_limit: list[str] = typer.Option(
+        [], "--task-limit", help="Per-task limits TASK=QUERIES[:DOCS] (repeat), e.g. vaswani=25:400."
+    ),
 ) -> None:
     """Run every variant on the chosen tasks and write the ablation report."""
-    args = AblationArgs(checkpoint, checkpoints_dir, tasks, max_queries or None, max_docs or None, seed, data_root,
-                        output, img_dir, results_json, device,
-                        tuple(int(v) for v in lookahead_lengths.split(",") if v.strip()),
-                        tuple(v.strip() for v in poolings.split(",") if v.strip()),
-                        exclude_seen=exclude_seen, sts_pairs=sts_pairs or None,
-                        checkpoint_tasks=checkpoint_tasks or None,
-                        task_limits=dict(parse_task_limit(item) for item in task_limit))
+    args = AblationArgs(
+        checkpoint,
+        checkpoints_dir,
+        tasks,
+        max_queries or None,
+        max_docs or None,
+        seed,
+        data_root,
+        output,
+        img_dir,
+        results_json,
+        device,
+        tuple(int(v) for v in lookahead_lengths.split(",") if v.strip()),
+        tuple(v.strip() for v in poolings.split(",") if v.strip()),
+        exclude_seen=exclude_seen,
+        sts_pairs=sts_pairs or None,
+        checkpoint_tasks=checkpoint_tasks or None,
+        task_limits=dict(parse_task_limit(item) for item in task_limit),
+    )
     variants, notes = build_variants(args)
     results = run_ablations(args, variants, echo=typer.echo)
     command = "python -m instemb_rag.tools.reports.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])

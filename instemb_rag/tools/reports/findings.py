@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import mean
-from typing import Callable, Optional
+from typing import Callable
 
 TIE_MARGIN = 0.01
 INSTRUCTION_KINDS = ("paired-instruction",)  # tasks whose score depends on following the instruction
@@ -66,8 +66,7 @@ def trained_beats_untrained(results: list[dict]) -> Finding:
         best = max(table[label][task] for label in untrained if task in table[label])
         wins += value > best + TIE_MARGIN
         parts.append(f"{task} {_fmt(value - best)}")
-    return Finding(claim, _verdict(wins, len(table[trained])),
-                   f"Trained minus best untrained: {', '.join(parts)}.")
+    return Finding(claim, _verdict(wins, len(table[trained])), f"Trained minus best untrained: {', '.join(parts)}.")
 
 
 def daap_best_pooling(results: list[dict]) -> Finding:
@@ -78,18 +77,21 @@ def daap_best_pooling(results: list[dict]) -> Finding:
     tasks = list(table["daap"])
     wins, parts = 0, []
     for task in tasks:
-        best_other_label = max((label for label in table if label != "daap" and task in table[label]),
-                               key=lambda label: table[label][task])
+        best_other_label = max(
+            (label for label in table if label != "daap" and task in table[label]), key=lambda label: table[label][task]
+        )
         gap = table["daap"][task] - table[best_other_label][task]
         wins += gap > -TIE_MARGIN
         parts.append(f"{task}: DAAP {_fmt(gap)} vs {best_other_label}")
-    return Finding(claim, _verdict(wins, len(tasks)),
-                   f"DAAP minus the best other pooling (within {TIE_MARGIN} counts as a tie): {'; '.join(parts)}.")
+    return Finding(
+        claim,
+        _verdict(wins, len(tasks)),
+        f"DAAP minus the best other pooling (within {TIE_MARGIN} counts as a tie): {'; '.join(parts)}.",
+    )
 
 
 def special_tokens_worst_on_instructions(results: list[dict]) -> Finding:
-    claim = ("Pooling only the look-ahead tokens (special_first, special_mean) is worst on "
-             "instruction-following tasks.")
+    claim = "Pooling only the look-ahead tokens (special_first, special_mean) is worst on instruction-following tasks."
     table = _scores(results, "pooling")
     kinds = _task_kinds(results)
     tasks = [task for task in next(iter(table.values()), {}) if kinds.get(task) in INSTRUCTION_KINDS]
@@ -106,8 +108,7 @@ def special_tokens_worst_on_instructions(results: list[dict]) -> Finding:
 
 
 def lookahead_presence_matters(results: list[dict]) -> Finding:
-    claim = ("Adding look-ahead tokens (L = 0 -> 1) gives the big jump; going from 1 to 8 changes "
-             "little (paper Fig. 2).")
+    claim = "Adding look-ahead tokens (L = 0 -> 1) gives the big jump; going from 1 to 8 changes little (paper Fig. 2)."
     table = _scores(results, "look-ahead length")
     if not {"L=0", "L=1"} <= set(table):
         return Finding(claim, UNMEASURED, "")
@@ -116,16 +117,20 @@ def lookahead_presence_matters(results: list[dict]) -> Finding:
     jump = mean(table["L=1"][task] - table["L=0"][task] for task in tasks)
     drift = mean(table[longest][task] - table["L=1"][task] for task in tasks)
     holds = jump > TIE_MARGIN and abs(drift) < jump
-    per_task = ", ".join(f"{task} {_fmt(table['L=1'][task] - table['L=0'][task])}/"
-                         f"{_fmt(table[longest][task] - table['L=1'][task])}" for task in tasks)
-    return Finding(claim, HOLDS if holds else FAILS,
-                   f"Mean change 0->1: {_fmt(jump)}, 1->{longest[2:]}: {_fmt(drift)} (per task 0->1/1->{longest[2:]}: "
-                   f"{per_task}).")
+    per_task = ", ".join(
+        f"{task} {_fmt(table['L=1'][task] - table['L=0'][task])}/{_fmt(table[longest][task] - table['L=1'][task])}"
+        for task in tasks
+    )
+    return Finding(
+        claim,
+        HOLDS if holds else FAILS,
+        f"Mean change 0->1: {_fmt(jump)}, 1->{longest[2:]}: {_fmt(drift)} (per task 0->1/1->{longest[2:]}: "
+        f"{per_task}).",
+    )
 
 
 def mse_instruction_kl_generic(results: list[dict]) -> Finding:
-    claim = ("MSE distillation is better on instruction-following tasks, KL on generic tasks "
-             "(paper Table 3).")
+    claim = "MSE distillation is better on instruction-following tasks, KL on generic tasks (paper Table 3)."
     table = _scores(results, "distillation loss (MSE vs KL)")
     if not {"loss-mse", "loss-kl"} <= set(table):
         return Finding(claim, UNMEASURED, "")
@@ -142,22 +147,28 @@ def mse_instruction_kl_generic(results: list[dict]) -> Finding:
 
 
 def dropout_view_matters_most(results: list[dict]) -> Finding:
-    claim = ("Removing the dropout view (view 2) costs the most; removing the teacher-input view "
-             "(view 3) also hurts (paper Table 4).")
+    claim = (
+        "Removing the dropout view (view 2) costs the most; removing the teacher-input view "
+        "(view 3) also hurts (paper Table 4)."
+    )
     full = _scores(results, "distillation loss (MSE vs KL)").get("loss-mse")  # the full-view recipe
     table = _scores(results, "contrastive views")
     if not full or not table:
         return Finding(claim, UNMEASURED, "")
-    drops = {label: mean(scores[task] - full[task] for task in scores if task in full)
-             for label, scores in table.items()}
+    drops = {
+        label: mean(scores[task] - full[task] for task in scores if task in full) for label, scores in table.items()
+    }
     dropout, teacher = "views-no-student_input_dropout", "views-no-teacher_input"
     checks = []
     if dropout in drops:
         checks.append(drops[dropout] == min(drops.values()) and drops[dropout] < -TIE_MARGIN)
     if teacher in drops:
         checks.append(drops[teacher] < -TIE_MARGIN)
-    evidence = "Mean change against all views (loss-mse): " + ", ".join(
-        f"{label.removeprefix('views-')} {_fmt(value)}" for label, value in drops.items()) + "."
+    evidence = (
+        "Mean change against all views (loss-mse): "
+        + ", ".join(f"{label.removeprefix('views-')} {_fmt(value)}" for label, value in drops.items())
+        + "."
+    )
     return Finding(claim, _verdict(sum(checks), len(checks)), evidence)
 
 
@@ -171,7 +182,7 @@ CHECKS: tuple[Callable[[list[dict]], Finding], ...] = (
 )
 
 
-def paper_findings(results: list[dict], checks: Optional[tuple] = None) -> list[Finding]:
+def paper_findings(results: list[dict], checks: tuple | None = None) -> list[Finding]:
     return [check(results) for check in (checks or CHECKS)]
 
 

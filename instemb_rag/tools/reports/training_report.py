@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -53,14 +52,19 @@ def figures_table(rows: dict[str, dict[str, dict]]) -> tuple[list[str], list[str
         values = {label: rows[label][task]["metrics"].get(metric) for label in labels if task in rows[label]}
         if all(value is None for value in values.values()):
             continue
-        lines.append(f"| {name} | " + " | ".join(
-            f"{values[label]:.4f}" if values.get(label) is not None else "–" for label in labels) + " |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{values[label]:.4f}" if values.get(label) is not None else "–" for label in labels)
+            + " |"
+        )
         untrained = [value for label, value in values.items() if label != trained and value is not None]
         if trained in values and untrained and kind != "diagnostic":
             best = max(untrained)
             beats = values[trained] > best
-            verdicts.append(f"- {name} ({kind} figure): trained {values[trained]:.4f} vs best untrained {best:.4f}: "
-                            + ("**better**" if beats else "**not better**"))
+            verdicts.append(
+                f"- {name} ({kind} figure): trained {values[trained]:.4f} vs best untrained {best:.4f}: "
+                + ("**better**" if beats else "**not better**")
+            )
     return lines, verdicts + stance_bias_notes(rows)
 
 
@@ -75,10 +79,12 @@ def stance_bias_notes(rows: dict[str, dict[str, dict]], threshold: float = 0.9) 
             continue
         for preferred, right, wrong in (("support", support, contradict), ("contradict", contradict, support)):
             if right >= threshold and wrong <= 1 - threshold:
-                notes.append(f"- {label} scores the '{preferred}' instruction higher on {right:.0%} of the "
-                             f"{preferred.upper()} records and on {1 - wrong:.0%} of the others: it does not tell "
-                             "the stance instructions apart, so its stance pairwise accuracy is the share of "
-                             f"{preferred.upper()} records and its p-MRR moves with rank noise.")
+                notes.append(
+                    f"- {label} scores the '{preferred}' instruction higher on {right:.0%} of the "
+                    f"{preferred.upper()} records and on {1 - wrong:.0%} of the others: it does not tell "
+                    "the stance instructions apart, so its stance pairwise accuracy is the share of "
+                    f"{preferred.upper()} records and its p-MRR moves with rank noise."
+                )
     return notes
 
 
@@ -98,8 +104,10 @@ GOALS = (
 COMPARED = (
     ("medquad-facets", ("steering_accuracy", "pairwise_accuracy", "random_steering_accuracy")),
     ("climate-fever-stance", ("pairwise_accuracy", "pairwise_accuracy_supports", "pairwise_accuracy_refutes")),
-    ("scifact-stance", ("p-mrr", "pairwise_accuracy", "pairwise_accuracy_support", "pairwise_accuracy_contradict",
-                        "mrr_matching")),
+    (
+        "scifact-stance",
+        ("p-mrr", "pairwise_accuracy", "pairwise_accuracy_support", "pairwise_accuracy_contradict", "mrr_matching"),
+    ),
     ("scifact", ("ndcg@10",)),
     ("vaswani", ("ndcg@10",)),
     ("stsb", ("spearman",)),
@@ -122,8 +130,11 @@ def comparison_lines(columns: dict[str, dict[str, dict]]) -> list[str]:
         if not any(task in per_task for per_task in columns.values()):
             continue
         for metric in metrics:
-            lines.append(f"| {task} | {metric} | " + " | ".join(_figure(columns[label].get(task), metric)
-                                                                for label in labels) + " |")
+            lines.append(
+                f"| {task} | {metric} | "
+                + " | ".join(_figure(columns[label].get(task), metric) for label in labels)
+                + " |"
+            )
     return lines
 
 
@@ -136,8 +147,10 @@ def goal_lines(results: dict[str, dict]) -> list[str]:
             continue
         value = result["metrics"][metric]
         met = value > goal if "(> " in label else value >= goal
-        lines.append(f"- {label}: {value:.3f} vs goal {goal:.2f}: " +
-                     ("**met**" if met else f"**not met** (short by {goal - value:.3f})"))
+        lines.append(
+            f"- {label}: {value:.3f} vs goal {goal:.2f}: "
+            + ("**met**" if met else f"**not met** (short by {goal - value:.3f})")
+        )
     return lines
 
 
@@ -163,8 +176,11 @@ def run_summary(run_dir: Path) -> list[str]:
     t, m = config["training"], config["model"]
     first, last = metrics[0], metrics[-1]
     window = metrics[-10:]
-    mean_last = {key: sum(row[key] for row in window) / len(window)
-                 for key in ("loss", "distill", "contrastive", "retrieval") if key in last}
+    mean_last = {
+        key: sum(row[key] for row in window) / len(window)
+        for key in ("loss", "distill", "contrastive", "retrieval")
+        if key in last
+    }
     final = run_dir / "final"
     size = sum(path.stat().st_size for path in final.rglob("*") if path.is_file()) if final.is_dir() else 0
     return [
@@ -175,12 +191,18 @@ def run_summary(run_dir: Path) -> list[str]:
         f"{' + final norm' if m['train_final_norm'] else ''}; distillation {t['distill_loss']}"
         f"{' on content words' if t.get('distill_content_words') else ''}, views {', '.join(t['views'])}, "
         f"tau = {t['temperature']}"
-        + (f"; pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})"
-           if t.get("retrieval_weight") else "") + ".",
+        + (
+            f"; pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})"
+            if t.get("retrieval_weight")
+            else ""
+        )
+        + ".",
         f"- Time: {last['elapsed_s'] / 60:.1f} min of training on {info.get('device', '?')}"
-        + _teacher_time(info) + ".",
+        + _teacher_time(info)
+        + ".",
         f"- Loss: {first['loss']:.4f} at step {first['step']} -> mean of the last {len(window)} steps "
-        + ", ".join(f"{key} {value:.4f}" for key, value in mean_last.items()) + ".",
+        + ", ".join(f"{key} {value:.4f}" for key, value in mean_last.items())
+        + ".",
         f"- Checkpoint: {size / 1e6:.1f} MB (look-ahead vectors, final norm and LoRA weights; the base is not copied).",
     ]
 
@@ -243,19 +265,32 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
     return write_report(output, lines, notes)
 
 
-def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: Path, output: Path, img_dir: Path,
-                           command: str, recipe: str, baseline_commit: str | None, shipped: bool = True) -> Path:
+def write_candidate_report(
+    run_dir: Path,
+    baseline_json: Path,
+    candidate_json: Path,
+    output: Path,
+    img_dir: Path,
+    command: str,
+    recipe: str,
+    baseline_commit: str | None,
+    shipped: bool = True,
+) -> Path:
     """The report of a candidate default: its run, and its dev figures against the current default's
     on the same held-out items, with bootstrap intervals and the goals. ``shipped=False`` reports a
     candidate that stayed a candidate (its baseline is then the default that stayed)."""
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
-    previous = ("/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit
-                else "instemb_rag/default_checkpoint")
-    notes = sorted({note for results in (baseline, candidate) for result in results.values() for note in result["notes"]})
+    previous = (
+        "/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit else "instemb_rag/default_checkpoint"
+    )
+    notes = sorted(
+        {note for results in (baseline, candidate) for result in results.values() for note in result["notes"]}
+    )
     limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
     baseline_role = "the previous default" if shipped else "the shipped default, which stayed"
     lines = [
-        "# Training report: the shipped default checkpoint" if shipped
+        "# Training report: the shipped default checkpoint"
+        if shipped
         else f"# Training report: a candidate that was not shipped ({recipe})",
         "",
         f"Generated by `{command}` from `{run_dir}`, `{baseline_json}` ({baseline_role}) and `{candidate_json}`.",
@@ -267,7 +302,11 @@ def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: P
         "",
         "```bash",
         f"instemb-rag train --config {recipe}        # add --resume after an interruption",
-        *([f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with"] if baseline_commit else []),
+        *(
+            [f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with"]
+            if baseline_commit
+            else []
+        ),
         f"bash scripts/dev_figures.sh {previous} {baseline_json}",
         f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
         f"{command}",
@@ -299,13 +338,14 @@ def write_candidate_report(run_dir: Path, baseline_json: Path, candidate_json: P
     return write_report(output, lines, notes)
 
 
-def _non_default_options(recipe: str, baseline_commit: str | None, output: Path, img_dir: Path,
-                         shipped: bool) -> str:
+def _non_default_options(recipe: str, baseline_commit: str | None, output: Path, img_dir: Path, shipped: bool) -> str:
     """The options that must appear in the report's own command for it to regenerate the same file."""
-    options = [("--recipe", recipe, "instemb_rag/training/recipes/instruction-steering.yaml"),
-               ("--baseline-commit", baseline_commit, None),
-               ("--output", str(output), "docs/training_report.md"),
-               ("--img-dir", str(img_dir), "docs/img")]
+    options = [
+        ("--recipe", recipe, "instemb_rag/training/recipes/instruction-steering.yaml"),
+        ("--baseline-commit", baseline_commit, None),
+        ("--output", str(output), "docs/training_report.md"),
+        ("--img-dir", str(img_dir), "docs/img"),
+    ]
     text = "".join(f" {flag} {value}" for flag, value, default in options if value is not None and value != default)
     return text + ("" if shipped else " --not-shipped")
 
@@ -313,22 +353,34 @@ def _non_default_options(recipe: str, baseline_commit: str | None, output: Path,
 def main(
     run: Path = typer.Option(Path("runs/default"), help="The training run folder (metrics.jsonl, loss_curve.png)."),
     results: Path = typer.Option(Path("docs/ablations.json"), help="Results JSON of the ablation script."),
-    baseline: Optional[Path] = typer.Option(None, help="`instemb-rag eval` JSON of the current default; with "
-                                            "--candidate, writes the candidate report instead."),
-    candidate: Optional[Path] = typer.Option(None, help="`instemb-rag eval` JSON of the run's final checkpoint."),
+    baseline: Path | None = typer.Option(
+        None,
+        help="`instemb-rag eval` JSON of the current default; with --candidate, writes the candidate report instead.",
+    ),
+    candidate: Path | None = typer.Option(None, help="`instemb-rag eval` JSON of the run's final checkpoint."),
     recipe: str = typer.Option("instemb_rag/training/recipes/instruction-steering.yaml", help="Recipe of the run."),
-    baseline_commit: Optional[str] = typer.Option(None, help="Git commit whose instemb_rag/default_checkpoint is "
-                                                  "the previous default (named in the reproduce commands)."),
+    baseline_commit: str | None = typer.Option(
+        None,
+        help="Git commit whose instemb_rag/default_checkpoint is "
+        "the previous default (named in the reproduce commands).",
+    ),
     output: Path = typer.Option(Path("docs/training_report.md")),
     img_dir: Path = typer.Option(Path("docs/img")),
-    shipped: bool = typer.Option(True, "--shipped/--not-shipped", help="Whether the candidate became the "
-                                 "default (--not-shipped: a report of a candidate that stayed one)."),
+    shipped: bool = typer.Option(
+        True,
+        "--shipped/--not-shipped",
+        help="Whether the candidate became the default (--not-shipped: a report of a candidate that stayed one).",
+    ),
 ) -> None:
     """Write the training report of a run."""
     if baseline is not None and candidate is not None:
-        command = (f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
-                   f"--candidate {candidate}" + _non_default_options(recipe, baseline_commit, output, img_dir, shipped))
-        typer.echo(f"wrote {write_candidate_report(run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped)}")
+        command = (
+            f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
+            f"--candidate {candidate}" + _non_default_options(recipe, baseline_commit, output, img_dir, shipped)
+        )
+        typer.echo(
+            f"wrote {write_candidate_report(run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped)}"
+        )
         return
     command = f"python -m instemb_rag.tools.reports.training_report --run {run} --results {results}"
     typer.echo(f"wrote {write_training_report(run, results, output, img_dir, command)}")

@@ -75,6 +75,8 @@ def test_real_model_async_retrieval(default_embed_model):
         )
 
     weight, durability = asyncio.run(both())
-    assert [n.node.metadata["name"] for n in weight] == [n.node.metadata["name"] for n in retriever.retrieve(QUERY, instruction=WEIGHT)]
+    assert [n.node.metadata["name"] for n in weight] == [
+        n.node.metadata["name"] for n in retriever.retrieve(QUERY, instruction=WEIGHT)
+    ]
     assert len(durability) == 2
     assert scores_by_name(weight) != scores_by_name(durability)

@@ -36,8 +36,20 @@ def index_dir(tiny_model_dir, tmp_path_factory):
     (docs / "tent.md").write_text("the tent is durable nylon . good in rain and wind .")
     (docs / "light.md").write_text("this tent is light and packed size is compact .")
     (docs / "stove.txt").write_text("the stove is heavy but the burner is durable .")
-    result = CliRunner().invoke(app, ["index", str(docs), "--index-dir", str(root / "index"), "--no-progress",
-                                      "--model", str(tiny_model_dir), "--device", "cpu"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "index",
+            str(docs),
+            "--index-dir",
+            str(root / "index"),
+            "--no-progress",
+            "--model",
+            str(tiny_model_dir),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return root / "index"
 
@@ -50,19 +62,29 @@ def server(index_dir, tmp_path_factory):
 
 
 def test_remote_embeddings_equal_local_ones(server, local_encoder, tiny_docs):
-    remote = InstEmbEmbedding(base_url=server.url, api_key=KEY, query_instruction="focus on weight", embed_batch_size=2,
-                              timeout=TIMEOUT)
+    remote = InstEmbEmbedding(
+        base_url=server.url, api_key=KEY, query_instruction="focus on weight", embed_batch_size=2, timeout=TIMEOUT
+    )
     assert remote.is_remote and remote.dimension == 64
     assert remote.fingerprint == local_encoder.fingerprint
     assert remote.model_name.startswith("tiny_llama")
     query = "which tent is light ?"
-    np.testing.assert_allclose(remote.get_query_embedding(query),
-                               local_encoder.encode_queries([query], "focus on weight")[0], atol=1e-5)
-    np.testing.assert_allclose(remote.get_query_embedding_for(query, "focus on durability"),
-                               local_encoder.encode_queries([query], "focus on durability")[0], atol=1e-5)
-    np.testing.assert_allclose(remote.get_query_embedding_for(query, ""), local_encoder.encode_queries([query])[0], atol=1e-5)
-    np.testing.assert_allclose(np.array(remote.get_text_embedding_batch(tiny_docs)),  # 5 texts, batches of 2
-                               local_encoder.encode_documents(tiny_docs), atol=1e-5)
+    np.testing.assert_allclose(
+        remote.get_query_embedding(query), local_encoder.encode_queries([query], "focus on weight")[0], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        remote.get_query_embedding_for(query, "focus on durability"),
+        local_encoder.encode_queries([query], "focus on durability")[0],
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        remote.get_query_embedding_for(query, ""), local_encoder.encode_queries([query])[0], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.array(remote.get_text_embedding_batch(tiny_docs)),  # 5 texts, batches of 2
+        local_encoder.encode_documents(tiny_docs),
+        atol=1e-5,
+    )
     got = asyncio.run(remote.aget_query_embedding(query))
     np.testing.assert_allclose(got, local_encoder.encode_queries([query], "focus on weight")[0], atol=1e-5)
     mixed = remote.get_query_embeddings([query, query], ["focus on weight", "focus on durability"])
@@ -76,7 +98,9 @@ def test_remote_errors_say_what_to_do(server, tiny_model_dir):
         InstEmbEmbedding(base_url="http://127.0.0.1:9", api_key=KEY, timeout=5)
     with pytest.raises(InstEmbError, match="either base_url"):
         InstEmbEmbedding(str(tiny_model_dir), base_url=server.url)
-    remote = InstEmbEmbedding(base_url=server.url + "/v1", api_key=KEY, timeout=TIMEOUT)  # the OpenAI-style base URL works too
+    remote = InstEmbEmbedding(
+        base_url=server.url + "/v1", api_key=KEY, timeout=TIMEOUT
+    )  # the OpenAI-style base URL works too
     with pytest.raises(InstEmbError, match="413|400"):
         remote.get_text_embedding_batch(["   "])
 

@@ -90,7 +90,7 @@ def test_async_retrieve_matches_sync(tiny_embed_model, tiny_docs):
             build_index(tiny_embed_model, tiny_docs, store_kind), similarity_top_k=3
         )
 
-        async def both():
+        async def both(retriever=retriever):
             return await asyncio.gather(*(retriever.aretrieve(QUERY, instruction=i) for i in INSTRUCTIONS))
 
         async_results = asyncio.run(both())

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -60,26 +60,26 @@ class InstEmbEmbedding(BaseEmbedding):
         api_key: the server's key (Bearer); default: the INSTEMB_API_KEY environment variable.
     """
 
-    model_path: Optional[str] = Field(
+    model_path: str | None = Field(
         default=None, description="Checkpoint or model folder; None means the default model."
     )
     device: str = Field(default="auto", description="Torch device, or 'auto'.")
-    query_instruction: Optional[str] = Field(
+    query_instruction: str | None = Field(
         default=DEFAULT_QUERY_INSTRUCTION,
         description="Instruction for query embeddings requested without one.",
     )
-    text_instruction: Optional[str] = Field(
+    text_instruction: str | None = Field(
         default=None, description="Instruction for document embeddings (normally None)."
     )
     query_cache_size: int = Field(
         default=1024, ge=0, description="Query embeddings kept in the LRU cache; 0 disables it."
     )
-    base_url: Optional[str] = Field(
+    base_url: str | None = Field(
         default=None, description="URL of a running `instemb-rag serve`; None loads the model locally."
     )
-    api_key: Optional[str] = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
+    api_key: str | None = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
 
-    _encoder: "InstEmbEncoder | RemoteEncoder" = PrivateAttr()
+    _encoder: InstEmbEncoder | RemoteEncoder = PrivateAttr()
     _query_cache: QueryEmbeddingCache = PrivateAttr()
     # One forward pass at a time: the async methods run the encoder in worker threads.
     _model_lock: Any = PrivateAttr()
@@ -88,13 +88,13 @@ class InstEmbEmbedding(BaseEmbedding):
         self,
         model_path: str | os.PathLike | None = None,
         device: str = "auto",
-        query_instruction: Optional[str] = DEFAULT_QUERY_INSTRUCTION,
-        text_instruction: Optional[str] = None,
+        query_instruction: str | None = DEFAULT_QUERY_INSTRUCTION,
+        text_instruction: str | None = None,
         embed_batch_size: int = 16,
         query_cache_size: int = 1024,
-        encoder: "InstEmbEncoder | None" = None,
-        base_url: Optional[str] = None,
-        api_key: Optional[str] = None,
+        encoder: InstEmbEncoder | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         timeout: float = 60.0,
         **kwargs: Any,
     ):
@@ -143,7 +143,7 @@ class InstEmbEmbedding(BaseEmbedding):
         self._model_lock = contextlib.nullcontext() if remote is not None else threading.Lock()
 
     @classmethod
-    def from_encoder(cls, encoder: "InstEmbEncoder", **kwargs: Any) -> "InstEmbEmbedding":
+    def from_encoder(cls, encoder: InstEmbEncoder, **kwargs: Any) -> InstEmbEmbedding:
         """Wrap an encoder that is already loaded (e.g. shared with an indexer)."""
         kwargs.setdefault("model_name", str(encoder.config.base_model))
         return cls(encoder=encoder, device=str(encoder.device), **kwargs)
@@ -154,7 +154,7 @@ class InstEmbEmbedding(BaseEmbedding):
 
     # ------------------------------------------------------------------ identity
     @property
-    def encoder(self) -> "InstEmbEncoder | RemoteEncoder":
+    def encoder(self) -> InstEmbEncoder | RemoteEncoder:
         """The local InstEmbEncoder, or with base_url the RemoteEncoder (same encode_* API)."""
         return self._encoder
 
@@ -180,14 +180,14 @@ class InstEmbEmbedding(BaseEmbedding):
         return payload
 
     # ------------------------------------------------------------------ instruction-aware queries
-    def resolve_instruction(self, instruction: Optional[str]) -> Optional[str]:
+    def resolve_instruction(self, instruction: str | None) -> str | None:
         """None means "the default query_instruction"; "" means "no instruction at all"."""
         chosen = self.query_instruction if instruction is None else instruction
         return normalize_instruction(chosen)
 
     def get_query_embeddings(
-        self, queries: Sequence[str], instructions: Optional[str] | Sequence[Optional[str]] = None
-    ) -> List[Embedding]:
+        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
+    ) -> list[Embedding]:
         """Embed many queries, each under its own instruction, in as few forward passes as possible.
 
         ``instructions`` is one string (or None) for all queries, or one entry per query.
@@ -196,7 +196,7 @@ class InstEmbEmbedding(BaseEmbedding):
         queries = list(queries)
         per_query = self._per_query_instructions(queries, instructions)
         keys = [QueryKey(self.fingerprint, instruction, query) for query, instruction in zip(queries, per_query)]
-        results: list[Optional[Embedding]] = [self._query_cache.get(key) for key in keys]
+        results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
             with self._model_lock:
@@ -210,19 +210,19 @@ class InstEmbEmbedding(BaseEmbedding):
                 results[position] = vector
         return results  # type: ignore[return-value]
 
-    def get_query_embedding_for(self, query: str, instruction: Optional[str] = None) -> Embedding:
+    def get_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
         """One query under its own instruction (None: ``query_instruction``; "": none)."""
         return self.get_query_embeddings([query], [instruction])[0]
 
-    async def aget_query_embedding_for(self, query: str, instruction: Optional[str] = None) -> Embedding:
+    async def aget_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
         return await asyncio.to_thread(self.get_query_embedding_for, query, instruction)
 
     async def aget_query_embeddings(
-        self, queries: Sequence[str], instructions: Optional[str] | Sequence[Optional[str]] = None
-    ) -> List[Embedding]:
+        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
+    ) -> list[Embedding]:
         return await asyncio.to_thread(self.get_query_embeddings, queries, instructions)
 
-    def query_bundle(self, query: str, instruction: Optional[str] = None) -> InstructionQueryBundle:
+    def query_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
         """A QueryBundle whose embedding already reflects ``instruction``.
 
         Pass it to any LlamaIndex retriever or query engine (``retriever.retrieve(bundle)``,
@@ -235,12 +235,12 @@ class InstEmbEmbedding(BaseEmbedding):
             embedding=self.get_query_embedding_for(query, "" if resolved is None else resolved),
         )
 
-    async def aquery_bundle(self, query: str, instruction: Optional[str] = None) -> InstructionQueryBundle:
+    async def aquery_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
         return await asyncio.to_thread(self.query_bundle, query, instruction)
 
     def _per_query_instructions(
-        self, queries: list[str], instructions: Optional[str] | Sequence[Optional[str]]
-    ) -> list[Optional[str]]:
+        self, queries: list[str], instructions: str | None | Sequence[str | None]
+    ) -> list[str | None]:
         if instructions is None or isinstance(instructions, str):
             return [self.resolve_instruction(instructions)] * len(queries)
         instructions = list(instructions)
@@ -261,7 +261,7 @@ class InstEmbEmbedding(BaseEmbedding):
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._get_text_embeddings([text])[0]
 
-    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         # LlamaIndex already slices texts into embed_batch_size chunks; the encoder sorts each
         # chunk by length so padding stays small.
         with self._model_lock:
@@ -273,5 +273,5 @@ class InstEmbEmbedding(BaseEmbedding):
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return (await self._aget_text_embeddings([text]))[0]
 
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from llama_index.core.schema import QueryBundle
 
@@ -18,4 +17,4 @@ class InstructionQueryBundle(QueryBundle):
     ``instruction`` itself.
     """
 
-    instruction: Optional[str] = None
+    instruction: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Optional, Sequence
+from typing import Sequence
 
 import httpx
 import numpy as np
@@ -22,7 +22,7 @@ API_KEY_ENV = "INSTEMB_API_KEY"
 class RemoteEncoder:
     """Talks to POST /v1/embeddings of an `instemb-rag serve` server (thread-safe)."""
 
-    def __init__(self, base_url: str, api_key: Optional[str] = None, timeout: float = 60.0):
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0):
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[: -len("/v1")]
@@ -50,16 +50,24 @@ class RemoteEncoder:
             raise InstEmbError(f"The instemb-rag server at {self.base_url} answered {response.status_code}: {message}")
         return response.json()
 
-    def embed(self, texts: Sequence[str], instructions: Sequence[Optional[str]], input_type: str,
-              batch_size: int = 64) -> np.ndarray:
+    def embed(
+        self, texts: Sequence[str], instructions: Sequence[str | None], input_type: str, batch_size: int = 64
+    ) -> np.ndarray:
         texts, instructions = list(texts), list(instructions)
         output = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), max(batch_size, 1)):
             stop = start + max(batch_size, 1)
-            body = self._call("POST", "/v1/embeddings", {
-                "model": self.model_id, "input": texts[start:stop], "instruction": instructions[start:stop],
-                "input_type": input_type, "encoding_format": "base64",
-            })
+            body = self._call(
+                "POST",
+                "/v1/embeddings",
+                {
+                    "model": self.model_id,
+                    "input": texts[start:stop],
+                    "instruction": instructions[start:stop],
+                    "input_type": input_type,
+                    "encoding_format": "base64",
+                },
+            )
             for item in body["data"]:
                 output[start + item["index"]] = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
         return output
@@ -70,8 +78,9 @@ class RemoteEncoder:
             instructions = [instructions or None] * len(queries)
         return self.embed(queries, [item or None for item in instructions], "query", batch_size)
 
-    def encode_documents(self, documents: Sequence[str], instruction: Optional[str] = None, batch_size: int = 64,
-                         **_) -> np.ndarray:
+    def encode_documents(
+        self, documents: Sequence[str], instruction: str | None = None, batch_size: int = 64, **_
+    ) -> np.ndarray:
         documents = list(documents)
         return self.embed(documents, [instruction or None] * len(documents), "document", batch_size)
 

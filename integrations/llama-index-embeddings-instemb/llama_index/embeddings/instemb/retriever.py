@@ -15,7 +15,7 @@ index folder written by ``instemb-rag index``:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -35,24 +35,24 @@ _UNSET: Any = object()
 class SearchBackend(Protocol):
     """Finds the nodes nearest to a finished query embedding."""
 
-    def search(self, query: QueryBundle) -> List[NodeWithScore]: ...
+    def search(self, query: QueryBundle) -> list[NodeWithScore]: ...
 
-    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]: ...
+    async def asearch(self, query: QueryBundle) -> list[NodeWithScore]: ...
 
 
 class VectorStoreIndexBackend:
     """Searches a LlamaIndex VectorStoreIndex with LlamaIndex's own VectorIndexRetriever."""
 
-    def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: Optional[MetadataFilters]):
+    def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: MetadataFilters | None):
         self._retriever = index.as_retriever(similarity_top_k=similarity_top_k, filters=filters)
         # Qdrant stores opened with a sync client only (the usual in-memory / local-path set-up)
         # raise on aquery; search those in a worker thread instead.
         self._sync_only = getattr(index.vector_store, "_aclient", _UNSET) is None
 
-    def search(self, query: QueryBundle) -> List[NodeWithScore]:
+    def search(self, query: QueryBundle) -> list[NodeWithScore]:
         return self._retriever.retrieve(query)
 
-    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]:
+    async def asearch(self, query: QueryBundle) -> list[NodeWithScore]:
         if self._sync_only:
             return await asyncio.to_thread(self._retriever.retrieve, query)
         return await self._retriever.aretrieve(query)
@@ -65,18 +65,18 @@ class InstEmbIndexBackend:
     ``chunk_id`` (plus any extras such as a PDF page).
     """
 
-    def __init__(self, index: Any, similarity_top_k: int, filter: Optional[dict[str, str]], owns_index: bool):
+    def __init__(self, index: Any, similarity_top_k: int, filter: dict[str, str] | None, owns_index: bool):
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.filter = filter
         self._owns_index = owns_index
 
-    def search(self, query: QueryBundle) -> List[NodeWithScore]:
+    def search(self, query: QueryBundle) -> list[NodeWithScore]:
         vector = np.asarray(query.embedding, dtype=np.float32)
         hits = self.index.search(vector, k=self.similarity_top_k, filter=self.filter)
         return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
 
-    async def asearch(self, query: QueryBundle) -> List[NodeWithScore]:
+    async def asearch(self, query: QueryBundle) -> list[NodeWithScore]:
         # The catalog's SQLite connection belongs to the opening thread, and a search is a
         # quick vector lookup (the query was embedded off the event loop already).
         return self.search(query)
@@ -103,13 +103,11 @@ class InstEmbRetriever(BaseRetriever):
         self,
         embed_model: InstEmbEmbedding,
         backend: SearchBackend,
-        callback_manager: Optional[CallbackManager] = None,
+        callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ):
         if not isinstance(embed_model, InstEmbEmbedding):
-            raise InstEmbError(
-                f"InstEmbRetriever needs an InstEmbEmbedding, got {type(embed_model).__name__}."
-            )
+            raise InstEmbError(f"InstEmbRetriever needs an InstEmbEmbedding, got {type(embed_model).__name__}.")
         self.embed_model = embed_model
         self.backend = backend
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -119,11 +117,11 @@ class InstEmbRetriever(BaseRetriever):
     def from_vector_store_index(
         cls,
         index: VectorStoreIndex,
-        embed_model: Optional[InstEmbEmbedding] = None,
+        embed_model: InstEmbEmbedding | None = None,
         similarity_top_k: int = 5,
-        filters: Optional[MetadataFilters] = None,
+        filters: MetadataFilters | None = None,
         **kwargs: Any,
-    ) -> "InstEmbRetriever":
+    ) -> InstEmbRetriever:
         """Search ``index`` (any vector store). Its documents must come from the same encoder."""
         index_model = getattr(index, "_embed_model", None)
         if embed_model is None:
@@ -143,12 +141,12 @@ class InstEmbRetriever(BaseRetriever):
     def from_instemb_index(
         cls,
         index: Any,
-        embed_model: Optional[InstEmbEmbedding] = None,
+        embed_model: InstEmbEmbedding | None = None,
         similarity_top_k: int = 5,
-        filter: Optional[dict[str, str]] = None,
+        filter: dict[str, str] | None = None,
         device: str = "auto",
         **kwargs: Any,
-    ) -> "InstEmbRetriever":
+    ) -> InstEmbRetriever:
         """Search an ``instemb-rag index`` folder (a path) or an open ``instemb_rag.index.Index``.
 
         Without ``embed_model`` the encoder recorded in the index is loaded; with one, its
@@ -176,20 +174,20 @@ class InstEmbRetriever(BaseRetriever):
         if close is not None:
             close()
 
-    def __enter__(self) -> "InstEmbRetriever":
+    def __enter__(self) -> InstEmbRetriever:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # ------------------------------------------------------------------ public API
-    def retrieve(self, query: str | QueryBundle, instruction: Optional[str] = _UNSET) -> List[NodeWithScore]:
+    def retrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
         return super().retrieve(self._bundle(query, instruction))
 
-    async def aretrieve(self, query: str | QueryBundle, instruction: Optional[str] = _UNSET) -> List[NodeWithScore]:
+    async def aretrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
         return await super().aretrieve(self._bundle(query, instruction))
 
-    def _bundle(self, query: str | QueryBundle, instruction: Optional[str]) -> QueryBundle:
+    def _bundle(self, query: str | QueryBundle, instruction: str | None) -> QueryBundle:
         """Attach the call's instruction; an explicit argument wins over the bundle's own."""
         if isinstance(query, str):
             return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
@@ -207,21 +205,21 @@ class InstEmbRetriever(BaseRetriever):
         )
 
     # ------------------------------------------------------------------ BaseRetriever hooks
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
             query_bundle = self._with_embedding(
                 query_bundle, self.embed_model.get_query_embedding_for(*self._embedding_input(query_bundle))
             )
         return self.backend.search(query_bundle)
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
             embedding = await self.embed_model.aget_query_embedding_for(*self._embedding_input(query_bundle))
             query_bundle = self._with_embedding(query_bundle, embedding)
         return await self.backend.asearch(query_bundle)
 
     @staticmethod
-    def _embedding_input(query_bundle: QueryBundle) -> tuple[str, Optional[str]]:
+    def _embedding_input(query_bundle: QueryBundle) -> tuple[str, str | None]:
         strings = query_bundle.embedding_strs
         if len(strings) > 1:
             raise InstEmbError(
@@ -233,7 +231,7 @@ class InstEmbRetriever(BaseRetriever):
         return strings[0], getattr(query_bundle, "instruction", None)
 
     @staticmethod
-    def _with_embedding(query_bundle: QueryBundle, embedding: List[float]) -> InstructionQueryBundle:
+    def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> InstructionQueryBundle:
         return InstructionQueryBundle(
             query_str=query_bundle.query_str,
             instruction=getattr(query_bundle, "instruction", None),
