@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..net import unreachable_reason
 from .catalog import Catalog, content_chunk_id
 from .documents import Chunk, ChunkSplitter
 from .errors import BadInputError
@@ -85,16 +86,14 @@ def check_ray_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Non
     """A TCP connection to the head's GCS (or Ray client server) within ``timeout`` seconds, so a
     wrong address fails now instead of after Ray's own reconnection attempts."""
     host, port = split_address(address)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as error:
+    reason = unreachable_reason(host, port, timeout)
+    if reason is not None:
         raise RayUnreachableError(
-            f"Cannot reach the Ray cluster at {address} ({host}:{port}: {error.strerror or error}). Check that the "
+            f"Cannot reach the Ray cluster at {address} ({host}:{port}: {reason}). Check that the "
             "head node is running (`ray status` on it), that this is its GCS address (`ray start --head` prints "
             "it; default port 6379, ray:// uses the client server port 10001) and that the port is open from "
             "this machine."
-        ) from None
+        )
 
 
 def connect_ray(options: RayOptions) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from ..net import unreachable_reason
 from .errors import BadInputError, IndexBusyError, IndexFolderError
 from .lock import hold_index_lock
 
@@ -95,14 +95,12 @@ def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     port = parts.port or (443 if parts.scheme == "https" else 6333)
     if not host:
         raise BadInputError(f"--qdrant-url {url!r} is not a URL: use e.g. http://HOST:6333.")
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as error:
+    reason = unreachable_reason(host, port, timeout)
+    if reason is not None:
         raise IndexFolderError(
-            f"Cannot reach the Qdrant server at {url} ({host}:{port}: {error.strerror or error}). Check that the "
+            f"Cannot reach the Qdrant server at {url} ({host}:{port}: {reason}). Check that the "
             "server is running and that this machine can reach it (host, port, firewall), then --qdrant-url."
-        ) from None
+        )
 
 
 class EdgeShard:
