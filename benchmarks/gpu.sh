@@ -50,7 +50,7 @@ run_or_show bash -c "$PY -m pip install -q -e '.[gpu]' || $PY -m pip install -q 
 run_or_show "$PY" -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))"
 
 step "tests that need CUDA (they skip on a CPU machine; here a 'no CUDA GPU' skip is a failure)"
-run_or_show bash -c "set -o pipefail; $PY -m pytest -q -rs tests/test_cuda_path.py tests/test_quantize.py | tee /tmp/gpu_sh_tests.txt && ! grep -q 'SKIPPED.*no CUDA GPU' /tmp/gpu_sh_tests.txt"
+run_or_show bash -c "set -o pipefail; $PY -m pytest -q -rs tests/test_cuda_path.py tests/test_quantize.py tests/index/test_faiss_gpu.py | tee /tmp/gpu_sh_tests.txt && ! grep -q 'SKIPPED.*no CUDA GPU' /tmp/gpu_sh_tests.txt"
 
 step "benchmarks on the GPU: every script of run.py plus bench_gpu.py, table -> benchmarks/README.md (gpu-results)"
 if [ "$DRY_RUN" = 0 ]; then

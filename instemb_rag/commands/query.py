@@ -61,7 +61,7 @@ def query_command(
         )
         with index:
             hits = index.search(text, instruction, k=k, filter=parsed)
-            note = index.fallback_reason
+            notes = [note for note in (index.placement_note, index.fallback_reason) if note]
     except InstEmbError as error:
         if "fingerprint" in str(error):
             typer.secho(
@@ -75,7 +75,7 @@ def query_command(
             json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2)
         )
         return
-    if note:
+    for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
     console.print(hits_table(hits, title))

@@ -115,6 +115,9 @@ class FaissStore:
         self.dimension = dimension
         self._index = None
         self._index_generation = -1
+        self._gpu_device: int | None = None  # set by place_on_gpu
+        self._gpu_index = None
+        self._gpu_generation = -1
 
     @staticmethod
     def wipe_local(index_dir: Path) -> None:
@@ -149,9 +152,33 @@ class FaissStore:
         save_cache(build_index(self.kind, ids, vectors, self.dimension), self.index_dir, generation)
         self.catalog.set_store_generation(generation)
 
+    def place_on_gpu(self, device: int) -> str | None:
+        """Search on CUDA GPU ``device`` from now on; returns a notice (and stays on the CPU) when
+        the installed faiss has no GPU support or sees no GPU, so the user learns how to get it."""
+        from ..accel import GPU_EXTRA_HINT, faiss_gpu_available
+
+        if not faiss_gpu_available():
+            return (
+                f"FAISS searches on the CPU: the installed faiss has no GPU support. For GPU search: {GPU_EXTRA_HINT}."
+            )
+        self._gpu_device = device
+        return None
+
     def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
+        if sources is None and self._gpu_device is not None:
+            return search(self._current_gpu_index(), vector, k, None)
+        # Filtered searches stay on the CPU copy: GPU indexes take no IDSelector.
         allowed = None if sources is None else self.catalog.ids_of_sources(sources)
         return search(self._current_index(), vector, k, allowed)
+
+    def _current_gpu_index(self):
+        """The GPU copy of the current generation's index (the CPU index stays for saving and filters)."""
+        from ..accel import to_gpu_index
+
+        cpu_index = self._current_index()
+        if self._gpu_index is None or self._gpu_generation != self._index_generation:
+            self._gpu_index, self._gpu_generation = to_gpu_index(cpu_index, self._gpu_device), self._index_generation
+        return self._gpu_index
 
     def _current_index(self) -> faiss.Index:
         generation = self.catalog.generation
@@ -165,3 +192,4 @@ class FaissStore:
 
     def close(self) -> None:
         self._index = None
+        self._gpu_index = None

@@ -65,6 +65,16 @@ class Index:
         self.stores = StoreOptions.from_manifest(manifest, given.qdrant_url, given.qdrant_api_key)
         self.store = open_store(self.index_dir, catalog, self.stores, manifest.dimension, for_search=True)
         self.fallback_reason: str | None = self.store.fallback_reason
+        self.placement_note: str | None = None  # set when FAISS cannot follow the encoder onto its GPU
+        self._place_faiss_beside_the_encoder()
+
+    def _place_faiss_beside_the_encoder(self) -> None:
+        """With the encoder on a CUDA device, FAISS searches on that GPU too (when faiss has GPU
+        support; otherwise the note says how to get it and search stays on the CPU)."""
+        device = getattr(self.encoder, "device", None)
+        if getattr(device, "type", None) != "cuda" or not hasattr(self.store, "place_on_gpu"):
+            return
+        self.placement_note = self.store.place_on_gpu(device.index or 0)
 
     @classmethod
     def open(
