@@ -27,13 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..choices import SteeringSplit, values
 from .data import EvalDataError
 
 HELD_OUT_SEED = 0
 HELD_OUT_FRACTION = 0.1  # training's data.heldout_fraction default; Climate-FEVER overrides it
 
 
-SPLITS = ("heldout", "train")  # choices.SteeringSplit; kept as strings so the library needs no CLI import
+SPLITS = values(SteeringSplit)
 
 
 def _split_records(name: str, data_root: Path, split: str):

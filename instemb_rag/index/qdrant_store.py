@@ -397,6 +397,9 @@ class QdrantStore:
         self.flush(optimize=True)
         self.catalog.set_store_generation(self.catalog.generation)
 
+    def place_on_gpu(self, device: int) -> str | None:
+        return None  # Qdrant places its own search (a server's GPU build, or the embedded CPU one)
+
     def search(self, vector: np.ndarray, k: int, sources: Sequence[str] | None) -> list[tuple[int, float]] | None:
         if self.transport is None:
             return None

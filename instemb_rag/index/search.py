@@ -71,8 +71,8 @@ class Index:
     def _place_faiss_beside_the_encoder(self) -> None:
         """With the encoder on a CUDA device, FAISS searches on that GPU too (when faiss has GPU
         support; otherwise the note says how to get it and search stays on the CPU)."""
-        device = getattr(self.encoder, "device", None)
-        if getattr(device, "type", None) != "cuda" or not hasattr(self.store, "place_on_gpu"):
+        device = getattr(self.encoder, "device", None)  # None: an Index opened without an encoder
+        if getattr(device, "type", None) != "cuda":
             return
         self.placement_note = self.store.place_on_gpu(device.index or 0)
 

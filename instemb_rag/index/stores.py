@@ -61,6 +61,10 @@ class VectorStore(Protocol):
         store cannot answer for the catalog's current state (``fallback_reason`` says why): the
         caller then searches the catalog's vectors exactly."""
 
+    def place_on_gpu(self, device: int) -> str | None:
+        """Search on CUDA GPU ``device`` where the store can; a note for the user where it cannot
+        (None: placed, or placement is not this store's to decide, as for a Qdrant server)."""
+
     def close(self) -> None: ...
 
 

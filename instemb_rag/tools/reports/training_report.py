@@ -207,6 +207,11 @@ def run_summary(run_dir: Path) -> list[str]:
     ]
 
 
+def run_section(run_dir: Path, output: Path, img_dir: Path) -> list[str]:
+    """The "## Run" section both report kinds share: the run's summary and its loss curve."""
+    return ["## Run", "", *run_summary(run_dir), "", loss_curve_line(run_dir, output, img_dir), ""]
+
+
 def loss_curve_line(run_dir: Path, output: Path, img_dir: Path) -> str:
     """Copy the run's loss curve next to the report and return its markdown image line."""
     img_dir.mkdir(parents=True, exist_ok=True)
@@ -247,12 +252,7 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
         "python -m instemb_rag.tools.reports.training_report --run runs/default --results docs/ablations.json",
         "```",
         "",
-        "## Run",
-        "",
-        *run_summary(run_dir),
-        "",
-        loss_curve_line(run_dir, output, img_dir),
-        "",
+        *run_section(run_dir, output, img_dir),
         "## Dev figures: untrained backbone vs trained default",
         "",
         f"Limits: {limits}. Every encoder is scored on the same queries and documents.",
@@ -313,12 +313,7 @@ def write_candidate_report(
         *([f"instemb-rag export {run_dir}/final instemb_rag/default_checkpoint --max-length 512"] if shipped else []),
         "```",
         "",
-        "## Run",
-        "",
-        *run_summary(run_dir),
-        "",
-        loss_curve_line(run_dir, output, img_dir),
-        "",
+        *run_section(run_dir, output, img_dir),
         "## Dev figures: previous default vs this checkpoint",
         "",
         "Every figure is on groups no training record of either model read (held-out foci, claims and "
@@ -338,13 +333,19 @@ def write_candidate_report(
     return write_report(output, lines, notes)
 
 
+# The options' defaults, named once: the regenerating command leaves out exactly these values.
+DEFAULT_RECIPE = "instemb_rag/training/recipes/instruction-steering.yaml"
+DEFAULT_OUTPUT = Path("docs/training_report.md")
+DEFAULT_IMG_DIR = Path("docs/img")
+
+
 def _non_default_options(recipe: str, baseline_commit: str | None, output: Path, img_dir: Path, shipped: bool) -> str:
     """The options that must appear in the report's own command for it to regenerate the same file."""
     options = [
-        ("--recipe", recipe, "instemb_rag/training/recipes/instruction-steering.yaml"),
+        ("--recipe", recipe, DEFAULT_RECIPE),
         ("--baseline-commit", baseline_commit, None),
-        ("--output", str(output), "docs/training_report.md"),
-        ("--img-dir", str(img_dir), "docs/img"),
+        ("--output", str(output), str(DEFAULT_OUTPUT)),
+        ("--img-dir", str(img_dir), str(DEFAULT_IMG_DIR)),
     ]
     text = "".join(f" {flag} {value}" for flag, value, default in options if value is not None and value != default)
     return text + ("" if shipped else " --not-shipped")
@@ -358,14 +359,14 @@ def main(
         help="`instemb-rag eval` JSON of the current default; with --candidate, writes the candidate report instead.",
     ),
     candidate: Path | None = typer.Option(None, help="`instemb-rag eval` JSON of the run's final checkpoint."),
-    recipe: str = typer.Option("instemb_rag/training/recipes/instruction-steering.yaml", help="Recipe of the run."),
+    recipe: str = typer.Option(DEFAULT_RECIPE, help="Recipe of the run."),
     baseline_commit: str | None = typer.Option(
         None,
         help="Git commit whose instemb_rag/default_checkpoint is "
         "the previous default (named in the reproduce commands).",
     ),
-    output: Path = typer.Option(Path("docs/training_report.md")),
-    img_dir: Path = typer.Option(Path("docs/img")),
+    output: Path = typer.Option(DEFAULT_OUTPUT),
+    img_dir: Path = typer.Option(DEFAULT_IMG_DIR),
     shipped: bool = typer.Option(
         True,
         "--shipped/--not-shipped",
