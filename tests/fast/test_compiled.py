@@ -41,6 +41,16 @@ def test_compile_is_opt_in_and_points_inductor_at_the_cache(home, tiny_encoder):
     assert tiny_encoder.fingerprint == folder.name  # compiling changes no embedding identity
 
 
+def test_compile_is_regional_one_graph_per_decoder_block(home, tiny_encoder):
+    """Each decoder block is compiled (one traced graph reused by all), not the backbone as a whole,
+    which would be traced again every process."""
+    backbone = tiny_encoder.model.base_model
+    compile_encoder(tiny_encoder)
+    assert len(backbone.layers) > 1
+    assert all(getattr(block, "_compiled_call_impl", None) is not None for block in backbone.layers)
+    assert getattr(backbone, "_compiled_call_impl", None) is None
+
+
 @pytest.mark.skipif(
     os.environ.get("INSTEMB_TEST_COMPILE") != "1",
     reason="compiles C++ for minutes on a small CPU; set INSTEMB_TEST_COMPILE=1",
