@@ -11,7 +11,10 @@ different passages, in pools where every competitor shares the query's topic.
   refuting evidence sentence. Under "evidence in favour" the supporting sentence must score above
   the refuting one, under "evidence against" the reverse; ``pairwise_accuracy`` overall and per
   label (``pairwise_accuracy_supports``, ``pairwise_accuracy_refutes``), so a wording bias that
-  prefers one label whatever the instruction shows as 1.0 / 0.0.
+  prefers one label whatever the instruction shows as 1.0 / 0.0; ``instruction_effect`` (per
+  claim, the two labels' accuracies summed minus 1) isolates what the instruction changes: 0 when
+  the order of the two sentences is the same under both instructions, 1 when it always flips
+  the right way, whatever the documents' own bias towards one label.
 
 Held-out groups come from the training builders' own split (training/builders.py, seed 0, the
 sets' held-out fractions), so no group scored here was read by a model trained on the default
@@ -106,6 +109,17 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
     return metrics, counts, notes, per_item
 
 
+def instruction_effect(asked_one: list[float], asked_other: list[float]) -> list[float]:
+    """Per group, pairwise accuracy under one instruction plus under the opposite one, minus 1.
+
+    Both lists hold one accuracy per group, in the same group order. A ranking the instruction
+    does not change scores a and 1 - a, so 0, however lopsided a is; -1 means it always flips
+    the wrong way."""
+    if len(asked_one) != len(asked_other):
+        raise ValueError(f"one accuracy per group under each instruction: {len(asked_one)} != {len(asked_other)}")
+    return [one + other - 1.0 for one, other in zip(asked_one, asked_other)]
+
+
 def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of claims (each brings one query per label)."""
     from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
@@ -142,15 +156,18 @@ def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
         scores = queries[row] @ doc_matrix.T
         per_label[label].append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
     overall = per_label["SUPPORTS"] + per_label["REFUTES"]
+    effect = instruction_effect(per_label["SUPPORTS"], per_label["REFUTES"])
     metrics = {
         "pairwise_accuracy": float(np.mean(overall)),
         "pairwise_accuracy_supports": float(np.mean(per_label["SUPPORTS"])),
         "pairwise_accuracy_refutes": float(np.mean(per_label["REFUTES"])),
+        "instruction_effect": float(np.mean(effect)),
     }
     per_item = {
         "pairwise_accuracy": overall,
         "pairwise_accuracy_supports": per_label["SUPPORTS"],
         "pairwise_accuracy_refutes": per_label["REFUTES"],
+        "instruction_effect": effect,
     }
     counts = {"queries": len(asked), "documents": len(sentences), "claims": len(claims)}
     notes = [

@@ -159,7 +159,24 @@ def test_steering_tasks_score_held_out_groups_with_intervals(tiny_encoder, share
         assert 0 < result["metrics"]["random_steering_accuracy"] <= 0.5
     else:
         assert result["counts"]["claims"] == 6 and result["counts"]["queries"] == 12
-        assert {"pairwise_accuracy_supports", "pairwise_accuracy_refutes"} <= set(result["metrics"])
+        metrics = result["metrics"]
+        assert {"pairwise_accuracy_supports", "pairwise_accuracy_refutes"} <= set(metrics)
+        both = metrics["pairwise_accuracy_supports"] + metrics["pairwise_accuracy_refutes"] - 1
+        assert metrics["instruction_effect"] == pytest.approx(both)
+        low, high = result["intervals"]["instruction_effect"]
+        assert -1 <= low <= metrics["instruction_effect"] <= high <= 1
+
+
+def test_instruction_effect_is_zero_when_the_instruction_changes_nothing():
+    """A ranking fixed by the documents alone (a, then 1 - a under the opposite instruction) has no
+    effect however lopsided; flipping the right way is +1, the wrong way -1."""
+    from instemb_rag.eval.steering import instruction_effect
+
+    assert instruction_effect([1.0, 0.0, 0.75], [0.0, 1.0, 0.25]) == [0.0, 0.0, 0.0]
+    assert instruction_effect([1.0, 1.0], [1.0, 0.0]) == [1.0, 0.0]
+    assert instruction_effect([0.0], [0.0]) == [-1.0]
+    with pytest.raises(ValueError, match="one accuracy per group"):
+        instruction_effect([1.0], [])
 
 
 def test_steering_train_split_scores_training_groups_and_says_so(tiny_encoder, shared_data_dir_or_skip):

@@ -103,7 +103,10 @@ GOALS = (
 )
 COMPARED = (
     ("medquad-facets", ("steering_accuracy", "pairwise_accuracy", "random_steering_accuracy")),
-    ("climate-fever-stance", ("pairwise_accuracy", "pairwise_accuracy_supports", "pairwise_accuracy_refutes")),
+    (
+        "climate-fever-stance",
+        ("pairwise_accuracy", "pairwise_accuracy_supports", "pairwise_accuracy_refutes", "instruction_effect"),
+    ),
     (
         "scifact-stance",
         ("p-mrr", "pairwise_accuracy", "pairwise_accuracy_support", "pairwise_accuracy_contradict", "mrr_matching"),
