@@ -75,6 +75,13 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
     for record in _split_records("medquad_facets", data_root, context.steering_split):
         focus, facet = medquad_focus_and_facet(record.source)
         by_focus.setdefault(focus, {})[facet] = record.output
+    seen_notes = []
+    if context.seen is not None:
+        # MedQuAD repeats template passages across foci ("This condition is inherited in an
+        # autosomal recessive pattern, ..."): a held-out focus can hold a passage training read.
+        unseen = {f: facets for f, facets in by_focus.items() if not any(t in context.seen for t in facets.values())}
+        seen_notes.append(context.seen.note(len(by_focus) - len(unseen), len(by_focus), "foci (a passage)"))
+        by_focus = unseen
     foci = _sample_groups(list(by_focus), max_queries, context.seed)
     passages = [(focus, facet, by_focus[focus][facet]) for focus in foci for facet in sorted(by_focus[focus])]
     doc_matrix = context.encoder.encode_documents(
@@ -103,7 +110,7 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
     }
     per_item = {"steering_accuracy": top1, "pairwise_accuracy": pairwise}
     counts = {"queries": len(passages), "documents": len(passages), "foci": len(foci)}
-    notes = [
+    notes = seen_notes + [
         f"{_split_word(context.steering_split)} foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"
     ]
     return metrics, counts, notes, per_item

@@ -151,7 +151,8 @@ def evaluate(
     every judged document plus a seeded sample of the rest. ``instruction`` overrides the task's
     default query instruction ("" means none). ``cache=True`` uses INSTEMB_HOME's embedding cache.
     ``exclude_seen`` (a training records file) leaves out queries whose text the model read in
-    training (retrieval and stance tasks; see seen.py). ``steering_split="train"`` scores the
+    training (retrieval and stance tasks; see seen.py) and, in ``medquad-facets``, the foci holding a
+    passage a training record contains (MedQuAD repeats template passages across foci). ``steering_split="train"`` scores the
     steering tasks on their training groups (a fit diagnostic; see steering.py).
     """
     spec, location = resolve_task(task_name, data_root)

@@ -167,6 +167,26 @@ def test_steering_tasks_score_held_out_groups_with_intervals(tiny_encoder, share
         assert -1 <= low <= metrics["instruction_effect"] <= high <= 1
 
 
+def test_medquad_facets_leaves_out_foci_whose_passage_training_read(tiny_encoder, shared_data_dir_or_skip, tmp_path):
+    """MedQuAD repeats template passages across foci; a held-out focus holding one that a training
+    record contains is not scored when the run's records are passed as exclude_seen."""
+    from instemb_rag.eval import steering
+    from instemb_rag.eval.tasks import evaluate
+
+    heldout = steering._split_records("medquad_facets", shared_data_dir_or_skip, "heldout")
+    read = next(r for r in heldout if len(r.output) > 100)
+    records = tmp_path / "train.jsonl"
+    write_records(records, [TrainingRecord(text="a training query", instruction=None, output=read.output)])
+    owners = {steering.medquad_focus_and_facet(r.source)[0] for r in heldout if r.output == read.output}
+
+    result = evaluate(
+        tiny_encoder, "medquad-facets", data_root=shared_data_dir_or_skip, cache=False, exclude_seen=records
+    )
+    all_foci = len({steering.medquad_focus_and_facet(r.source)[0] for r in heldout})
+    assert result["counts"]["foci"] == all_foci - len(owners)
+    assert any(f"{len(owners)} of {all_foci} foci (a passage) left out" in note for note in result["notes"])
+
+
 def test_instruction_effect_is_zero_when_the_instruction_changes_nothing():
     """A ranking fixed by the documents alone (a, then 1 - a under the opposite instruction) has no
     effect however lopsided; flipping the right way is +1, the wrong way -1."""
