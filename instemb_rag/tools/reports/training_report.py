@@ -268,6 +268,19 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
     return write_report(output, lines, notes)
 
 
+def _start_override(recipe: str, baseline_commit: str | None) -> str:
+    """A recipe that trains on from ``instemb_rag/default_checkpoint`` means the default *of its
+    time*; once the candidate is exported over it, the reproduce command must name the previous
+    default's worktree instead."""
+    from ...training.args import load_config
+
+    if baseline_commit is None or not Path(recipe).is_file():
+        return ""
+    if load_config(recipe).model.model_name_or_path != "instemb_rag/default_checkpoint":
+        return ""
+    return " --set model_name_or_path=/tmp/previous-default/instemb_rag/default_checkpoint"
+
+
 def write_candidate_report(
     run_dir: Path,
     baseline_json: Path,
@@ -304,12 +317,13 @@ def write_candidate_report(
         "Reproduce the checkpoint and this report:",
         "",
         "```bash",
-        f"instemb-rag train --config {recipe}        # add --resume after an interruption",
         *(
             [f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with"]
             if baseline_commit
             else []
         ),
+        f"instemb-rag train --config {recipe}{_start_override(recipe, baseline_commit)}        "
+        "# add --resume after an interruption",
         f"bash scripts/dev_figures.sh {previous} {baseline_json}",
         f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
         f"{command}",
