@@ -36,3 +36,34 @@ def write_beir_folder(folder: Path, docs=DOCS, queries=QUERIES, qrels=QRELS) -> 
     lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
     (folder / "qrels.tsv").write_text("\n".join(lines) + "\n")
     return folder
+
+
+def index_cli_args(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> list[str]:
+    """``instemb-rag index`` arguments for a tiny model on the CPU, without progress bars."""
+    return [
+        "index",
+        str(docs),
+        "--index-dir",
+        str(index_dir),
+        "--model",
+        str(model_dir),
+        "--device",
+        "cpu",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def indexed_state(index_dir: Path) -> dict[str, list[str]]:
+    """source -> chunk texts, read straight from the catalog (SQLite, the source of truth)."""
+    from instemb_rag.index.catalog import Catalog
+
+    catalog = Catalog.open(index_dir)
+    try:
+        rows = catalog.connection.execute("SELECT path, text FROM chunks ORDER BY path, position").fetchall()
+    finally:
+        catalog.close()
+    state: dict[str, list[str]] = {}
+    for source, text in rows:
+        state.setdefault(source, []).append(text)
+    return state

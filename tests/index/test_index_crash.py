@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import index_cli_args, indexed_state
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.index import Index
-from instemb_rag.index.catalog import Catalog
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FIRST_VERSION = {
@@ -43,58 +43,19 @@ def write_version(docs: Path, version: dict[str, str]) -> None:
 
 
 def index_in_process(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "index",
-            str(docs),
-            "--index-dir",
-            str(index_dir),
-            "--model",
-            str(model_dir),
-            "--device",
-            "cpu",
-            "--no-progress",
-            *extra,
-        ],
-    )
+    result = CliRunner().invoke(app, index_cli_args(docs, index_dir, model_dir, *extra))
     assert result.exit_code == 0, result.output
 
 
 def index_subprocess(docs: Path, index_dir: Path, model_dir: Path, crash_at: str | None, kill_after: float | None):
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), INSTEMB_CRASH_AT=crash_at or "")
-    command = [
-        sys.executable,
-        "-m",
-        "instemb_rag.cli",
-        "index",
-        str(docs),
-        "--index-dir",
-        str(index_dir),
-        "--model",
-        str(model_dir),
-        "--device",
-        "cpu",
-        "--no-progress",
-    ]
+    command = [sys.executable, "-m", "instemb_rag.cli", *index_cli_args(docs, index_dir, model_dir)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if kill_after is not None:
         time.sleep(kill_after)
         process.send_signal(signal.SIGKILL)
     output, _ = process.communicate(timeout=300)
     return process.returncode, output.decode(errors="replace")
-
-
-def catalog_state(index_dir: Path) -> dict[str, list[str]]:
-    catalog = Catalog.open(index_dir)
-    try:
-        rows = catalog.connection.execute("SELECT path, text FROM chunks ORDER BY path, position").fetchall()
-    finally:
-        catalog.close()
-    state: dict[str, list[str]] = {}
-    for source, text in rows:
-        state.setdefault(source, []).append(text)
-    return state
 
 
 def ranked(index_dir: Path, encoder) -> list[tuple[str, float]]:
@@ -127,11 +88,11 @@ def test_kill_then_rerun_ends_with_exactly_the_current_files(tiny_model_dir, tmp
     # Between the kill and the next run, a query answers from a committed state: every
     # returned file holds the chunks of either its old or its new version, never a mix.
     for source, _ in ranked(index_dir, encoder):
-        chunks = catalog_state(index_dir)[source]
+        chunks = indexed_state(index_dir)[source]
         assert chunks in ([FIRST_VERSION.get(source)], [SECOND_VERSION.get(source)])
 
     index_in_process(docs, index_dir, tiny_model_dir)
-    assert catalog_state(index_dir) == {source: [text] for source, text in SECOND_VERSION.items()}
+    assert indexed_state(index_dir) == {source: [text] for source, text in SECOND_VERSION.items()}
     fresh_dir = tmp_path / "fresh"
     index_in_process(docs, fresh_dir, tiny_model_dir, "--store", store)
     assert ranked(index_dir, encoder) == ranked(fresh_dir, encoder)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import indexed_state
 
 from instemb_rag.index import Index, Indexer, IndexFolderError, IndexOptions, StoreOptions
-from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.manifest import FORMAT_VERSION, MANIFEST_FILE
 from instemb_rag.index.qdrant_store import QdrantStore
 
@@ -27,19 +27,6 @@ def write_docs(folder: Path) -> Path:
 def run_index(encoder, docs: Path, index_dir: Path, **options):
     stores = StoreOptions(store=options.pop("store", None), faiss_index=options.pop("faiss_index", None))
     return Indexer(encoder, IndexOptions(index_dir=index_dir, stores=stores, **options)).run(docs)
-
-
-def indexed_state(index_dir: Path) -> dict[str, list[str]]:
-    """source -> chunk texts, read straight from the catalog."""
-    catalog = Catalog.open(index_dir)
-    try:
-        rows = catalog.connection.execute("SELECT path, text FROM chunks ORDER BY path, position").fetchall()
-    finally:
-        catalog.close()
-    state: dict[str, list[str]] = {}
-    for source, text in rows:
-        state.setdefault(source, []).append(text)
-    return state
 
 
 @pytest.mark.parametrize("store", STORES)

@@ -18,6 +18,8 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install 'instemb-rag[ray]')")
 
+from helpers import index_cli_args  # noqa: E402
+
 from instemb_rag.index import Indexer, IndexOptions  # noqa: E402
 from instemb_rag.index.catalog import Catalog  # noqa: E402
 from instemb_rag.index.distributed import RayOptions  # noqa: E402
@@ -129,20 +131,7 @@ def index_command(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> 
         sys.executable,
         "-m",
         "instemb_rag.cli",
-        "index",
-        str(docs),
-        "--index-dir",
-        str(index_dir),
-        "--model",
-        str(model_dir),
-        "--device",
-        "cpu",
-        "--no-progress",
-        "--chunk-size",
-        "16",
-        "--chunk-overlap",
-        "4",
-        *extra,
+        *index_cli_args(docs, index_dir, model_dir, "--chunk-size", "16", "--chunk-overlap", "4", *extra),
     ]
 
 
