@@ -398,7 +398,7 @@ def _retrieval_term(
 def compute_losses(
     encoder,
     records: list[TrainingRecord],
-    targets: TeacherTargets,
+    targets: TeacherTargets | None,
     config: TrainConfig,
     shard: MicroBatchShard | None = None,
 ) -> dict:
@@ -524,6 +524,13 @@ def _progress(enabled: bool):
     return counting_progress("training", TextColumn("loss {task.fields[loss]}"), enabled=enabled)
 
 
+def reads_teacher(config: TrainConfig) -> bool:
+    """Whether any loss term reads the teacher: distillation, or SupCon's teacher_input view. A
+    retrieval-only run (e.g. a fit diagnostic) then skips the teacher pass entirely."""
+    t = config.training
+    return t.distill_weight > 0 or (t.contrastive_weight > 0 and "teacher_input" in t.views)
+
+
 def prepare_teacher(
     config: TrainConfig,
     encoder,
@@ -540,6 +547,11 @@ def prepare_teacher(
     (one cache file per rank and world size), so the teacher pass is split over the ranks too."""
     t = config.training
     length = encoder.lookahead.length
+    if not reads_teacher(config):
+        run_info["teacher_cache"] = {
+            "skipped": "no loss term reads the teacher (distill_weight 0, no teacher_input view)"
+        }
+        return None, None
     if not t.teacher_cache:
         teacher = copy.deepcopy(encoder).eval()
         for param in teacher.parameters():
@@ -644,6 +656,8 @@ def run_step(
         )
         if cache is not None:
             targets = cache.targets.select(local, encoder.device)
+        elif teacher is None:  # no loss term reads the teacher (reads_teacher)
+            targets = None
         else:
             targets = compute_teacher_targets(
                 teacher, chunk_records, length, t.batch_size, t.bf16, t.distill_content_words

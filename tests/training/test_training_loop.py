@@ -329,3 +329,31 @@ def test_continuing_a_lora_checkpoint_with_other_lora_settings_is_refused_before
             train(config)
         # Refused on loading, before teacher targets are computed.
         assert not (tmp_path / f"again-{rank}" / "teacher_cache").exists()
+
+
+def test_a_retrieval_only_run_skips_the_teacher_and_still_learns(tiny_model_dir, train_file, tmp_path):
+    # No loss term reads the teacher: no cache is computed, and the pooled ranking still trains.
+    config = _config(
+        tiny_model_dir,
+        train_file,
+        tmp_path / "run",
+        **{
+            "training.distill_weight": 0.0,
+            "training.contrastive_weight": 0.0,
+            "training.retrieval_weight": 1.0,
+            "training.max_steps": 8,
+            "training.save_steps": 100,
+        },
+    )
+    records = read_records(train_file)[:4]
+
+    def fixed_batch_loss(encoder):
+        with torch.no_grad():
+            return compute_losses(encoder, records, None, config)["loss"].item()
+
+    before = fixed_batch_loss(load_student(config, torch.device("cpu")))
+    final = train(config)
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert "skipped" in info["teacher_cache"]
+    assert not (tmp_path / "run" / "teacher_cache").exists()
+    assert fixed_batch_loss(InstEmbEncoder.from_pretrained(final, device="cpu")) < before
