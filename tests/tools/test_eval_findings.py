@@ -7,6 +7,7 @@ from instemb_rag.tools.reports.findings import (
     HOLDS,
     MIXED,
     UNMEASURED,
+    content_word_targets_help,
     daap_best_pooling,
     dropout_view_matters_most,
     findings_markdown,
@@ -16,7 +17,12 @@ from instemb_rag.tools.reports.findings import (
     trained_beats_untrained,
 )
 
-KINDS = {"stance": ("paired-instruction", "p-mrr"), "sts": ("sts", "spearman"), "ret": ("retrieval", "ndcg@10")}
+KINDS = {
+    "stance": ("paired-instruction", "p-mrr"),
+    "facets": ("steering", "pairwise_accuracy"),
+    "sts": ("sts", "spearman"),
+    "ret": ("retrieval", "ndcg@10"),
+}
 
 
 def rows(group: str, table: dict[str, dict[str, float]]) -> list[dict]:
@@ -102,4 +108,19 @@ def test_missing_groups_are_reported_as_not_measured():
     assert mse_instruction_kl_generic([]).verdict == UNMEASURED
     assert dropout_view_matters_most([]).verdict == UNMEASURED
     text = "\n".join(findings_markdown([]))
-    assert text.count(f"**{UNMEASURED}**") == 6
+    assert text.count(f"**{UNMEASURED}**") == 7
+
+
+def test_content_word_targets_are_judged_on_the_instruction_tasks_against_loss_mse():
+    plain = {"loss-mse": {"stance": 0.05, "facets": 0.70, "sts": 0.60}}
+    better = {"targets-content-words": {"stance": 0.08, "facets": 0.75, "sts": 0.40}}
+    results = rows("distillation loss (MSE vs KL)", plain) + rows("distillation targets (content words)", better)
+    finding = content_word_targets_help(results)
+    assert finding.verdict == HOLDS  # the generic STS drop is reported, not judged
+    assert "facets +0.050" in finding.evidence and "sts -0.200" in finding.evidence
+    better["targets-content-words"]["facets"] = 0.705  # inside the tie margin
+    mixed = content_word_targets_help(
+        rows("distillation loss (MSE vs KL)", plain) + rows("distillation targets (content words)", better)
+    )
+    assert mixed.verdict == MIXED
+    assert content_word_targets_help(rows("distillation loss (MSE vs KL)", plain)).verdict == UNMEASURED

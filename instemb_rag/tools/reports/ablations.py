@@ -4,7 +4,9 @@ Variants (each group is skipped with a note where it cannot be built):
 - pooling: the five poolings on one checkpoint;
 - look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
 - named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
-  loss) and ``views-*`` (contrastive-view ablation); any other checkpoint is listed as "other";
+  loss), ``views-*`` (contrastive-view ablation) and ``targets-*`` (teacher targets with the
+  answer's stopwords removed, compared against ``loss-mse``, which keeps them); any other
+  checkpoint is listed as "other";
 - trained vs untrained: the untrained backbone (InputLast, and DAAP with fresh look-ahead tokens)
   against the checkpoint.
 
@@ -36,7 +38,11 @@ from ...models.pooling import POOLING_MODES
 from .findings import findings_markdown
 
 DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
-CHECKPOINT_GROUPS = (("loss-", "distillation loss (MSE vs KL)"), ("views-", "contrastive views"))
+CHECKPOINT_GROUPS = (
+    ("loss-", "distillation loss (MSE vs KL)"),
+    ("views-", "contrastive views"),
+    ("targets-", "distillation targets (content words)"),
+)
 
 
 @dataclass
