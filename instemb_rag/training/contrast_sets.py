@@ -179,6 +179,22 @@ def build_climate_fever_stance(folder: Path) -> list[GroupedRecord]:
     return grouped
 
 
+def contrast_label(source: str) -> tuple[str, str] | None:
+    """(set, label) of a record these builders wrote, read back from its ``source``: the stance
+    (Climate-FEVER), the facet (MedQuAD) or the relation (NLI). None for sets whose records
+    carry no competing label within their group (the counterfactual SciFact pairs share one
+    abstract) and for records from elsewhere."""
+    name, _, rest = source.partition(":")
+    fields = rest.split(":")
+    if name == "climate_fever_stance" and len(fields) == 3:
+        return name, fields[1]
+    if name == "medquad_facets" and len(fields) >= 2:
+        return name, fields[-1]
+    if name == "nli_pairs" and len(fields) == 1:
+        return name, fields[0]
+    return None
+
+
 # ---------------------------------------------------------------------------- SciFact, counterfactual
 def negate_claim(claim: str) -> str:
     """A claim with the opposite truth value: what refutes the claim supports its negation."""
