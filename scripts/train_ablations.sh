@@ -26,8 +26,8 @@ declare -A RUNS=(
   [views-no-student_output]="--set training.views=[student_input,student_input_dropout,teacher_input]"
   [targets-content-words]="--set training.distill_content_words=true"
 )
-for name in loss-mse loss-kl views-no-student_input views-no-student_input_dropout views-no-teacher_input \
-  views-no-student_output targets-content-words; do
+for name in loss-mse targets-content-words loss-kl views-no-student_input views-no-student_input_dropout \
+  views-no-teacher_input views-no-student_output; do
   if [ -f "$NAMED/$name/instemb_config.json" ]; then
     echo "== $name: done (remove $NAMED/$name to retrain)"; continue
   fi

@@ -75,6 +75,7 @@ def test_scores_follow_the_geometry_and_summarise_per_set_and_label():
     )
     groups = contrast_groups(records)
     assert set(groups) == {("climate_fever_stance", "g1"), ("climate_fever_stance", "g2")}
+    assert contrast_groups(records, {"nli_pairs"}) == {}
     summary = summarise(score_groups(encoder, groups))["climate_fever_stance"]
     assert summary["SUPPORTS"]["mean"] == 1.0 and summary["REFUTES"]["mean"] == 0.0
     assert summary["all"]["mean"] == 0.5 and summary["all"]["groups"] == 2

@@ -35,12 +35,15 @@ from ...training.contrast_sets import contrast_label
 from ...training.records import TrainingRecord, read_records
 
 
-def contrast_groups(records: list[TrainingRecord]) -> dict[tuple[str, str], list[tuple[TrainingRecord, str]]]:
-    """(set, group) -> (record, label) for the records with a contrast label, in file order."""
+def contrast_groups(
+    records: list[TrainingRecord], sets: set[str] | None = None
+) -> dict[tuple[str, str], list[tuple[TrainingRecord, str]]]:
+    """(set, group) -> (record, label) for the records with a contrast label (of ``sets``, where
+    given), in file order."""
     groups: dict[tuple[str, str], list[tuple[TrainingRecord, str]]] = defaultdict(list)
     for record in records:
         labelled = contrast_label(record.source or "")
-        if labelled is not None and record.group:
+        if labelled is not None and record.group and (sets is None or labelled[0] in sets):
             set_name, label = labelled
             groups[(set_name, record.group)].append((record, label))
     return dict(groups)
@@ -116,6 +119,9 @@ def main(
     model: str = typer.Option(None, help="Checkpoint or model folder (default: the shipped default)."),
     groups_per_set: int = typer.Option(60, help="Groups sampled from each set (0 = all)."),
     seed: int = typer.Option(0, help="Seed of the group sample."),
+    sets: list[str] = typer.Option(
+        None, "--set", help="Only these sets (climate_fever_stance, medquad_facets, nli_pairs); repeatable."
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the result as JSON here."),
 ) -> None:
     """Score a model on a records file's contrast groups, with the records' own instructions."""
@@ -123,7 +129,9 @@ def main(
 
     if not records.is_file():
         raise typer.BadParameter(f"{records} not found; a run writes its records to <output_dir>/data/")
-    groups = sample_groups(contrast_groups(read_records(records)), groups_per_set or None, seed)
+    groups = sample_groups(
+        contrast_groups(read_records(records), set(sets) if sets else None), groups_per_set or None, seed
+    )
     if not groups:
         raise typer.BadParameter(
             f"{records} holds no contrast groups (climate_fever_stance, medquad_facets or nli_pairs records)"
@@ -135,6 +143,7 @@ def main(
         "records": str(records),
         "groups_per_set": groups_per_set,
         "seed": seed,
+        "only_sets": sorted(sets) if sets else None,
         "sets": summarise(score_groups(encoder, groups)),
     }
     typer.echo(json.dumps(result, indent=2))
