@@ -291,10 +291,13 @@ def write_candidate_report(
     recipe: str,
     baseline_commit: str | None,
     shipped: bool = True,
+    tried: Path | None = None,
 ) -> Path:
     """The report of a candidate default: its run, and its dev figures against the current default's
     on the same held-out items, with bootstrap intervals and the goals. ``shipped=False`` reports a
-    candidate that stayed a candidate (its baseline is then the default that stayed)."""
+    candidate that stayed a candidate (its baseline is then the default that stayed). ``tried``: a
+    markdown file of what was tried for the goals still missed, quoted under them (the figures are
+    generated; that account is written by hand, next to the runs it cites)."""
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
     previous = (
         "/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit else "instemb_rag/default_checkpoint"
@@ -346,8 +349,23 @@ def write_candidate_report(
         "",
         "Limits: " + "; ".join(f"`{limit}`" for limit in limits) + ".",
         "",
+        *tried_section(tried),
     ]
     return write_report(output, lines, notes)
+
+
+def tried_section(tried: Path | None) -> list[str]:
+    """The hand-written account of what was tried for the missed goals, with where it comes from."""
+    if tried is None:
+        return []
+    return [
+        "## Missed goals: what was tried",
+        "",
+        f"From `{tried}`.",
+        "",
+        tried.read_text(encoding="utf-8").strip(),
+        "",
+    ]
 
 
 # The options' defaults, named once: the regenerating command leaves out exactly these values.
@@ -356,11 +374,14 @@ DEFAULT_OUTPUT = Path("docs/training_report.md")
 DEFAULT_IMG_DIR = Path("docs/img")
 
 
-def _non_default_options(recipe: str, baseline_commit: str | None, output: Path, img_dir: Path, shipped: bool) -> str:
+def _non_default_options(
+    recipe: str, baseline_commit: str | None, output: Path, img_dir: Path, shipped: bool, tried: Path | None = None
+) -> str:
     """The options that must appear in the report's own command for it to regenerate the same file."""
     options = [
         ("--recipe", recipe, DEFAULT_RECIPE),
         ("--baseline-commit", baseline_commit, None),
+        ("--tried", str(tried) if tried else None, None),
         ("--output", str(output), str(DEFAULT_OUTPUT)),
         ("--img-dir", str(img_dir), str(DEFAULT_IMG_DIR)),
     ]
@@ -389,16 +410,23 @@ def main(
         "--shipped/--not-shipped",
         help="Whether the candidate became the default (--not-shipped: a report of a candidate that stayed one).",
     ),
+    tried: Path | None = typer.Option(
+        None,
+        exists=True,
+        dir_okay=False,
+        help="Markdown of what was tried for the goals still missed, quoted under the goals.",
+    ),
 ) -> None:
     """Write the training report of a run."""
     if baseline is not None and candidate is not None:
         command = (
             f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
-            f"--candidate {candidate}" + _non_default_options(recipe, baseline_commit, output, img_dir, shipped)
+            f"--candidate {candidate}" + _non_default_options(recipe, baseline_commit, output, img_dir, shipped, tried)
         )
-        typer.echo(
-            f"wrote {write_candidate_report(run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped)}"
+        written = write_candidate_report(
+            run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped, tried
         )
+        typer.echo(f"wrote {written}")
         return
     command = f"python -m instemb_rag.tools.reports.training_report --run {run} --results {results}"
     typer.echo(f"wrote {write_training_report(run, results, output, img_dir, command)}")
