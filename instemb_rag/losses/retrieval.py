@@ -11,7 +11,8 @@ output (embedded as a document is: no instruction, pooled) than to
 and, from the document's side, the output must be closer to its query than to the other queries
 and to the same text under the wrong instruction (``negative_instruction``). Pairs whose outputs
 are identical (CondaQA's "Yes."/"No.", one abstract cited for two claims) or whose queries are
-identical are not each other's negatives: ``shared`` masks them out of the denominators.
+identical are not each other's negatives: ``shared`` masks them out of the denominators. A memory
+of earlier steps' documents (``memory``) adds negatives for the queries.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def instruction_retrieval_loss(
     temperature: float = 0.05,
     negative_outputs: torch.Tensor | None = None,
     negative_queries: torch.Tensor | None = None,
+    memory: torch.Tensor | None = None,
+    memory_excluded: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Symmetric InfoNCE over N (query, output) pairs.
 
@@ -46,7 +49,10 @@ def instruction_retrieval_loss(
         j's output.
     negative_outputs: [M, d] extra documents every query must rank below its own output.
     negative_queries: [K, d] queries under a wrong instruction that every output must rank below
-        its own query."""
+        its own query.
+    memory: [K, d] documents embedded at earlier steps (training/negative_memory.py): more
+        negatives for every query, without gradient; ``memory_excluded`` [N, K] drops entry k from
+        row n's denominator (the same output text or group)."""
     count, dim = queries.shape
     if outputs.shape != queries.shape or shared.shape != (count, count):
         raise ValueError(
@@ -67,6 +73,11 @@ def instruction_retrieval_loss(
         return torch.cat([base, extra]), torch.cat([off_diagonal, keep], dim=1)
 
     documents, document_mask = with_extra(d, negative_outputs)
+    if memory is not None and len(memory):
+        if memory_excluded is None or memory_excluded.shape != (count, len(memory)):
+            raise ValueError(f"memory_excluded must be [{count}, {len(memory)}] alongside a memory of {len(memory)}")
+        documents = torch.cat([documents, F.normalize(memory.detach().float(), dim=-1)])
+        document_mask = torch.cat([document_mask, memory_excluded], dim=1)
     query_side, query_mask = with_extra(q, negative_queries)
     return 0.5 * (
         _info_nce(q, documents, document_mask, temperature) + _info_nce(d, query_side, query_mask, temperature)

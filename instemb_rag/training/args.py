@@ -83,6 +83,9 @@ class TrainingArguments:
     # (negative_instruction, negative_outputs, the group's other records); losses/retrieval.py.
     retrieval_weight: float = 0.0
     retrieval_temperature: float = 0.05
+    # Pooled embeddings of the last N outputs, kept as extra negatives for the retrieval loss
+    # (negative_memory.py): more negatives without more forward passes; 0 = off.
+    negative_memory: int = 0
     views: list[str] = field(default_factory=lambda: list(VIEW_NAMES))
     view_dropout: float = 0.2
     teacher_cache: bool = True  # False = run the frozen teacher every step (benchmarks only)
@@ -134,6 +137,11 @@ class TrainConfig:
             (
                 t.retrieval_weight >= 0 and t.retrieval_temperature > 0,
                 "training.retrieval_weight must be >= 0 and retrieval_temperature > 0",
+            ),
+            (
+                t.negative_memory >= 0 and (t.negative_memory == 0 or t.retrieval_weight > 0),
+                "training.negative_memory must be >= 0, and it feeds the retrieval loss only: "
+                "set training.retrieval_weight > 0 or negative_memory to 0",
             ),
             (m.lookahead_length >= 1, "model.lookahead_length must be >= 1 for distillation"),
             (

@@ -41,6 +41,7 @@ from .args import TrainConfig
 from .builders import build_data_folder
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
 from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
+from .negative_memory import NegativeMemory
 from .records import RecordFile, TrainingRecord, open_records
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .teacher_cache import (
@@ -369,8 +370,10 @@ def _retrieval_term(
     shared: torch.Tensor,
     config: TrainConfig,
     shard: MicroBatchShard,
+    memory: NegativeMemory | None = None,
 ) -> torch.Tensor:
-    """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)."""
+    """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)
+    and, where kept, the memory of earlier documents; this micro-batch's documents join it after."""
     length = encoder.lookahead.length
     flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
     extra_outputs = [(text, None) for r in records for text in r.negative_outputs]
@@ -385,14 +388,22 @@ def _retrieval_term(
     negative_outputs = shard.rows_of_pass(
         pooled, extra_outputs, any(r.negative_outputs for r in shard.batch_records), stand_in
     )
-    return instruction_retrieval_loss(
+    documents = shard.gather(output_pass.pooled(encoder))
+    device = documents.device
+    remembered = memory.negatives(device) if memory is not None else None
+    loss = instruction_retrieval_loss(
         shard.gather(query_pass.pooled(encoder)),
-        shard.gather(output_pass.pooled(encoder)),
+        documents,
         shared,
         config.training.retrieval_temperature,
         negative_outputs,
         negative_queries,
+        remembered,
+        memory.excluded(shard.batch_records, device) if remembered is not None else None,
     )
+    if memory is not None:
+        memory.push(documents, shard.batch_records)  # every rank gathered the same rows
+    return loss
 
 
 def compute_losses(
@@ -401,6 +412,7 @@ def compute_losses(
     targets: TeacherTargets | None,
     config: TrainConfig,
     shard: MicroBatchShard | None = None,
+    memory: NegativeMemory | None = None,
 ) -> dict:
     """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms.
 
@@ -434,7 +446,7 @@ def compute_losses(
             encoder, records, query_pass, output_pass, targets, shared, config, shard
         )
     if t.retrieval_weight > 0:
-        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config, shard)
+        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config, shard, memory)
     total = sum(
         (getattr(t, f"{name}_weight") * value for name, value in terms.items()),
         torch.zeros((), device=query_pass.hidden.device),
@@ -451,14 +463,17 @@ def save_checkpoint(
     optimizer=None,
     scheduler=None,
     info: dict | None = None,
+    memory: NegativeMemory | None = None,
 ) -> None:
     """An encoder checkpoint folder (loadable by InstEmbEncoder.from_pretrained), plus the
-    trainer state when ``optimizer`` is given; written atomically as one folder."""
+    trainer state (and the negative memory) when ``optimizer`` is given; written atomically as one folder."""
     saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
 
     def trainer_state(staging: Path) -> None:
         if optimizer is not None:
             write_trainer_state(staging, parts.named, optimizer, scheduler, info or {})
+            if memory is not None:
+                memory.save(staging)
 
     checkpoint.save(
         saved, folder, trained=parts.adapted_names, dtype=SAVE_DTYPES[config.training.save_dtype], also=trainer_state
@@ -600,8 +615,15 @@ def write_run_info(path: Path, run_info: dict, resumed_at: int) -> None:
     path.write_text(json.dumps(info, indent=2))
 
 
-def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler, data_info: dict) -> int:
-    """Restore the latest checkpoint's trainer state (when resuming) and return its step."""
+def resume_step(
+    config: TrainConfig,
+    parts: TrainableParts,
+    optimizer,
+    scheduler,
+    data_info: dict,
+    memory: NegativeMemory | None = None,
+) -> int:
+    """Restore the latest checkpoint's trainer state and negative memory (when resuming) and return its step."""
     last = latest_checkpoint(Path(config.training.output_dir)) if config.training.resume else None
     if last is None:
         return 0
@@ -611,6 +633,8 @@ def resume_step(config: TrainConfig, parts: TrainableParts, optimizer, scheduler
             f"Cannot resume from {last}: it was trained on other data or another seed. "
             "Use the same data and seed, or a new output_dir."
         )
+    if memory is not None:
+        memory.load(last)
     return int(state["step"])
 
 
@@ -641,6 +665,7 @@ def run_step(
     cache,
     teacher,
     env: DistributedEnv = SINGLE_PROCESS,
+    memory: NegativeMemory | None = None,
 ) -> tuple[dict, int]:
     """Forward/backward over the micro-batches of one optimizer step (this rank's slice of each);
     returns the mean terms and input tokens of the whole step."""
@@ -664,7 +689,7 @@ def run_step(
             )
             targets = targets.select(range(len(local)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
-            terms = compute_losses(encoder, chunk_records, targets, config, shard)
+            terms = compute_losses(encoder, chunk_records, targets, config, shard, memory)
         if terms["loss"].requires_grad:  # a rank the micro-batch did not reach may hold no graph
             (terms["loss"] / len(micro_batches)).backward()
         for name, value in _reported_terms(terms, config, env, encoder.device).items():
@@ -741,7 +766,8 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
         "seed": t.seed,
         "examples_per_step": per_step,
     }
-    start_step = resume_step(config, parts, optimizer, scheduler, data_info)
+    memory = NegativeMemory(t.negative_memory, encoder.dimension) if t.negative_memory else None
+    start_step = resume_step(config, parts, optimizer, scheduler, data_info, memory)
     distributed.barrier(env)  # every rank has read the checkpoint before rank 0 writes new ones
     distributed.broadcast_from_main(list(parts.named.values()), env)
     distributed.reseed_for_rank(t.seed, start_step, env)
@@ -758,7 +784,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
             optimizer.zero_grad(set_to_none=True)
-            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher, env)
+            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher, env, memory)
             distributed.sum_gradients(list(parts.named.values()), env)
             grad_norm = torch.nn.utils.clip_grad_norm_(list(parts.named.values()), t.max_grad_norm)
             optimizer.step()
@@ -786,6 +812,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
                     optimizer,
                     scheduler,
                     {"step": done, **data_info},
+                    memory,
                 )
                 prune_checkpoints(output_dir, t.save_total_limit)
                 metrics.plot()
@@ -801,6 +828,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
             optimizer,
             scheduler,
             {"step": t.max_steps, **data_info},
+            memory,
         )
         prune_checkpoints(output_dir, t.save_total_limit)
         save_checkpoint(final, encoder, parts, config)

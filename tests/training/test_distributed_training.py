@@ -33,6 +33,7 @@ SETTINGS = {
     "training.save_total_limit": 10,
     "training.views": ["student_input", "teacher_input", "student_output"],
     "training.retrieval_weight": 1.0,
+    "training.negative_memory": 6,  # every rank must remember the same gathered documents
     "training.device": "cpu",
 }
 

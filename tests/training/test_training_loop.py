@@ -86,15 +86,19 @@ def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_di
     assert "model.layers.0.mlp.down_proj.weight" not in load_file(str(final / "adapted.safetensors"))
 
 
-def test_resume_after_interruption_matches_an_uninterrupted_run(tiny_model_dir, train_file, tmp_path):
+@pytest.mark.parametrize("memory", [0, 10])
+def test_resume_after_interruption_matches_an_uninterrupted_run(tiny_model_dir, train_file, tmp_path, memory):
+    # With a negative memory, steps 4-6 rank against the documents of steps 1-3: the resumed run
+    # matches only if the checkpoint carried them.
+    options = {"training.retrieval_weight": 1.0, "training.negative_memory": memory} if memory else {}
     full = tmp_path / "full"
-    train(_config(tiny_model_dir, train_file, full, **{"training.save_total_limit": 5}))
+    train(_config(tiny_model_dir, train_file, full, **{"training.save_total_limit": 5, **options}))
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
     # An interruption right after step 3's checkpoint: only that checkpoint and its log exist.
     shutil.copytree(full / "checkpoint-3", interrupted / "checkpoint-3")
     (interrupted / "metrics.jsonl").write_text((full / "metrics.jsonl").read_text())
-    train(_config(tiny_model_dir, train_file, interrupted, **{"training.resume": True}))
+    train(_config(tiny_model_dir, train_file, interrupted, **{"training.resume": True, **options}))
     expected = load_file(str(full / "checkpoint-6" / "trainer_params.safetensors"))
     resumed = load_file(str(interrupted / "checkpoint-6" / "trainer_params.safetensors"))
     assert expected.keys() == resumed.keys()
