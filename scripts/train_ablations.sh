@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Short training runs for the ablation report (docs/ablations.md): MSE vs KL distillation,
-# each contrastive view removed, and teacher targets without the answer's stopwords
-# (distill_content_words; its teacher targets are cached under their own key). Every run uses
+# each contrastive view removed, teacher targets without the answer's stopwords
+# (distill_content_words; its teacher targets are cached under their own key), and the pooled
+# retrieval loss with in-batch negatives only vs with a memory of the last 64 documents. Every run uses
 # the default recipe's data, teacher cache and seed, differs in one option, and trains ABLATION_STEPS steps (default 30: on a 2-core CPU one
-# step of 8 examples takes ~9 s, so the seven runs take ~35 min; raise it on a GPU. At 15 steps
+# step of 8 examples takes ~9 s, so the nine runs take ~45 min; raise it on a GPU. At 15 steps
 # the models were still indistinguishable from the untrained backbone on the dev sets).
 # Finished runs are skipped, interrupted ones resume. The named checkpoints land in
 # ABLATION_NAMED (default runs/ablation-checkpoints)/<name>, the folder that
@@ -25,9 +26,11 @@ declare -A RUNS=(
   [views-no-teacher_input]="--set training.views=[student_input,student_input_dropout,student_output]"
   [views-no-student_output]="--set training.views=[student_input,student_input_dropout,teacher_input]"
   [targets-content-words]="--set training.distill_content_words=true"
+  [negatives-in-batch]="--set training.retrieval_weight=1.0"
+  [negatives-memory-64]="--set training.retrieval_weight=1.0 --set training.negative_memory=64"
 )
 for name in loss-mse targets-content-words loss-kl views-no-student_input views-no-student_input_dropout \
-  views-no-teacher_input views-no-student_output; do
+  views-no-teacher_input views-no-student_output negatives-in-batch negatives-memory-64; do
   if [ -f "$NAMED/$name/instemb_config.json" ]; then
     echo "== $name: done (remove $NAMED/$name to retrain)"; continue
   fi

@@ -5,7 +5,8 @@ Variants (each group is skipped with a note where it cannot be built):
 - look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
 - named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
   loss), ``views-*`` (contrastive-view ablation) and ``targets-*`` (teacher targets with the
-  answer's stopwords removed, compared against ``loss-mse``, which keeps them); any other
+  answer's stopwords removed, compared against ``loss-mse``, which keeps them) and ``negatives-*``
+  (the pooled retrieval loss with in-batch negatives vs a memory of recent documents); any other
   checkpoint is listed as "other";
 - trained vs untrained: the untrained backbone (InputLast, and DAAP with fresh look-ahead tokens)
   against the checkpoint.
@@ -42,6 +43,7 @@ CHECKPOINT_GROUPS = (
     ("loss-", "distillation loss (MSE vs KL)"),
     ("views-", "contrastive views"),
     ("targets-", "distillation targets (content words)"),
+    ("negatives-", "retrieval negatives (in-batch vs memory)"),
 )
 
 
