@@ -66,6 +66,7 @@ def test_scores_follow_the_geometry_and_summarise_per_set_and_label():
         _record("c2", "c2 support", "climate_fever_stance:2:SUPPORTS:0", "g2", "support"),
         _record("c2", "c2 refute", "climate_fever_stance:2:REFUTES:0", "g2", "refute"),
         _record("other", "unlabelled", "race:1:0", "g3"),
+        _record("c3", "c3 support", "climate_fever_stance:3:SUPPORTS:0", "g4", "support"),  # one stance: no rival
     ]
     up, right = [1.0, 0.0], [0.0, 1.0]
     encoder = KnownGeometry(

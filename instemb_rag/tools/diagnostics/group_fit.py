@@ -39,14 +39,15 @@ def contrast_groups(
     records: list[TrainingRecord], sets: set[str] | None = None
 ) -> dict[tuple[str, str], list[tuple[TrainingRecord, str]]]:
     """(set, group) -> (record, label) for the records with a contrast label (of ``sets``, where
-    given), in file order."""
+    given), in file order; only groups where some record has a rival output."""
     groups: dict[tuple[str, str], list[tuple[TrainingRecord, str]]] = defaultdict(list)
     for record in records:
         labelled = contrast_label(record.source or "")
         if labelled is not None and record.group and (sets is None or labelled[0] in sets):
             set_name, label = labelled
             groups[(set_name, record.group)].append((record, label))
-    return dict(groups)
+    # A claim with one stance only has nothing to rank: left out before sampling and embedding.
+    return {key: members for key, members in groups.items() if competing_pairs(members)}
 
 
 def sample_groups(groups: dict, per_set: int | None, seed: int) -> dict:
