@@ -6,7 +6,7 @@
 # the default recipe's data, teacher cache and seed, differs in one option, and trains ABLATION_STEPS steps (default 30: on a 2-core CPU one
 # step of 8 examples takes ~9 s, so the nine runs take ~45 min; raise it on a GPU. At 15 steps
 # the models were still indistinguishable from the untrained backbone on the dev sets).
-# Finished runs are skipped, interrupted ones resume. The named checkpoints land in
+# Finished runs are skipped, interrupted ones resume; ABLATION_ONLY="name ..." trains only those. The named checkpoints land in
 # ABLATION_NAMED (default runs/ablation-checkpoints)/<name>, the folder that
 # `python -m instemb_rag.tools.reports.ablations --checkpoints-dir` reads.
 set -euo pipefail
@@ -29,8 +29,12 @@ declare -A RUNS=(
   [negatives-in-batch]="--set training.retrieval_weight=1.0"
   [negatives-memory-64]="--set training.retrieval_weight=1.0 --set training.negative_memory=64"
 )
-for name in loss-mse targets-content-words loss-kl views-no-student_input views-no-student_input_dropout \
-  views-no-teacher_input views-no-student_output negatives-in-batch negatives-memory-64; do
+ALL="loss-mse targets-content-words loss-kl negatives-in-batch negatives-memory-64 views-no-student_input
+  views-no-student_input_dropout views-no-teacher_input views-no-student_output"
+for name in ${ABLATION_ONLY:-$ALL}; do
+  if [ -z "${RUNS[$name]+set}" ]; then
+    echo "error: ABLATION_ONLY names '$name'; the runs are: $ALL" >&2; exit 2
+  fi
   if [ -f "$NAMED/$name/instemb_config.json" ]; then
     echo "== $name: done (remove $NAMED/$name to retrain)"; continue
   fi
