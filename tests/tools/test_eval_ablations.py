@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from helpers import write_beir_folder
 
@@ -43,6 +44,8 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     text = report.read_text()
     assert "## Which of the paper's findings hold at this scale" in text
     assert "## pooling" in text and "| daap |" in text and "## look-ahead length" in text
+    # every cell carries its bootstrap interval
+    assert re.search(r"\| daap \| -?[0-9.]+ \[-?[0-9.]+, -?[0-9.]+\] \|", text), text
     assert "![pooling](img/ablation_pooling.png)" in text
     assert (tmp_path / "docs" / "img" / "ablation_pooling.png").stat().st_size > 1000
     assert len(json.loads(args.results_json.read_text())["results"]) == len(results)

@@ -267,7 +267,8 @@ def render_markdown(
             else ""
         )
         + "With a limited corpus every judged document is kept plus a seeded sample of the rest, so "
-        "absolute scores are higher than on the full corpus; compare rows, not papers.",
+        "absolute scores are higher than on the full corpus; compare rows, not papers. Brackets: bootstrap "
+        "95 % intervals over the evaluated items; rows whose intervals overlap are not told apart.",
         "",
     ]
     lines += findings_markdown(results)
@@ -285,7 +286,7 @@ def render_markdown(
             cells = []
             for task in tasks:
                 match = next((r for r in rows if r["task"] == task and r["encoder"]["label"] == label), None)
-                cells.append(f"{match['metrics'][match['main_metric']]:.4f}" if match else "–")
+                cells.append(_cell(match) if match else "–")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         if group in image_paths:
             relative = os.path.relpath(image_paths[group], args.output.parent)
@@ -294,6 +295,14 @@ def render_markdown(
     if notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
     return "\n".join(lines)
+
+
+def _cell(result: dict) -> str:
+    """The main metric with its bootstrap 95 % interval, where the task computed one."""
+    name = result["main_metric"]
+    interval = (result.get("intervals") or {}).get(name)
+    value = f"{result['metrics'][name]:.4f}"
+    return f"{value} [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else value
 
 
 def write_report(results: list[dict], notes: list[str], args: AblationArgs, command: str) -> Path:
