@@ -127,16 +127,22 @@ def instruction_effect(asked_one: list[float], asked_other: list[float]) -> list
     return [one + other - 1.0 for one, other in zip(asked_one, asked_other)]
 
 
+def climate_claims(data_root: Path, split: str) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+    """The split's Climate-FEVER claims: claim id -> stance -> evidence sentences, and claim id -> claim."""
+    by_claim: dict[str, dict[str, list[str]]] = {}
+    texts: dict[str, str] = {}
+    for record in _split_records("climate_fever_stance", data_root, split):
+        _, claim_id, label, _ = record.source.split(":", 3)
+        by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
+        texts[claim_id] = record.text
+    return by_claim, texts
+
+
 def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of claims (each brings one query per label)."""
     from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
 
-    by_claim: dict[str, dict[str, list[str]]] = {}
-    texts: dict[str, str] = {}
-    for record in _split_records("climate_fever_stance", data_root, context.steering_split):
-        _, claim_id, label, _ = record.source.split(":", 3)
-        by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
-        texts[claim_id] = record.text
+    by_claim, texts = climate_claims(data_root, context.steering_split)
     both = [claim_id for claim_id, labels in by_claim.items() if len(labels) == 2]
     if not both:
         raise EvalDataError(

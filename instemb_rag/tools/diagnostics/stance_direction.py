@@ -29,12 +29,9 @@ STANCES = ("SUPPORTS", "REFUTES")
 
 def claims_with_both_stances(data_root: Path, split: str) -> dict[str, dict[str, list[str]]]:
     """claim id -> stance -> evidence sentences, for the split's claims that have both stances."""
-    from ...eval.steering import _split_records
+    from ...eval.steering import climate_claims
 
-    by_claim: dict[str, dict[str, list[str]]] = {}
-    for record in _split_records("climate_fever_stance", data_root, split):
-        _, claim_id, label, _ = record.source.split(":", 3)
-        by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
+    by_claim, _ = climate_claims(data_root, split)
     return {claim_id: labels for claim_id, labels in by_claim.items() if set(STANCES) <= set(labels)}
 
 

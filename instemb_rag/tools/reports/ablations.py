@@ -4,7 +4,7 @@ Variants (each group is skipped with a note where it cannot be built):
 - pooling: the five poolings on one checkpoint;
 - look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
 - named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
-  loss), ``views-*`` (contrastive-view ablation) and ``targets-*`` (teacher targets with the
+  loss), ``views-*`` (contrastive-view ablation), ``targets-*`` (teacher targets with the
   answer's stopwords removed, compared against ``loss-mse``, which keeps them) and ``negatives-*``
   (the pooled retrieval loss with in-batch negatives vs a memory of recent documents); any other
   checkpoint is listed as "other";

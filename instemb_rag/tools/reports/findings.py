@@ -182,13 +182,11 @@ def content_word_targets_help(results: list[dict]) -> Finding:
     kinds = _task_kinds(results)
     if not plain or not stripped:
         return Finding(claim, UNMEASURED, "")
-    tasks = [task for task in stripped if task in plain and kinds.get(task) in INSTRUCTION_KINDS]
-    if not tasks:
+    every_gap = {task: stripped[task] - plain[task] for task in stripped if task in plain}
+    gaps = {task: gap for task, gap in every_gap.items() if kinds.get(task) in INSTRUCTION_KINDS}
+    if not gaps:
         return Finding(claim, UNMEASURED, "")
-    gaps = {task: stripped[task] - plain[task] for task in tasks}
-    others = ", ".join(
-        f"{task} {_fmt(stripped[task] - plain[task])}" for task in stripped if task in plain and task not in gaps
-    )
+    others = ", ".join(f"{task} {_fmt(gap)}" for task, gap in every_gap.items() if task not in gaps)
     evidence = "Content words minus all words (loss-mse): " + ", ".join(
         f"{task} {_fmt(gap)}" for task, gap in gaps.items()
     )
