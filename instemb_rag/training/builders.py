@@ -7,7 +7,7 @@
     scifact_stance_query  claim, stance instruction, the title + abstract with that stance
 
 Instruction-contrast sets (contrast_sets.py): medquad_facets, climate_fever_stance,
-scifact_stance_counterfactual, nli_pairs. Generic sets at scale (generic_sets.py): race, covid_qa.
+scifact_stance_counterfactual, nli_pairs, stance_pairs. Generic sets at scale (generic_sets.py): race, covid_qa.
 
 Each set keeps a seeded held-out slice. The split is by group (one passage, one claim) so
 that no held-out text was seen in training under another question.
@@ -28,6 +28,7 @@ from .contrast_sets import (
     build_medquad_facets,
     build_nli_pairs,
     build_scifact_stance_counterfactual,
+    build_stance_pairs,
 )
 from .generic_sets import build_covid_qa, build_race
 from .grouped import GroupedRecord
@@ -203,6 +204,7 @@ BUILDERS: dict[str, DataSet] = {
     "medquad_facets": DataSet("medquad", build_medquad_facets),
     "climate_fever_stance": DataSet("climate_fever", build_climate_fever_stance, heldout_fraction=0.3),
     "nli_pairs": DataSet("", build_nli_pairs),
+    "stance_pairs": DataSet("", build_stance_pairs),
     "race": DataSet("race", build_race),
     "covid_qa": DataSet("covid_qa", build_covid_qa),
 }

@@ -11,6 +11,10 @@ they ask of it, output = the passage a retriever should return).
                            claim under the opposite stance (how SciFact built its refuted claims)
     nli_pairs              SICK and the negation NLI sets: a premise under "follows from" /
                            "contradicts" -> the hypothesis with that relation
+    stance_pairs           the same NLI premises as claims under the stance instructions
+                           Climate-FEVER and SciFact use: "supports" -> an entailed hypothesis,
+                           "refutes" -> a contradicting one, or where the premise has none, the
+                           entailed hypothesis negated (a minimal pair: only the stance differs)
 
 Each record carries a ``group`` (one focus, one claim, one premise), which is also the split
 group, so no held-out focus or claim is read in training. The phrasings in ``*_PHRASINGS`` are
@@ -192,6 +196,8 @@ def contrast_label(source: str) -> tuple[str, str] | None:
         return name, fields[-1]
     if name == "nli_pairs" and len(fields) == 1:
         return name, fields[0]
+    if name == "stance_pairs" and len(fields) == 2:
+        return name, fields[0]
     return None
 
 
@@ -291,6 +297,61 @@ def build_nli_pairs(data_root: Path) -> list[GroupedRecord]:
                 negative_instruction=chooser.choice(RELATION_PHRASINGS[other]),
                 group=group,
                 source=f"nli_pairs:{label}",
+            )
+            grouped.append(GroupedRecord(group, record))
+    return grouped
+
+
+# ---------------------------------------------------------------------------- stance minimal pairs
+# Verbs after which English puts "not"; a sentence whose first such verb is found gets "not" after
+# it ("A man is playing" -> "A man is not playing"). Contractions and "do"-support are left out:
+# a sentence without one of these verbs is not negated (the builder then skips it).
+_NEGATABLE_VERBS = frozenset(
+    "is are was were can could will would should may might must has have had does do did".split()
+)
+_ALREADY_NEGATED = frozenset({"not", "no", "never", "n't", "nobody", "nothing", "none", "cannot"})
+
+
+def negate_sentence(sentence: str) -> str | None:
+    """The sentence with "not" after its first auxiliary verb, or None where it has none or is
+    already negated (negating those by rule reads wrong too often to train on)."""
+    words = sentence.split()
+    if any(word.lower().strip(".,;:!?") in _ALREADY_NEGATED for word in words):
+        return None
+    for position, word in enumerate(words):
+        if word.lower() in _NEGATABLE_VERBS:
+            return " ".join([*words[: position + 1], "not", *words[position + 1 :]])
+    return None
+
+
+def build_stance_pairs(data_root: Path) -> list[GroupedRecord]:
+    """Each NLI premise with an entailed hypothesis becomes a claim with both stances, in the
+    stance wordings the evaluated sets use: ~3k both-stance groups against Climate-FEVER's ~100.
+    The refuting sentence is a real contradiction where the premise has one, else the entailed
+    sentence negated, so the two outputs share their topic and only the stance tells them apart."""
+    by_premise: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for premise, hypothesis, label in _nli_rows(data_root):
+        by_premise[premise][label].append(hypothesis)
+    grouped = []
+    for premise, relations in sorted(by_premise.items()):
+        if not relations.get("entailment"):
+            continue
+        supporting = relations["entailment"][0]
+        natural = relations.get("contradiction", [])
+        refuting = natural[0] if natural else negate_sentence(supporting)
+        if refuting is None:
+            continue
+        chooser = random.Random(premise)
+        group = f"stance_pairs:{premise[:200]}"
+        origin = "natural" if natural else "negated"
+        for label, sentence in (("SUPPORTS", supporting), ("REFUTES", refuting)):
+            record = TrainingRecord(
+                text=premise,
+                instruction=chooser.choice(STANCE_PHRASINGS[label]),
+                output=sentence,
+                negative_instruction=chooser.choice(STANCE_PHRASINGS[OPPOSITE[label]]),
+                group=group,
+                source=f"stance_pairs:{label}:{origin}",
             )
             grouped.append(GroupedRecord(group, record))
     return grouped

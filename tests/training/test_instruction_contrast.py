@@ -126,6 +126,54 @@ def test_climate_fever_claims_with_both_stances_share_a_group(shared_data_dir_or
     assert all(r.negative_instruction and r.negative_instruction != r.instruction for r in train)
 
 
+def test_negate_sentence_puts_not_after_the_first_auxiliary_and_skips_negated_ones():
+    from instemb_rag.training.contrast_sets import negate_sentence
+
+    assert negate_sentence("A man is playing a guitar.") == "A man is not playing a guitar."
+    assert negate_sentence("The dogs can swim") == "The dogs can not swim"
+    assert negate_sentence("There is no dog here.") is None
+    assert negate_sentence("A woman slices an onion.") is None
+
+
+def _write_nli_root(root):
+    """SICK and the three negation NLI files in their real formats, a few rows each."""
+    (root / "sick").mkdir(parents=True)
+    (root / "negation_nli").mkdir()
+    sick = ["pair_ID\tsentence_A\tsentence_B\tentailment_label"]
+    sick += [
+        "1\tA man is playing a guitar\tA person is playing an instrument\tENTAILMENT",
+        "2\tA man is playing a guitar\tNobody is playing a guitar\tCONTRADICTION",
+        "3\tTwo dogs are running\tAnimals are running\tENTAILMENT",
+        "4\tA cat sleeps\tA cat rests\tENTAILMENT",
+        "5\tA child is eating\tA child is at home\tNEUTRAL",
+    ]
+    (root / "sick" / "SICK.txt").write_text("\n".join(sick) + "\n", encoding="utf-8")
+    for name in ("MNLI.txt", "SNLI.txt", "RTE.txt"):
+        (root / "negation_nli" / name).write_text("index\tText\tHypothesis\tgold_label\n", encoding="utf-8")
+
+
+def test_stance_pairs_give_each_premise_both_stances_in_one_group(tmp_path):
+    from instemb_rag.training.contrast_sets import STANCE_PHRASINGS, build_stance_pairs, contrast_label
+
+    _write_nli_root(tmp_path)
+    records = [grouped.record for grouped in build_stance_pairs(tmp_path)]
+    by_premise: dict[str, dict[str, str]] = {}
+    for record in records:
+        _, label = contrast_label(record.source)
+        assert record.instruction in STANCE_PHRASINGS[label]
+        assert record.negative_instruction in STANCE_PHRASINGS["REFUTES" if label == "SUPPORTS" else "SUPPORTS"]
+        by_premise.setdefault(record.group, {})[label] = record.output
+    # The natural contradiction is preferred; a premise with none gets its entailed sentence
+    # negated; one whose entailed sentence has no auxiliary to negate ("A cat rests") is left out.
+    assert by_premise == {
+        "stance_pairs:A man is playing a guitar": {
+            "SUPPORTS": "A person is playing an instrument",
+            "REFUTES": "Nobody is playing a guitar",
+        },
+        "stance_pairs:Two dogs are running": {"SUPPORTS": "Animals are running", "REFUTES": "Animals are not running"},
+    }
+
+
 def test_counterfactual_claims_flip_the_instruction(shared_data_dir_or_skip):
     from instemb_rag.training.builders import build_set
 

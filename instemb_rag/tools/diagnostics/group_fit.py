@@ -135,7 +135,7 @@ def main(
     )
     if not groups:
         raise typer.BadParameter(
-            f"{records} holds no contrast groups (climate_fever_stance, medquad_facets or nli_pairs records)"
+            f"{records} holds no contrast groups (climate_fever_stance, medquad_facets, nli_pairs or stance_pairs records)"
         )
     encoder = InstEmbEncoder.from_pretrained(model)
     result = {
