@@ -47,7 +47,7 @@ def eval_command(
     ),
     split: SteeringSplit = typer.Option(
         SteeringSplit.heldout,
-        help="Groups the steering tasks (medquad-facets, climate-fever-stance) score: heldout (the dev figure) or train (can the model fit the task at all?).",
+        help="Groups the steering tasks (medquad-facets, climate-fever-stance, nli-stance) score: heldout (the dev figure) or train (can the model fit the task at all?).",
     ),
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:

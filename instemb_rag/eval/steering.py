@@ -15,6 +15,11 @@ different passages, in pools where every competitor shares the query's topic.
   claim, the two labels' accuracies summed minus 1) isolates what the instruction changes: 0 when
   the order of the two sentences is the same under both instructions, 1 when it always flips
   the right way, whatever the documents' own bias towards one label.
+- ``nli-stance``: the same measure on held-out NLI premises (SICK, the negation NLI sets) asked
+  as claims: an entailed sentence supports, a contradicting (or negated) one refutes. Premises
+  that share a sentence with a training record are left out. Where the relation is written in
+  the sentence (negation, antonyms), this shows whether the model learned it at all; Climate-FEVER
+  needs world knowledge on top.
 
 Held-out groups come from the training builders' own split (training/builders.py, seed 0, the
 sets' held-out fractions), so no group scored here was read by a model trained on the default
@@ -138,34 +143,69 @@ def climate_claims(data_root: Path, split: str) -> tuple[dict[str, dict[str, lis
     return by_claim, texts
 
 
+def nli_stance_premises(data_root: Path, split: str) -> tuple[dict[str, dict[str, list[str]]], dict[str, str], int]:
+    """The split's NLI premises asked as claims (training's ``stance_pairs``): premise group ->
+    stance -> sentence, group -> premise, and how many held-out groups were left out because a
+    sentence of theirs (premise, supporting or refuting) occurs in a training record: SICK builds
+    many pairs from one sentence, so a split by premise alone would let training read them."""
+    records = _split_records("stance_pairs", data_root, split)
+    by_group: dict[str, dict[str, list[str]]] = {}
+    texts: dict[str, str] = {}
+    for record in records:
+        label = record.source.split(":")[1]
+        by_group.setdefault(record.group, {}).setdefault(label, []).append(record.output)
+        texts[record.group] = record.text
+    if split != "heldout":
+        return by_group, texts, 0
+    trained = _split_records("stance_pairs", data_root, "train")
+    read = {record.text for record in trained} | {record.output for record in trained}
+    clean = {
+        group: labels
+        for group, labels in by_group.items()
+        if texts[group] not in read and not any(s in read for sentences in labels.values() for s in sentences)
+    }
+    return clean, {group: texts[group] for group in clean}, len(by_group) - len(clean)
+
+
 def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of claims (each brings one query per label)."""
+    by_claim, texts = climate_claims(data_root, context.steering_split)
+    return _run_stance_groups(context, by_claim, texts, max_queries, "Climate-FEVER claims", [])
+
+
+def run_nli_stance(context, data_root: Path, max_queries: int | None):
+    """``max_queries`` limits the number of premises (each brings one query per label)."""
+    by_premise, texts, left_out = nli_stance_premises(data_root, context.steering_split)
+    notes = [f"{left_out} held-out premises left out: a sentence of theirs occurs in a training record"]
+    return _run_stance_groups(context, by_premise, texts, max_queries, "NLI premises", notes if left_out else [])
+
+
+def _run_stance_groups(context, by_group, texts, max_queries, what: str, notes: list[str]):
+    """Per group with both stances, under each stance's evaluation wording: share of (wanted,
+    unwanted) sentence pairs ranked the right way round, per label, and the instruction effect."""
     from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
 
-    by_claim, texts = climate_claims(data_root, context.steering_split)
-    both = [claim_id for claim_id, labels in by_claim.items() if len(labels) == 2]
+    both = [group for group, labels in by_group.items() if len(labels) == 2]
     if not both:
-        raise EvalDataError(
-            f"No {_split_word(context.steering_split)} Climate-FEVER claim under {data_root} has both stances."
-        )
-    claims = _sample_groups(both, max_queries, context.seed)
+        raise EvalDataError(f"No {_split_word(context.steering_split)} {what} have both stances.")
+    groups = _sample_groups(both, max_queries, context.seed)
     sentences = [
-        (claim_id, label, sentence)
-        for claim_id in claims
+        (group, label, sentence)
+        for group in groups
         for label in ("SUPPORTS", "REFUTES")
-        for sentence in by_claim[claim_id][label]
+        for sentence in by_group[group][label]
     ]
     doc_matrix = context.encoder.encode_documents(
         [s for _, _, s in sentences], batch_size=context.batch_size, show_progress=context.show_progress
     )
-    asked = [(claim_id, label) for claim_id in claims for label in ("SUPPORTS", "REFUTES")]
+    asked = [(group, label) for group in groups for label in ("SUPPORTS", "REFUTES")]
     queries = context.queries(
-        [texts[claim_id] for claim_id, _ in asked], [STANCE_EVAL_PHRASINGS[label] for _, label in asked]
+        [texts[group] for group, _ in asked], [STANCE_EVAL_PHRASINGS[label] for _, label in asked]
     )
     per_label: dict[str, list[float]] = {"SUPPORTS": [], "REFUTES": []}
-    for row, (claim_id, label) in enumerate(asked):
-        wanted = [i for i, (claim, stance, _) in enumerate(sentences) if claim == claim_id and stance == label]
-        unwanted = [i for i, (claim, stance, _) in enumerate(sentences) if claim == claim_id and stance != label]
+    for row, (group, label) in enumerate(asked):
+        wanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance == label]
+        unwanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance != label]
         scores = queries[row] @ doc_matrix.T
         per_label[label].append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
     overall = per_label["SUPPORTS"] + per_label["REFUTES"]
@@ -182,8 +222,8 @@ def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
         "pairwise_accuracy_refutes": per_label["REFUTES"],
         "instruction_effect": effect,
     }
-    counts = {"queries": len(asked), "documents": len(sentences), "claims": len(claims)}
-    notes = [
-        f"{_split_word(context.steering_split)} claims with both stances: {len(claims)} of {len(both)} (seed {context.seed})"
+    counts = {"queries": len(asked), "documents": len(sentences), "claims": len(groups)}
+    notes = notes + [
+        f"{_split_word(context.steering_split)} {what} with both stances: {len(groups)} of {len(both)} (seed {context.seed})"
     ]
     return metrics, counts, notes, per_item

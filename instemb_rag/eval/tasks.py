@@ -17,7 +17,7 @@ Tasks
   the direct comparison: sim(claim + matching instruction, abstract) > sim(claim + mismatching
   instruction, abstract).
 - ``stsb``: STS Benchmark test split, Spearman correlation of cosine similarity with gold scores.
-- ``medquad-facets`` and ``climate-fever-stance``: instruction steering on held-out groups
+- ``medquad-facets``, ``climate-fever-stance`` and ``nli-stance``: instruction steering on held-out groups
   (steering.py): the same query under different instructions must rank different passages first.
 - any folder path in BEIR layout (corpus.jsonl, queries.jsonl with optional ``instruction``,
   qrels.tsv): retrieval metrics.
@@ -39,8 +39,13 @@ from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_sta
 from .results import TaskResult, encoder_description
 from .sampling import sample_in_order, subsample_corpus
 from .seen import SeenTexts
-from .steering import run_climate_fever_stance, run_medquad_facets
+from .steering import run_climate_fever_stance, run_medquad_facets, run_nli_stance
 
+STEERING_RUNS = {
+    "medquad-facets": run_medquad_facets,
+    "climate-fever-stance": run_climate_fever_stance,
+    "nli-stance": run_nli_stance,
+}
 RUN_DEPTH = 100  # documents kept per query in the run handed to ranx
 
 
@@ -97,6 +102,14 @@ TASKS: dict[str, TaskSpec] = {
             None,
             "pairwise_accuracy",
             "Climate-FEVER held-out claims: supporting vs refuting evidence under each instruction",
+        ),
+        TaskSpec(
+            "nli-stance",
+            "steering",
+            "sick",
+            None,
+            "pairwise_accuracy",
+            "NLI held-out premises as claims: entailed vs contradicting sentence under each instruction",
         ),
     )
 }
@@ -179,7 +192,7 @@ def evaluate(
     elif spec.kind == "paired-instruction":
         metrics, counts, notes, from_cache, intervals = _run_stance(context, location, max_queries, max_docs)
     elif spec.kind == "steering":
-        run = run_medquad_facets if spec.name == "medquad-facets" else run_climate_fever_stance
+        run = STEERING_RUNS[spec.name]
         metrics, counts, notes, per_item = run(context, location.parent, max_queries)
         from_cache, intervals = False, intervals_for(per_item, seed)
     else:

@@ -174,6 +174,17 @@ def test_stance_pairs_give_each_premise_both_stances_in_one_group(tmp_path):
     }
 
 
+def test_nli_stance_held_out_premises_share_no_sentence_with_training(shared_data_dir_or_skip):
+    from instemb_rag.eval.steering import _split_records, nli_stance_premises
+
+    by_premise, texts, left_out = nli_stance_premises(shared_data_dir_or_skip, "heldout")
+    trained = _split_records("stance_pairs", shared_data_dir_or_skip, "train")
+    read = {r.text for r in trained} | {r.output for r in trained}
+    assert left_out > 0 and len(by_premise) > 100  # SICK reuses sentences: some must go
+    assert not any(texts[group] in read for group in by_premise)
+    assert not any(s in read for labels in by_premise.values() for sentences in labels.values() for s in sentences)
+
+
 def test_counterfactual_claims_flip_the_instruction(shared_data_dir_or_skip):
     from instemb_rag.training.builders import build_set
 
@@ -194,7 +205,7 @@ def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_items():
     assert bootstrap_interval(few) == [low, high]  # seeded
 
 
-@pytest.mark.parametrize("task", ["medquad-facets", "climate-fever-stance"])
+@pytest.mark.parametrize("task", ["medquad-facets", "climate-fever-stance", "nli-stance"])
 def test_steering_tasks_score_held_out_groups_with_intervals(tiny_encoder, shared_data_dir_or_skip, task):
     from instemb_rag.eval.tasks import evaluate
 
