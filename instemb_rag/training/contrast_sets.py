@@ -171,16 +171,23 @@ def build_climate_fever_stance(folder: Path) -> list[GroupedRecord]:
         # the other instruction's document-side hard negative.
         for label, sentences in sorted(evidence.items()):
             for position, sentence in enumerate(sentences):
-                record = TrainingRecord(
-                    text=claim,
-                    instruction=chooser.choice(STANCE_PHRASINGS[label]),
-                    output=sentence,
-                    negative_instruction=chooser.choice(STANCE_PHRASINGS[OPPOSITE[label]]),
-                    group=group,
-                    source=f"climate_fever_stance:{claim_id}:{label}:{position}",
-                )
-                grouped.append(GroupedRecord(group, record))
+                source = f"climate_fever_stance:{claim_id}:{label}:{position}"
+                grouped.append(stance_record(chooser, claim, label, sentence, group, source))
     return grouped
+
+
+def stance_record(chooser: random.Random, claim: str, label: str, sentence: str, group: str, source: str):
+    """A claim under one stance's training wording -> the sentence with that stance; the other
+    stance's wording is its query-side negative."""
+    record = TrainingRecord(
+        text=claim,
+        instruction=chooser.choice(STANCE_PHRASINGS[label]),
+        output=sentence,
+        negative_instruction=chooser.choice(STANCE_PHRASINGS[OPPOSITE[label]]),
+        group=group,
+        source=source,
+    )
+    return GroupedRecord(group, record)
 
 
 def contrast_label(source: str) -> tuple[str, str] | None:
@@ -276,13 +283,19 @@ def _nli_rows(data_root: Path) -> list[tuple[str, str, str]]:
     ]
 
 
+def _nli_by_premise(data_root: Path) -> dict[str, dict[str, list[str]]]:
+    """premise -> entailment|contradiction -> its hypotheses, in file order."""
+    by_premise: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for premise, hypothesis, label in _nli_rows(data_root):
+        by_premise[premise][label].append(hypothesis)
+    return by_premise
+
+
 def build_nli_pairs(data_root: Path) -> list[GroupedRecord]:
     """A premise under a relation instruction -> a hypothesis with that relation. Where the same
     premise has the other relation too, both records share a group (and so a micro-batch): each
     hypothesis is the other query's document-side hard negative."""
-    by_premise: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for premise, hypothesis, label in _nli_rows(data_root):
-        by_premise[premise][label].append(hypothesis)
+    by_premise = _nli_by_premise(data_root)
     grouped = []
     for premise, relations in sorted(by_premise.items()):
         chooser = random.Random(premise)
@@ -329,9 +342,7 @@ def build_stance_pairs(data_root: Path) -> list[GroupedRecord]:
     stance wordings the evaluated sets use: ~3k both-stance groups against Climate-FEVER's ~100.
     The refuting sentence is a real contradiction where the premise has one, else the entailed
     sentence negated, so the two outputs share their topic and only the stance tells them apart."""
-    by_premise: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for premise, hypothesis, label in _nli_rows(data_root):
-        by_premise[premise][label].append(hypothesis)
+    by_premise = _nli_by_premise(data_root)
     grouped = []
     for premise, relations in sorted(by_premise.items()):
         if not relations.get("entailment"):
@@ -345,13 +356,5 @@ def build_stance_pairs(data_root: Path) -> list[GroupedRecord]:
         group = f"stance_pairs:{premise[:200]}"
         origin = "natural" if natural else "negated"
         for label, sentence in (("SUPPORTS", supporting), ("REFUTES", refuting)):
-            record = TrainingRecord(
-                text=premise,
-                instruction=chooser.choice(STANCE_PHRASINGS[label]),
-                output=sentence,
-                negative_instruction=chooser.choice(STANCE_PHRASINGS[OPPOSITE[label]]),
-                group=group,
-                source=f"stance_pairs:{label}:{origin}",
-            )
-            grouped.append(GroupedRecord(group, record))
+            grouped.append(stance_record(chooser, premise, label, sentence, group, f"stance_pairs:{label}:{origin}"))
     return grouped
