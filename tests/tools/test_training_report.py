@@ -197,3 +197,24 @@ def test_reproduce_command_trains_from_the_previous_default_not_the_exported_one
     )
     assert _start_override(on_from_default, None) == ""
     assert _start_override("instemb_rag/training/recipes/tiny.yaml", "abc1234") == ""
+
+
+def test_teacher_time_sums_sessions_and_says_when_no_teacher_pass_ran():
+    from instemb_rag.tools.reports.training_report import _teacher_time
+
+    computed = {"seconds": 120.0, "computed_records": 40}
+    resumed = {"teacher_cache": {"seconds": 60.0, "computed_records": 10}, "sessions": [{"teacher_cache": computed}]}
+    assert _teacher_time(resumed) == ", plus 3.0 min computing teacher targets (50 records)"
+    skipped = {"teacher_cache": {"skipped": "no loss term reads the teacher"}}
+    assert _teacher_time(skipped) == "; no teacher pass (no loss term reads the teacher)"
+    assert _teacher_time({}) == ""
+
+
+def test_run_summary_names_only_the_loss_terms_that_trained():
+    from instemb_rag.tools.reports.training_report import _loss_terms
+
+    base = {"distill_loss": "mse", "views": ["student_input"], "temperature": 0.1, "retrieval_temperature": 0.05}
+    retrieval_only = {**base, "distill_weight": 0.0, "contrastive_weight": 0.0, "retrieval_weight": 1.0}
+    assert _loss_terms(retrieval_only) == "pooled retrieval loss weight 1.0 (tau 0.05)"
+    paper = {**base, "distill_weight": 1.0, "contrastive_weight": 0.5, "retrieval_weight": 0.0}
+    assert _loss_terms(paper) == "distillation mse; contrastive views student_input, tau = 0.1"

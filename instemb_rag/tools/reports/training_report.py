@@ -165,11 +165,27 @@ def _teacher_time(info: dict) -> str:
     """Teacher-target time summed over the run's invocations (a resumed run reuses the cache)."""
     parts = [session.get("teacher_cache") for session in [*info.get("sessions", []), info]]
     parts = [part for part in parts if part]
+    skipped = [part["skipped"] for part in parts if "skipped" in part]
+    parts = [part for part in parts if "seconds" in part]
     if not parts:
-        return ""
+        return f"; no teacher pass ({skipped[0]})" if skipped else ""
     seconds = sum(part["seconds"] for part in parts)
     records = sum(part["computed_records"] for part in parts)
     return f", plus {seconds / 60:.1f} min computing teacher targets ({records} records)"
+
+
+def _loss_terms(t: dict) -> str:
+    """The loss terms the run trained with; a term whose weight is 0 is not named (weights
+    missing from older configs count as on, the trainer's defaults then)."""
+    terms = []
+    if t.get("distill_weight", 1.0):
+        words = " on content words" if t.get("distill_content_words") else ""
+        terms.append(f"distillation {t['distill_loss']}{words}")
+    if t.get("contrastive_weight", 1.0):
+        terms.append(f"contrastive views {', '.join(t['views'])}, tau = {t['temperature']}")
+    if t.get("retrieval_weight"):
+        terms.append(f"pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})")
+    return "; ".join(terms) if terms else "no loss term"
 
 
 def run_summary(run_dir: Path) -> list[str]:
@@ -191,15 +207,7 @@ def run_summary(run_dir: Path) -> list[str]:
         f"(held-out slice {config['data']['heldout_fraction']:.0%} by group).",
         f"- Steps: {last['step']} optimizer steps of {t['batch_size'] * t['gradient_accumulation_steps']} examples; "
         f"L = {m['lookahead_length']}, LoRA rank {m['lora_rank']} on the top {m['trainable_top_layers']} layers"
-        f"{' + final norm' if m['train_final_norm'] else ''}; distillation {t['distill_loss']}"
-        f"{' on content words' if t.get('distill_content_words') else ''}, views {', '.join(t['views'])}, "
-        f"tau = {t['temperature']}"
-        + (
-            f"; pooled retrieval loss weight {t['retrieval_weight']} (tau {t['retrieval_temperature']})"
-            if t.get("retrieval_weight")
-            else ""
-        )
-        + ".",
+        f"{' + final norm' if m['train_final_norm'] else ''}; {_loss_terms(t)}.",
         f"- Time: {last['elapsed_s'] / 60:.1f} min of training on {info.get('device', '?')}"
         + _teacher_time(info)
         + ".",
