@@ -15,11 +15,12 @@ if [ ! -f "$SEEN" ]; then
 fi
 tmp="$(mktemp -d)"
 "$INSTEMB" eval medquad-facets climate-fever-stance --model "$MODEL" --max-queries 80 --no-progress -o "$tmp/steering.json"
+"$INSTEMB" eval nli-stance --model "$MODEL" --max-queries 159 --no-progress -o "$tmp/nli.json"
 "$INSTEMB" eval scifact-stance scifact --model "$MODEL" --max-queries 100 --max-docs 300 \
   --exclude-seen "$SEEN" --no-progress -o "$tmp/scifact.json"
 "$INSTEMB" eval vaswani --model "$MODEL" --max-queries 30 --max-docs 500 --no-progress -o "$tmp/vaswani.json"
 "$INSTEMB" eval stsb --model "$MODEL" --max-queries 500 --no-progress -o "$tmp/stsb.json"
-python3 - "$OUTPUT" "$tmp"/steering.json "$tmp"/scifact.json "$tmp"/vaswani.json "$tmp"/stsb.json <<'PY'
+python3 - "$OUTPUT" "$tmp"/steering.json "$tmp"/nli.json "$tmp"/scifact.json "$tmp"/vaswani.json "$tmp"/stsb.json <<'PY'
 import json, sys
 results = [r for path in sys.argv[2:] for r in json.load(open(path))["results"]]
 json.dump({"format_version": 1, "results": results}, open(sys.argv[1], "w"), indent=2)

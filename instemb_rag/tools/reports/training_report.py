@@ -107,6 +107,7 @@ COMPARED = (
         "climate-fever-stance",
         ("pairwise_accuracy", "pairwise_accuracy_supports", "pairwise_accuracy_refutes", "instruction_effect"),
     ),
+    ("nli-stance", ("pairwise_accuracy_supports", "pairwise_accuracy_refutes", "instruction_effect")),
     (
         "scifact-stance",
         ("p-mrr", "pairwise_accuracy", "pairwise_accuracy_support", "pairwise_accuracy_contradict", "mrr_matching"),
