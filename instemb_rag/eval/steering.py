@@ -45,13 +45,18 @@ HELD_OUT_FRACTION = 0.1  # training's data.heldout_fraction default; Climate-FEV
 SPLITS = values(SteeringSplit)
 
 
-def _split_records(name: str, data_root: Path, split: str):
+def _training_and_split_records(name: str, data_root: Path, split: str):
+    """(the training records, the asked split's records) of one set, built once."""
     from ..training.builders import build_set
 
     if split not in SPLITS:
         raise EvalDataError(f"Unknown split '{split}' for {name}: use one of {', '.join(SPLITS)}.")
     train, heldout = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
-    return heldout if split == "heldout" else train
+    return train, (heldout if split == "heldout" else train)
+
+
+def _split_records(name: str, data_root: Path, split: str):
+    return _training_and_split_records(name, data_root, split)[1]
 
 
 def _split_word(split: str) -> str:
@@ -132,15 +137,24 @@ def instruction_effect(asked_one: list[float], asked_other: list[float]) -> list
     return [one + other - 1.0 for one, other in zip(asked_one, asked_other)]
 
 
+def _by_stance(records, group_of) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+    """group -> stance -> sentences, and group -> the claim asked, from stance records (the
+    stance read back by ``contrast_label``)."""
+    from ..training.contrast_sets import contrast_label
+
+    by_group: dict[str, dict[str, list[str]]] = {}
+    texts: dict[str, str] = {}
+    for record in records:
+        _, label = contrast_label(record.source)
+        by_group.setdefault(group_of(record), {}).setdefault(label, []).append(record.output)
+        texts[group_of(record)] = record.text
+    return by_group, texts
+
+
 def climate_claims(data_root: Path, split: str) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """The split's Climate-FEVER claims: claim id -> stance -> evidence sentences, and claim id -> claim."""
-    by_claim: dict[str, dict[str, list[str]]] = {}
-    texts: dict[str, str] = {}
-    for record in _split_records("climate_fever_stance", data_root, split):
-        _, claim_id, label, _ = record.source.split(":", 3)
-        by_claim.setdefault(claim_id, {}).setdefault(label, []).append(record.output)
-        texts[claim_id] = record.text
-    return by_claim, texts
+    records = _split_records("climate_fever_stance", data_root, split)
+    return _by_stance(records, lambda record: record.source.split(":", 3)[1])
 
 
 def nli_stance_premises(data_root: Path, split: str) -> tuple[dict[str, dict[str, list[str]]], dict[str, str], int]:
@@ -148,16 +162,10 @@ def nli_stance_premises(data_root: Path, split: str) -> tuple[dict[str, dict[str
     stance -> sentence, group -> premise, and how many held-out groups were left out because a
     sentence of theirs (premise, supporting or refuting) occurs in a training record: SICK builds
     many pairs from one sentence, so a split by premise alone would let training read them."""
-    records = _split_records("stance_pairs", data_root, split)
-    by_group: dict[str, dict[str, list[str]]] = {}
-    texts: dict[str, str] = {}
-    for record in records:
-        label = record.source.split(":")[1]
-        by_group.setdefault(record.group, {}).setdefault(label, []).append(record.output)
-        texts[record.group] = record.text
+    trained, records = _training_and_split_records("stance_pairs", data_root, split)
+    by_group, texts = _by_stance(records, lambda record: record.group)
     if split != "heldout":
         return by_group, texts, 0
-    trained = _split_records("stance_pairs", data_root, "train")
     read = {record.text for record in trained} | {record.output for record in trained}
     clean = {
         group: labels
