@@ -277,17 +277,29 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
     return write_report(output, lines, notes)
 
 
-def _start_override(recipe: str, baseline_commit: str | None) -> str:
+def _start_override(recipe: str, start_worktree: str | None) -> str:
     """A recipe that trains on from ``instemb_rag/default_checkpoint`` means the default *of its
-    time*; once the candidate is exported over it, the reproduce command must name the previous
-    default's worktree instead."""
+    time*; once the candidate is exported over it, the reproduce command must name the worktree of
+    the commit it trained on from instead."""
     from ...training.args import load_config
 
-    if baseline_commit is None or not Path(recipe).is_file():
+    if start_worktree is None or not Path(recipe).is_file():
         return ""
     if load_config(recipe).model.model_name_or_path != "instemb_rag/default_checkpoint":
         return ""
-    return " --set model_name_or_path=/tmp/previous-default/instemb_rag/default_checkpoint"
+    return f" --set model_name_or_path={start_worktree}/instemb_rag/default_checkpoint"
+
+
+def _worktree_lines(baseline_commit: str | None, start_commit: str | None) -> tuple[list[str], str | None]:
+    """The ``git worktree add`` lines of the reproduce commands, and the worktree the run starts from:
+    the previous default's, unless the run trained on from another commit's default."""
+    lines = []
+    if baseline_commit:
+        lines.append(f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with")
+    if start_commit and start_commit != baseline_commit:
+        lines.append(f"git worktree add /tmp/start-checkpoint {start_commit}   # the checkpoint the run trains on from")
+        return lines, "/tmp/start-checkpoint"
+    return lines, "/tmp/previous-default" if baseline_commit else None
 
 
 def write_candidate_report(
@@ -301,12 +313,14 @@ def write_candidate_report(
     baseline_commit: str | None,
     shipped: bool = True,
     tried: Path | None = None,
+    start_commit: str | None = None,
 ) -> Path:
     """The report of a candidate default: its run, and its dev figures against the current default's
     on the same held-out items, with bootstrap intervals and the goals. ``shipped=False`` reports a
     candidate that stayed a candidate (its baseline is then the default that stayed). ``tried``: a
     markdown file of what was tried for the goals still missed, quoted under them (the figures are
-    generated; that account is written by hand, next to the runs it cites)."""
+    generated; that account is written by hand, next to the runs it cites). ``start_commit``: the
+    commit whose default the run trained on from, where that is not ``baseline_commit``."""
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
     previous = (
         "/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit else "instemb_rag/default_checkpoint"
@@ -316,6 +330,7 @@ def write_candidate_report(
     )
     limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
     baseline_role = "the previous default" if shipped else "the shipped default, which stayed"
+    worktrees, start_worktree = _worktree_lines(baseline_commit, start_commit)
     lines = [
         "# Training report: the shipped default checkpoint"
         if shipped
@@ -329,12 +344,8 @@ def write_candidate_report(
         "Reproduce the checkpoint and this report:",
         "",
         "```bash",
-        *(
-            [f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with"]
-            if baseline_commit
-            else []
-        ),
-        f"instemb-rag train --config {recipe}{_start_override(recipe, baseline_commit)}        "
+        *worktrees,
+        f"instemb-rag train --config {recipe}{_start_override(recipe, start_worktree)}        "
         "# add --resume after an interruption",
         f"bash scripts/dev_figures.sh {previous} {baseline_json}",
         f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
@@ -384,12 +395,19 @@ DEFAULT_IMG_DIR = Path("docs/img")
 
 
 def _non_default_options(
-    recipe: str, baseline_commit: str | None, output: Path, img_dir: Path, shipped: bool, tried: Path | None = None
+    recipe: str,
+    baseline_commit: str | None,
+    output: Path,
+    img_dir: Path,
+    shipped: bool,
+    tried: Path | None = None,
+    start_commit: str | None = None,
 ) -> str:
     """The options that must appear in the report's own command for it to regenerate the same file."""
     options = [
         ("--recipe", recipe, DEFAULT_RECIPE),
         ("--baseline-commit", baseline_commit, None),
+        ("--start-commit", start_commit, None),
         ("--tried", str(tried) if tried else None, None),
         ("--output", str(output), str(DEFAULT_OUTPUT)),
         ("--img-dir", str(img_dir), str(DEFAULT_IMG_DIR)),
@@ -412,6 +430,11 @@ def main(
         help="Git commit whose instemb_rag/default_checkpoint is "
         "the previous default (named in the reproduce commands).",
     ),
+    start_commit: str | None = typer.Option(
+        None,
+        help="Git commit whose instemb_rag/default_checkpoint the run trained on from, where that is not "
+        "the previous default (--baseline-commit).",
+    ),
     output: Path = typer.Option(DEFAULT_OUTPUT),
     img_dir: Path = typer.Option(DEFAULT_IMG_DIR),
     shipped: bool = typer.Option(
@@ -430,10 +453,11 @@ def main(
     if baseline is not None and candidate is not None:
         command = (
             f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
-            f"--candidate {candidate}" + _non_default_options(recipe, baseline_commit, output, img_dir, shipped, tried)
+            f"--candidate {candidate}"
+            + _non_default_options(recipe, baseline_commit, output, img_dir, shipped, tried, start_commit)
         )
         written = write_candidate_report(
-            run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped, tried
+            run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped, tried, start_commit
         )
         typer.echo(f"wrote {written}")
         return
