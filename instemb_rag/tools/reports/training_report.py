@@ -225,9 +225,10 @@ def run_section(run_dir: Path, output: Path, img_dir: Path) -> list[str]:
 
 
 def loss_curve_line(run_dir: Path, output: Path, img_dir: Path) -> str:
-    """Copy the run's loss curve next to the report and return its markdown image line."""
+    """Copy the run's loss curve next to the report and return its markdown image line. The file is
+    named after the run, so reports of several runs can share one image folder."""
     img_dir.mkdir(parents=True, exist_ok=True)
-    curve = img_dir / "training_loss_curve.png"
+    curve = img_dir / f"loss_curve_{run_dir.name}.png"
     shutil.copyfile(run_dir / "loss_curve.png", curve)
     shown = curve.relative_to(output.parent).as_posix() if curve.is_relative_to(output.parent) else curve
     return f"![loss curve]({shown})"
@@ -330,6 +331,7 @@ def write_candidate_report(
     )
     limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
     baseline_role = "the previous default" if shipped else "the shipped default, which stayed"
+    baseline_column = "previous default" if shipped else "shipped default"
     worktrees, start_worktree = _worktree_lines(baseline_commit, start_commit)
     lines = [
         "# Training report: the shipped default checkpoint"
@@ -354,14 +356,14 @@ def write_candidate_report(
         "```",
         "",
         *run_section(run_dir, output, img_dir),
-        "## Dev figures: previous default vs this checkpoint",
+        f"## Dev figures: {baseline_column} vs this checkpoint",
         "",
         "Every figure is on groups no training record of either model read (held-out foci, claims and "
         "premises of the builders' split; SciFact claims read in training are left out). Brackets: "
         "bootstrap 95 % intervals over the evaluated items. Instruction wordings of the steering tasks "
         "are ones training never used.",
         "",
-        *comparison_lines({"previous default": baseline, "this checkpoint": candidate}),
+        *comparison_lines({baseline_column: baseline, "this checkpoint": candidate}),
         "",
         "## Goals (this checkpoint)",
         "",
