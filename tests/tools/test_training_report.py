@@ -190,15 +190,15 @@ def test_a_candidate_that_was_not_shipped_says_so_and_its_command_regenerates_th
 def test_reproduce_command_trains_from_the_previous_default_not_the_exported_one():
     """A recipe that starts from instemb_rag/default_checkpoint would, after the export, start from
     the candidate itself; with a baseline commit the command names that commit's default."""
-    from instemb_rag.tools.reports.training_report import _start_override, _worktree_lines
+    from instemb_rag.tools.reports.training_report import Candidate, _start_override
 
-    lines, start = _worktree_lines("abc1234", None)
-    assert lines == ["git worktree add /tmp/previous-default abc1234   # the default it is compared with"]
     on_from_default = "instemb_rag/training/recipes/stance-long.yaml"
+    lines, start = Candidate(on_from_default, baseline_commit="abc1234").worktree_lines()
+    assert lines == ["git worktree add /tmp/previous-default abc1234   # the default it is compared with"]
     assert _start_override(on_from_default, start) == (
         " --set model_name_or_path=/tmp/previous-default/instemb_rag/default_checkpoint"
     )
-    assert _worktree_lines(None, None) == ([], None)
+    assert Candidate(on_from_default).worktree_lines() == ([], None)
     assert _start_override(on_from_default, None) == ""
     assert _start_override("instemb_rag/training/recipes/tiny.yaml", start) == ""
 
@@ -206,18 +206,19 @@ def test_reproduce_command_trains_from_the_previous_default_not_the_exported_one
 def test_reproduce_command_names_the_start_commit_when_the_run_did_not_start_from_the_baseline():
     """A candidate compared with the current default but trained on from an older one: both
     worktrees are named, and training starts from the older commit's default."""
-    from instemb_rag.tools.reports.training_report import _start_override, _worktree_lines
+    from instemb_rag.tools.reports.training_report import Candidate, _start_override
 
-    lines, start = _worktree_lines("abc1234", "def5678")
+    recipe = "instemb_rag/training/recipes/stance-long.yaml"
+    lines, start = Candidate(recipe, baseline_commit="abc1234", start_commit="def5678").worktree_lines()
     assert lines[1] == "git worktree add /tmp/start-checkpoint def5678   # the checkpoint the run trains on from"
-    assert _start_override("instemb_rag/training/recipes/stance-long.yaml", start) == (
+    assert _start_override(recipe, start) == (
         " --set model_name_or_path=/tmp/start-checkpoint/instemb_rag/default_checkpoint"
     )
-    assert _worktree_lines(None, "def5678") == (
+    assert Candidate(recipe, start_commit="def5678").worktree_lines() == (
         ["git worktree add /tmp/start-checkpoint def5678   # the checkpoint the run trains on from"],
         "/tmp/start-checkpoint",
     )
-    assert _worktree_lines("abc1234", "abc1234")[1] == "/tmp/previous-default"
+    assert Candidate(recipe, "abc1234", "abc1234").worktree_lines()[1] == "/tmp/previous-default"
 
 
 def test_teacher_time_sums_sessions_and_says_when_no_teacher_pass_ran():

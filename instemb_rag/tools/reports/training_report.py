@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -291,16 +292,31 @@ def _start_override(recipe: str, start_worktree: str | None) -> str:
     return f" --set model_name_or_path={start_worktree}/instemb_rag/default_checkpoint"
 
 
-def _worktree_lines(baseline_commit: str | None, start_commit: str | None) -> tuple[list[str], str | None]:
-    """The ``git worktree add`` lines of the reproduce commands, and the worktree the run starts from:
-    the previous default's, unless the run trained on from another commit's default."""
-    lines = []
-    if baseline_commit:
-        lines.append(f"git worktree add /tmp/previous-default {baseline_commit}   # the default it is compared with")
-    if start_commit and start_commit != baseline_commit:
-        lines.append(f"git worktree add /tmp/start-checkpoint {start_commit}   # the checkpoint the run trains on from")
-        return lines, "/tmp/start-checkpoint"
-    return lines, "/tmp/previous-default" if baseline_commit else None
+@dataclass(frozen=True)
+class Candidate:
+    """Where a candidate checkpoint comes from and what became of it: what its report's reproduce
+    commands and its own regenerating command name."""
+
+    recipe: str
+    baseline_commit: str | None = None  # the commit whose default the candidate is compared with
+    start_commit: str | None = None  # the commit whose default the run trained on from, where not the baseline's
+    shipped: bool = True  # False: it stayed a candidate, and the baseline stayed the default
+    tried: Path | None = None  # hand-written account of what was tried for the goals still missed
+
+    def worktree_lines(self) -> tuple[list[str], str | None]:
+        """The ``git worktree add`` lines of the reproduce commands, and the worktree the run starts
+        from: the previous default's, unless the run trained on from another commit's default."""
+        lines = []
+        if self.baseline_commit:
+            lines.append(
+                f"git worktree add /tmp/previous-default {self.baseline_commit}   # the default it is compared with"
+            )
+        if self.start_commit and self.start_commit != self.baseline_commit:
+            lines.append(
+                f"git worktree add /tmp/start-checkpoint {self.start_commit}   # the checkpoint the run trains on from"
+            )
+            return lines, "/tmp/start-checkpoint"
+        return lines, "/tmp/previous-default" if self.baseline_commit else None
 
 
 def write_candidate_report(
@@ -310,21 +326,18 @@ def write_candidate_report(
     output: Path,
     img_dir: Path,
     command: str,
-    recipe: str,
-    baseline_commit: str | None,
-    shipped: bool = True,
-    tried: Path | None = None,
-    start_commit: str | None = None,
+    about: Candidate,
 ) -> Path:
     """The report of a candidate default: its run, and its dev figures against the current default's
-    on the same held-out items, with bootstrap intervals and the goals. ``shipped=False`` reports a
-    candidate that stayed a candidate (its baseline is then the default that stayed). ``tried``: a
-    markdown file of what was tried for the goals still missed, quoted under them (the figures are
-    generated; that account is written by hand, next to the runs it cites). ``start_commit``: the
-    commit whose default the run trained on from, where that is not ``baseline_commit``."""
+    on the same held-out items, with bootstrap intervals and the goals (``about``: see Candidate;
+    the figures are generated, the account of what was tried is written by hand, next to the runs
+    it cites)."""
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
+    recipe, shipped = about.recipe, about.shipped
     previous = (
-        "/tmp/previous-default/instemb_rag/default_checkpoint" if baseline_commit else "instemb_rag/default_checkpoint"
+        "/tmp/previous-default/instemb_rag/default_checkpoint"
+        if about.baseline_commit
+        else "instemb_rag/default_checkpoint"
     )
     notes = sorted(
         {note for results in (baseline, candidate) for result in results.values() for note in result["notes"]}
@@ -332,7 +345,7 @@ def write_candidate_report(
     limits = sorted({json.dumps(result["limits"], sort_keys=True) for result in candidate.values()})
     baseline_role = "the previous default" if shipped else "the shipped default, which stayed"
     baseline_column = "previous default" if shipped else "shipped default"
-    worktrees, start_worktree = _worktree_lines(baseline_commit, start_commit)
+    worktrees, start_worktree = about.worktree_lines()
     lines = [
         "# Training report: the shipped default checkpoint"
         if shipped
@@ -371,7 +384,7 @@ def write_candidate_report(
         "",
         "Limits: " + "; ".join(f"`{limit}`" for limit in limits) + ".",
         "",
-        *tried_section(tried),
+        *tried_section(about.tried),
     ]
     return write_report(output, lines, notes)
 
@@ -396,26 +409,18 @@ DEFAULT_OUTPUT = Path("docs/training_report.md")
 DEFAULT_IMG_DIR = Path("docs/img")
 
 
-def _non_default_options(
-    recipe: str,
-    baseline_commit: str | None,
-    output: Path,
-    img_dir: Path,
-    shipped: bool,
-    tried: Path | None = None,
-    start_commit: str | None = None,
-) -> str:
+def _non_default_options(about: Candidate, output: Path, img_dir: Path) -> str:
     """The options that must appear in the report's own command for it to regenerate the same file."""
     options = [
-        ("--recipe", recipe, DEFAULT_RECIPE),
-        ("--baseline-commit", baseline_commit, None),
-        ("--start-commit", start_commit, None),
-        ("--tried", str(tried) if tried else None, None),
+        ("--recipe", about.recipe, DEFAULT_RECIPE),
+        ("--baseline-commit", about.baseline_commit, None),
+        ("--start-commit", about.start_commit, None),
+        ("--tried", str(about.tried) if about.tried else None, None),
         ("--output", str(output), str(DEFAULT_OUTPUT)),
         ("--img-dir", str(img_dir), str(DEFAULT_IMG_DIR)),
     ]
     text = "".join(f" {flag} {value}" for flag, value, default in options if value is not None and value != default)
-    return text + ("" if shipped else " --not-shipped")
+    return text + ("" if about.shipped else " --not-shipped")
 
 
 def main(
@@ -453,14 +458,12 @@ def main(
 ) -> None:
     """Write the training report of a run."""
     if baseline is not None and candidate is not None:
+        about = Candidate(recipe, baseline_commit, start_commit, shipped, tried)
         command = (
             f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
-            f"--candidate {candidate}"
-            + _non_default_options(recipe, baseline_commit, output, img_dir, shipped, tried, start_commit)
+            f"--candidate {candidate}" + _non_default_options(about, output, img_dir)
         )
-        written = write_candidate_report(
-            run, baseline, candidate, output, img_dir, command, recipe, baseline_commit, shipped, tried, start_commit
-        )
+        written = write_candidate_report(run, baseline, candidate, output, img_dir, command, about)
         typer.echo(f"wrote {written}")
         return
     command = f"python -m instemb_rag.tools.reports.training_report --run {run} --results {results}"
