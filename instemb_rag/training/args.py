@@ -77,6 +77,10 @@ class TrainingArguments:
     # The teacher reads the first L *content* words of the answer (stopwords removed, paper
     # section 3), so the look-ahead targets carry meaning rather than "The", "of", "is".
     distill_content_words: bool = False
+    # Distil only the records built from these sets (records.source_set, e.g. [msmarco_passages]):
+    # plain search is held to the teacher while the contrast sets learn a relation the teacher
+    # lacks. None = every record.
+    distill_sets: list[str] | None = None
     contrastive_weight: float = 1.0
     temperature: float = 0.1
     # Ranking loss on the pooled (DAAP) query and output embeddings, with the hard negatives
@@ -142,6 +146,11 @@ class TrainConfig:
                 t.negative_memory >= 0 and (t.negative_memory == 0 or t.retrieval_weight > 0),
                 "training.negative_memory must be >= 0, and it feeds the retrieval loss only: "
                 "set training.retrieval_weight > 0 or negative_memory to 0",
+            ),
+            (
+                t.distill_sets is None or (len(t.distill_sets) > 0 and t.distill_weight > 0),
+                "training.distill_sets names the records the distillation term reads: give at least one "
+                "set and distill_weight > 0 (or leave distill_sets unset to distil every record)",
             ),
             (m.lookahead_length >= 1, "model.lookahead_length must be >= 1 for distillation"),
             (

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from array import array
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Iterable
@@ -37,7 +38,7 @@ class TrainingRecord(BaseModel):
     text: str
     instruction: str | None = None
     output: str
-    source: str = ""  # provenance, e.g. "pubmedqa:21645374"; not used by the losses
+    source: str = ""  # provenance, e.g. "pubmedqa:21645374"; its set (source_set) can pick the distilled records
     negative_instruction: str | None = None
     negative_outputs: tuple[str, ...] = ()
     group: str | None = None
@@ -103,6 +104,12 @@ def _scan(path: Path) -> Iterator[tuple[int, int, TrainingRecord]]:
         raise RecordError(f"{path} holds no records.")
 
 
+def source_set(record: TrainingRecord) -> str:
+    """The set a record was built from: its ``source`` up to the first ":" ("medquad_facets" for
+    "medquad_facets:0001:symptoms"); a record without a source belongs to the set ""."""
+    return record.source.split(":", 1)[0]
+
+
 def read_records(path: str | os.PathLike) -> list[TrainingRecord]:
     """Read and validate a JSONL file; the first bad line raises RecordError with its number."""
     return [record for _, _, record in _scan(Path(path))]
@@ -112,7 +119,7 @@ class RecordFile(Sequence[TrainingRecord]):
     """The records of a JSONL file, read from disk when indexed.
 
     One streaming pass validates every line and keeps only each line's byte offset, its
-    ``group`` and whether it carries hard negatives, so a file of a million records costs a few
+    ``group``, its source set and whether it carries hard negatives, so a file of a million records costs a few
     megabytes of memory; ``records[i]`` reads and parses line i again (what a training step
     needs is a micro-batch of them)."""
 
@@ -122,9 +129,11 @@ class RecordFile(Sequence[TrainingRecord]):
         self._offsets = array("q")
         self.groups: list[str | None] = []
         self.negative_carriers = 0  # records with negative_instruction or negative_outputs
+        self.source_sets: Counter[str] = Counter()  # records per source_set
         for _, offset, record in _scan(self.path):
             self._offsets.append(offset)
             self.groups.append(record.group)
+            self.source_sets[source_set(record)] += 1
             self.negative_carriers += bool(record.negative_instruction or record.negative_outputs)
 
     def __len__(self) -> int:

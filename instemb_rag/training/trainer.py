@@ -42,7 +42,7 @@ from .builders import build_data_folder
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
 from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
 from .negative_memory import NegativeMemory
-from .records import RecordFile, TrainingRecord, open_records
+from .records import RecordFile, TrainingRecord, open_records, source_set
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .teacher_cache import (
     ShardTeacherCache,
@@ -406,6 +406,18 @@ def _retrieval_term(
     return loss
 
 
+def distilled_positions(
+    records: list[TrainingRecord], mask: torch.Tensor, distill_sets: list[str] | None
+) -> torch.Tensor:
+    """The look-ahead positions [B, L] the distillation term reads: every valid one, or with
+    ``distill_sets`` only those of records built from these sets (a micro-batch with none of them
+    gives a zero term)."""
+    if distill_sets is None:
+        return mask
+    chosen = torch.tensor([source_set(record) in distill_sets for record in records], device=mask.device)
+    return mask & chosen[:, None]
+
+
 def compute_losses(
     encoder,
     records: list[TrainingRecord],
@@ -433,14 +445,15 @@ def compute_losses(
     shared = shared_targets(shard.batch_records, query_pass.hidden.device)
     terms: dict[str, torch.Tensor] = {}
     if t.distill_weight > 0:
+        mask = distilled_positions(records, targets.mask, t.distill_sets)
         if t.distill_loss == "kl":
             head = encoder.model.get_output_embeddings()
             with torch.no_grad():
                 teacher_logits = head(targets.lookahead.to(student_lookahead.dtype))
-            distill = kl_distillation_loss(head(student_lookahead), teacher_logits, targets.mask, t.kl_temperature)
+            distill = kl_distillation_loss(head(student_lookahead), teacher_logits, mask, t.kl_temperature)
         else:
-            distill = mse_distillation_loss(student_lookahead, targets.lookahead, targets.mask, t.mse_normalize_by_dim)
-        terms["distill"] = shard.global_mean(distill, targets.mask.sum())
+            distill = mse_distillation_loss(student_lookahead, targets.lookahead, mask, t.mse_normalize_by_dim)
+        terms["distill"] = shard.global_mean(distill, mask.sum())
     if t.contrastive_weight > 0:
         terms["contrastive"] = _contrastive_term(
             encoder, records, query_pass, output_pass, targets, shared, config, shard
@@ -716,6 +729,17 @@ def check_hard_negatives_have_a_loss(
         )
 
 
+def check_distill_sets_are_present(records: RecordFile, config: TrainConfig, train_file: Path) -> None:
+    """A distill_sets name no record carries would silently switch distillation off for it."""
+    wanted = config.training.distill_sets
+    missing = sorted(set(wanted or ()) - set(records.source_sets))
+    if config.training.distill_weight > 0 and missing:
+        raise InstEmbError(
+            f"{train_file}: training.distill_sets names {missing}, but no record's source starts with that "
+            f"set name (the sets here: {sorted(records.source_sets)}). Fix the names or drop them."
+        )
+
+
 def train(config: TrainConfig) -> Path:
     """Train and return the final checkpoint folder (``<output_dir>/final``).
 
@@ -744,6 +768,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
     train_file = resolve_train_file(config)
     records = open_records(train_file)  # streamed: validated in one pass, read again by index
     check_hard_negatives_have_a_loss(records, config, train_file)
+    check_distill_sets_are_present(records, config, train_file)
     per_step = t.batch_size * t.gradient_accumulation_steps
     order = DataOrder(records.groups, t.batch_size, t.gradient_accumulation_steps, t.seed)
     encoder = load_student(config, device)
