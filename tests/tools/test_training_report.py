@@ -240,3 +240,7 @@ def test_run_summary_names_only_the_loss_terms_that_trained():
     assert _loss_terms(retrieval_only) == "pooled retrieval loss weight 1.0 (tau 0.05)"
     paper = {**base, "distill_weight": 1.0, "contrastive_weight": 0.5, "retrieval_weight": 0.0}
     assert _loss_terms(paper) == "distillation mse; contrastive views student_input, tau = 0.1"
+    anchored = {**retrieval_only, "distill_weight": 1.0, "distill_sets": ["msmarco_passages"]}
+    assert _loss_terms(anchored) == (
+        "distillation mse of the msmarco_passages records only; pooled retrieval loss weight 1.0 (tau 0.05)"
+    )

@@ -182,7 +182,8 @@ def _loss_terms(t: dict) -> str:
     terms = []
     if t.get("distill_weight", 1.0):
         words = " on content words" if t.get("distill_content_words") else ""
-        terms.append(f"distillation {t['distill_loss']}{words}")
+        only = f" of the {', '.join(t['distill_sets'])} records only" if t.get("distill_sets") else ""
+        terms.append(f"distillation {t['distill_loss']}{words}{only}")
     if t.get("contrastive_weight", 1.0):
         terms.append(f"contrastive views {', '.join(t['views'])}, tau = {t['temperature']}")
     if t.get("retrieval_weight"):
