@@ -67,3 +67,19 @@ def indexed_state(index_dir: Path) -> dict[str, list[str]]:
     for source, text in rows:
         state.setdefault(source, []).append(text)
     return state
+
+
+TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
+
+
+def tiny_train_config(model_dir: Path, train_file: Path, output_dir: Path, **overrides):
+    """The tiny recipe on the tiny test model, reading ``train_file``: a config that trains in seconds."""
+    from instemb_rag.training.args import load_config
+
+    values = {
+        "model.model_name_or_path": str(model_dir),
+        "data.train_file": str(train_file),
+        "training.output_dir": str(output_dir),
+        **overrides,
+    }
+    return load_config(TINY_RECIPE, values)

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import TINY_RECIPE, tiny_train_config
 
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
@@ -14,7 +15,6 @@ from instemb_rag.training.trainer import (
     load_student,
 )
 
-TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 RECORDS = [
     TrainingRecord(
         text="what is the packed size of the tent",
@@ -38,15 +38,8 @@ def train_file(tmp_path):
 
 
 def _config(tiny_model_dir, train_file, tmp_path, **overrides):
-    values = {
-        "model.model_name_or_path": str(tiny_model_dir),
-        "data.train_file": str(train_file),
-        "training.output_dir": str(tmp_path / "run"),
-        "training.contrastive_weight": 0.0,  # the distillation term alone
-        "training.retrieval_weight": 0.0,
-        **overrides,
-    }
-    return load_config(TINY_RECIPE, values)
+    only_distillation = {"training.contrastive_weight": 0.0, "training.retrieval_weight": 0.0}
+    return tiny_train_config(tiny_model_dir, train_file, tmp_path / "run", **only_distillation, **overrides)
 
 
 def test_only_the_named_sets_rows_are_distilled():

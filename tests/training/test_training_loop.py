@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import torch
+from helpers import TINY_RECIPE, tiny_train_config
 from safetensors.torch import load_file
 
 from instemb_rag import InstEmbEncoder
@@ -15,7 +16,6 @@ from instemb_rag.training.records import TrainingRecord, read_records, write_rec
 from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
 from instemb_rag.training.trainer import compute_losses, load_student, train
 
-TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
 
 
@@ -35,14 +35,7 @@ def train_file(tmp_path_factory):
     return path
 
 
-def _config(tiny_model_dir, train_file, output_dir, **overrides):
-    values = {
-        "model.model_name_or_path": str(tiny_model_dir),
-        "data.train_file": str(train_file),
-        "training.output_dir": str(output_dir),
-        **overrides,
-    }
-    return load_config(TINY_RECIPE, values)
+_config = tiny_train_config
 
 
 def _metrics(folder):
