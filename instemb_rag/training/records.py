@@ -119,9 +119,9 @@ class RecordFile(Sequence[TrainingRecord]):
     """The records of a JSONL file, read from disk when indexed.
 
     One streaming pass validates every line and keeps only each line's byte offset, its
-    ``group``, its source set and whether it carries hard negatives, so a file of a million records costs a few
-    megabytes of memory; ``records[i]`` reads and parses line i again (what a training step
-    needs is a micro-batch of them)."""
+    ``group`` and whether it carries hard negatives (and a count per source set), so a file of a
+    million records costs a few megabytes of memory; ``records[i]`` reads and parses line i again
+    (what a training step needs is a micro-batch of them)."""
 
     def __init__(self, path: str | os.PathLike):
         self._handle = None  # opened on the first read
