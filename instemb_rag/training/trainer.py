@@ -731,9 +731,8 @@ def check_hard_negatives_have_a_loss(
 
 def check_distill_sets_are_present(records: RecordFile, config: TrainConfig, train_file: Path) -> None:
     """A distill_sets name no record carries would silently switch distillation off for it."""
-    wanted = config.training.distill_sets
-    missing = sorted(set(wanted or ()) - set(records.source_sets))
-    if config.training.distill_weight > 0 and missing:
+    missing = sorted(set(config.training.distill_sets or ()) - set(records.source_sets))
+    if missing:
         raise InstEmbError(
             f"{train_file}: training.distill_sets names {missing}, but no record's source starts with that "
             f"set name (the sets here: {sorted(records.source_sets)}). Fix the names or drop them."

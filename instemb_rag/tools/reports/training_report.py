@@ -293,6 +293,11 @@ def _start_override(recipe: str, start_worktree: str | None) -> str:
     return f" --set model_name_or_path={start_worktree}/instemb_rag/default_checkpoint"
 
 
+# Where the reproduce commands check out the commits they name.
+PREVIOUS_WORKTREE = "/tmp/previous-default"
+START_WORKTREE = "/tmp/start-checkpoint"
+
+
 @dataclass(frozen=True)
 class Candidate:
     """Where a candidate checkpoint comes from and what became of it: what its report's reproduce
@@ -310,14 +315,20 @@ class Candidate:
         lines = []
         if self.baseline_commit:
             lines.append(
-                f"git worktree add /tmp/previous-default {self.baseline_commit}   # the default it is compared with"
+                f"git worktree add {PREVIOUS_WORKTREE} {self.baseline_commit}   # the default it is compared with"
             )
         if self.start_commit and self.start_commit != self.baseline_commit:
             lines.append(
-                f"git worktree add /tmp/start-checkpoint {self.start_commit}   # the checkpoint the run trains on from"
+                f"git worktree add {START_WORKTREE} {self.start_commit}   # the checkpoint the run trains on from"
             )
-            return lines, "/tmp/start-checkpoint"
-        return lines, "/tmp/previous-default" if self.baseline_commit else None
+            return lines, START_WORKTREE
+        return lines, PREVIOUS_WORKTREE if self.baseline_commit else None
+
+    @property
+    def baseline_checkpoint(self) -> str:
+        """The checkpoint the baseline's dev figures are computed from."""
+        folder = "instemb_rag/default_checkpoint"
+        return f"{PREVIOUS_WORKTREE}/{folder}" if self.baseline_commit else folder
 
 
 def write_candidate_report(
@@ -335,11 +346,6 @@ def write_candidate_report(
     it cites)."""
     baseline, candidate = by_task(baseline_json), by_task(candidate_json)
     recipe, shipped = about.recipe, about.shipped
-    previous = (
-        "/tmp/previous-default/instemb_rag/default_checkpoint"
-        if about.baseline_commit
-        else "instemb_rag/default_checkpoint"
-    )
     notes = sorted(
         {note for results in (baseline, candidate) for result in results.values() for note in result["notes"]}
     )
@@ -363,7 +369,7 @@ def write_candidate_report(
         *worktrees,
         f"instemb-rag train --config {recipe}{_start_override(recipe, start_worktree)}        "
         "# add --resume after an interruption",
-        f"bash scripts/dev_figures.sh {previous} {baseline_json}",
+        f"bash scripts/dev_figures.sh {about.baseline_checkpoint} {baseline_json}",
         f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
         f"{command}",
         *([f"instemb-rag export {run_dir}/final instemb_rag/default_checkpoint --max-length 512"] if shipped else []),
