@@ -9,7 +9,9 @@ encoder, the trainer, the shared-prefix path and the evaluation's shared forward
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from functools import cache as memoize
 
 import torch
 import torch.nn.functional as F
@@ -56,11 +58,24 @@ def run_backbone(
     if cache is not None and cache.get_seq_length() > 0:
         prefix = torch.ones(mask.shape[0], cache.get_seq_length(), dtype=mask.dtype, device=device)
         full_mask = torch.cat([prefix, mask], dim=1)
+    cache_argument = {cache_keyword(type(model.base_model)): cache} if cache is not None else {}
     outputs = model.base_model(
         inputs_embeds=embeds,
         attention_mask=full_mask,
         position_ids=batch["position_ids"],
-        past_key_values=cache,
         use_cache=cache is not None,
+        **cache_argument,
     )
     return States(outputs.last_hidden_state, mask)
+
+
+@memoize
+def cache_keyword(model_class: type) -> str:
+    """The keyword the decoder's forward takes its key/value cache under.
+
+    transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns, and goes in
+    5.40); releases before 5.24 take only ``past_key_values`` and would swallow ``cache`` into
+    their ``**kwargs`` unused, so the name is read from the signature, not assumed.
+    """
+    parameters = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"

@@ -12,6 +12,7 @@ Nothing here knows about training: ``checkpoint.py`` (inference) and the trainer
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -49,10 +50,20 @@ def apply_lora(model, layer_indices: list[int], rank: int, alpha: float, dropout
         layers_to_transform=list(layer_indices),
         bias="none",
     )
-    with warnings.catch_warnings():
-        # peft asks transformers a deprecated question (is_gradient_checkpointing); not ours to fix.
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    with peft_wrapping():
         return get_peft_model(model, config)
+
+
+@contextlib.contextmanager
+def peft_wrapping():
+    """Around every PeftModel construction (get_peft_model, PeftModel.from_pretrained).
+
+    peft 0.21's PeftModel.__init__ reads ``model.is_gradient_checkpointing``, which transformers
+    5.x deprecates with a FutureWarning a user cannot act on; only that warning is silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def load_adapter_weights(peft_model, folder: str | os.PathLike) -> None:

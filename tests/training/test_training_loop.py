@@ -158,7 +158,10 @@ def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model
     # ...and equals peft's own merge of the same adapter, for every weight.
     from peft import PeftModel
 
-    reference = PeftModel.from_pretrained(base.model, str(final / "lora")).merge_and_unload()
+    from instemb_rag.models.lora import peft_wrapping
+
+    with peft_wrapping():
+        reference = PeftModel.from_pretrained(base.model, str(final / "lora")).merge_and_unload()
     ours = dict(loaded.model.named_parameters())
     for name, weight in reference.named_parameters():
         if name != "model.norm.weight":  # the norm was trained fully, outside the adapter
