@@ -51,6 +51,10 @@ class EncoderConfig(BaseModel):
     # Backbone tensors training changed, saved in adapted.safetensors. None in checkpoints written
     # before instemb-rag recorded it: the file's own tensor names stand in.
     trained: list[str] | None = None
+    # The projection head's config (models/projection.py) when the checkpoint has one: the shipped
+    # embedding is then the head's output. None (no head) is left out of the fingerprint, so every
+    # index built before heads existed keeps its fingerprint.
+    projection: dict | None = None
 
 
 # Fields that do not shape an embedding, so the encoder fingerprint leaves them out (recording
@@ -143,7 +147,7 @@ def write_folder_atomically(target: Path, fill) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR)
+ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR, "projection.safetensors")
 
 
 def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **inference_options) -> Path:
@@ -236,6 +240,7 @@ def load(
     from .encoder import InstEmbEncoder, default_dtype, resolve_device
     from .models.lookahead import LookAheadTokens
     from .models.lora import merge_adapter
+    from .models.projection import Projection
     from .models.template import PromptTemplate
     from .settings import EncoderSettings
 
@@ -276,6 +281,7 @@ def load(
         settings,
         training_info=config.training,
         trained_names=trained,
+        projection=Projection.load(folder, config.projection) if config.projection else None,
     )
     return encoder.to(loaded.model.device)
 
@@ -313,6 +319,8 @@ def save(
     def fill(staging: Path) -> None:
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
         encoder.lookahead.save(staging)
+        if encoder.projection is not None:
+            encoder.projection.save(staging)
         if tensors:
             save_file(tensors, str(staging / ADAPTED_FILE))
         if encoder.adapter is not None:

@@ -21,6 +21,7 @@ from .instructions import per_item_instructions as _per_item_instructions
 from .models.forward import States, embed_inputs, run_backbone
 from .models.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .models.pooling import Pooling
+from .models.projection import Projection
 from .models.template import PromptTemplate
 from .settings import EncoderSettings
 
@@ -50,6 +51,7 @@ class InstEmbEncoder(nn.Module):
         training_info: dict | None = None,
         trained_names: Sequence[str] = (),
         _quantize: bool = True,
+        projection: Projection | None = None,
     ):
         super().__init__()
         self.backbone = backbone
@@ -66,6 +68,13 @@ class InstEmbEncoder(nn.Module):
         quantize.check_precision(settings.precision, backbone.model.device)
         self._settings = settings
         self._pooling = Pooling(settings.pooling)
+        # Optional head into a teacher's space (models/projection.py): the embedding is its output.
+        self.projection = projection
+        if projection is not None and projection.in_features != int(backbone.model.config.hidden_size):
+            raise InstEmbError(
+                f"The projection head expects {projection.in_features}-dimensional pooled states, but the "
+                f"backbone's hidden size is {backbone.model.config.hidden_size}: it belongs to another base model."
+            )
         # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
         self.training_info = training_info or {}  # provenance only: not part of the fingerprint
@@ -124,6 +133,7 @@ class InstEmbEncoder(nn.Module):
             self.training_info,
             self.trained_names,
             _quantize=False,
+            projection=self.projection,
         )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
@@ -201,8 +211,36 @@ class InstEmbEncoder(nn.Module):
 
     # ------------------------------------------------------------------ identity and saving
     @property
-    def dimension(self) -> int:
+    def hidden_size(self) -> int:
+        """Width of the backbone's hidden states (what the LLM-state teacher targets hold)."""
         return int(self.model.config.hidden_size)
+
+    @property
+    def dimension(self) -> int:
+        """Width of the embeddings: the projection head's output where there is one."""
+        return self.projection.out_features if self.projection is not None else self.hidden_size
+
+    def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
+        """This encoder with another projection head (or none), sharing the backbone weights.
+
+        A different head is a different encoder (its own fingerprint); training attaches the
+        head it fits this way before the first step.
+        """
+        if self.precision != quantize.DEFAULT_PRECISION:
+            raise InstEmbError("with_projection is for fp32 encoders (training); quantized encoders are for inference.")
+        view = InstEmbEncoder(
+            self.backbone,
+            self.template,
+            self.lookahead,
+            self.settings,
+            self.training_info,
+            self.trained_names,
+            _quantize=False,
+            projection=projection,
+        )
+        view.padding_side = self.padding_side
+        view.__dict__["adapter"] = self.adapter
+        return view
 
     @property
     def device(self) -> torch.device:
@@ -219,6 +257,7 @@ class InstEmbEncoder(nn.Module):
             max_length=self.max_length,
             training=self.training_info,
             trained=list(self.trained_names),
+            projection=self.projection.get_config_dict() if self.projection is not None else None,
         )
 
     def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
@@ -237,6 +276,8 @@ class InstEmbEncoder(nn.Module):
         if self._fingerprint is None:
             digest = hashlib.sha256()
             identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
+            if identity.get("projection") is None:
+                identity.pop("projection", None)  # fingerprints from before heads existed stay valid
             identity["inference_lookahead_length"] = self.lookahead_length
             identity.update(quantize.fingerprint_fields(self.precision))
             digest.update(json.dumps(identity, sort_keys=True).encode())
@@ -244,6 +285,10 @@ class InstEmbEncoder(nn.Module):
             for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
                 digest.update(name.encode())
                 digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
+            if self.projection is not None:
+                for name, tensor in sorted(self.projection.state_tensors().items()):
+                    digest.update(f"projection.{name}".encode())
+                    digest.update(tensor.numpy().tobytes())
             self._fingerprint = digest.hexdigest()[:32]
         return self._fingerprint
 
@@ -288,8 +333,20 @@ class InstEmbEncoder(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor], lookahead_length: int | None = None) -> torch.Tensor:
         """Un-normalised pooled embeddings [B, d] of a collated batch (differentiable)."""
         length = self.lookahead_length if lookahead_length is None else lookahead_length
-        states = self.states(batch)
-        return self.pooling(states.hidden, states.attention_mask, length)
+        return self.embed_states(self.states(batch), length)
+
+    def embed_states(self, states: States, lookahead_length: int | None = None) -> torch.Tensor:
+        """Pooled states through the projection head, if any: the un-normalised embedding.
+
+        Every path that turns final-layer states into an embedding (encode, the shared-prefix
+        path, the trainer) goes through here, so none can forget the head.
+        """
+        length = self.lookahead_length if lookahead_length is None else lookahead_length
+        return self.project(self.pooling(states.hidden, states.attention_mask, length))
+
+    def project(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Pooled states [..., hidden] through the projection head (identity without one)."""
+        return self.projection(pooled) if self.projection is not None else pooled
 
     # ------------------------------------------------------------------ public encoding API
     @torch.inference_mode()

@@ -83,3 +83,40 @@ def tiny_train_config(model_dir: Path, train_file: Path, output_dir: Path, **ove
         **overrides,
     }
     return load_config(TINY_RECIPE, values)
+
+
+def build_tiny_teacher_folder(folder: Path, dimension: int = 24, seed: int = 0) -> Path:
+    """A random tiny BERT + mean pooling saved as a sentence-transformers folder (safetensors)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as token_models
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from instemb_rag.testing import WORDS
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+    for word in WORDS + [":", ",", "?", "!"]:
+        vocab.setdefault(word, len(vocab))
+    raw = Tokenizer(token_models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=dimension,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=2 * dimension,
+        max_position_embeddings=128,
+    )
+    bert_dir = folder / "bert"
+    BertModel(config).save_pretrained(bert_dir)
+    tokenizer.save_pretrained(bert_dir)
+    transformer = Transformer(str(bert_dir), max_seq_length=64)
+    pooling = Pooling(dimension, pooling_mode="mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder / "teacher"))
+    return folder / "teacher"

@@ -71,9 +71,14 @@ def train_command(
 
             typer.echo(dry_run_report(train_config, world_size or detect_env().world_size))
             return
-        from ..training.trainer import train
+        if train_config.geometry.teacher_encoder is not None:
+            from ..training.geometry import train_geometry  # a sentence encoder's geometry (issue 33)
 
-        final = train(train_config)
+            final = train_geometry(train_config, log=typer.echo)
+        else:
+            from ..training.trainer import train
+
+            final = train(train_config)
     except InstEmbError as exc:
         fail(exc)
     from ..training.distributed import detect_env

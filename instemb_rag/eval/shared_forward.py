@@ -80,7 +80,7 @@ class SharedForward:
             hidden, mask = states.hidden.float(), states.attention_mask
             pooled = torch.stack(
                 [
-                    pooler(hidden, truncate_lookahead_mask(mask, self.full_length, length), length)
+                    encoder.project(pooler(hidden, truncate_lookahead_mask(mask, self.full_length, length), length))
                     for pooler, (_, length) in zip(poolers, self.variants)
                 ],
                 dim=1,

@@ -119,5 +119,5 @@ def pool_suffixes(encoder, cache: DynamicCache, prefix_length: int, suffixes: li
     # Positions go on from the prefix (padding included: nothing valid attends to it).
     batch["position_ids"] = prefix_length + torch.arange(width).expand(rows, -1)
     states = encoder.states(batch, cache=repeat_cache(cache, rows))
-    pooled = encoder.pooling(states.hidden, states.attention_mask, encoder.lookahead_length).float()
+    pooled = encoder.embed_states(states).float()
     return torch.nn.functional.normalize(pooled, dim=-1)

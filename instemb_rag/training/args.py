@@ -112,10 +112,37 @@ class TrainingArguments:
 
 
 @dataclass
+class GeometryArguments:
+    """Distilling a sentence encoder's geometry (training/geometry.py); off while teacher_encoder is None.
+
+    The student trains its top ``model.trainable_top_layers`` layers (LoRA or full) and a projection
+    head into the teacher's space, over the frozen-prefix cache, on the items of ``texts_file``
+    (queries with instructions and passages; training/distill_texts.py builds it).
+    """
+
+    teacher_encoder: str | None = None  # "minilm", "mpnet" (instemb-rag teachers install) or a local folder
+    texts_file: str | None = None  # distillation items (JSONL: id, role, text, instruction, group, positive)
+    max_items: int | None = None  # the first N items of texts_file (None = all)
+    prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
+    prefix_cache_dtype: str = "float16"  # "float32": cached steps equal uncached ones to rounding (2x the bytes)
+    teacher_embedding_dir: str | None = None  # None = $INSTEMB_HOME/teacher_embeddings
+    dense_weight: float = 1.0  # 1 - cosine to the teacher's embedding of the same text
+    relational_weight: float = 0.0  # KL between the batch's similarity distributions, both directions
+    relational_temperature: float = 0.05
+    group_weight: float = 0.0  # InfoNCE query -> its positive passage, the group's other passages in the batch
+    group_temperature: float = 0.05
+    head_learning_rate: float = 1e-3
+    head_bias: bool = True
+    head_ridge: float = 0.01  # the closed-form start of the head (ridge regression)
+    head_fit_items: int = 4000
+
+
+@dataclass
 class TrainConfig:
     model: ModelArguments = field(default_factory=ModelArguments)
     data: DataArguments = field(default_factory=DataArguments)
     training: TrainingArguments = field(default_factory=TrainingArguments)
+    geometry: GeometryArguments = field(default_factory=GeometryArguments)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,10 +189,38 @@ class TrainConfig:
             (t.parallel in values(ParallelMode), f"training.parallel must be one of {list(values(ParallelMode))}"),
             (not m.lora_all_layers or m.lora_rank > 0, "model.lora_all_layers needs model.lora_rank > 0"),
         ]
+        checks += self._geometry_checks()
         for ok, message in checks:
             if not ok:
                 raise InstEmbError(f"Invalid training config: {message}.")
         return self
+
+    def _geometry_checks(self) -> list[tuple[bool, str]]:
+        g, m = self.geometry, self.model
+        if g.teacher_encoder is None:
+            return []
+        return [
+            (g.texts_file is not None, "geometry.texts_file is required with geometry.teacher_encoder"),
+            (
+                not m.train_lookahead,
+                "geometry distillation keeps the look-ahead vectors frozen (the frozen-prefix cache "
+                "depends on them): set model.train_lookahead: false",
+            ),
+            (
+                min(g.dense_weight, g.relational_weight, g.group_weight) >= 0
+                and g.dense_weight + g.relational_weight + g.group_weight > 0,
+                "geometry.dense_weight, relational_weight and group_weight must be >= 0, one of them > 0",
+            ),
+            (
+                g.prefix_cache_dtype in ("float16", "float32"),
+                "geometry.prefix_cache_dtype must be float16 or float32",
+            ),
+            (
+                g.relational_temperature > 0 and g.group_temperature > 0,
+                "geometry temperatures must be > 0",
+            ),
+            (m.trainable_top_layers > 0 and not m.lora_all_layers, "geometry needs model.trainable_top_layers > 0"),
+        ]
 
 
 def _section_of(key: str) -> tuple[str, str]:
@@ -194,7 +249,7 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     sections = {s.name: s.default_factory for s in dataclasses.fields(TrainConfig)}  # type: ignore[misc]
     unknown = sorted(set(raw) - set(sections))
     if unknown:
-        raise InstEmbError(f"{source}: unknown section(s) {unknown}; use 'model', 'data' and 'training'.")
+        raise InstEmbError(f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training' and 'geometry'.")
     built = {name: _build_section(cls, raw.get(name) or {}, f"{source} [{name}]") for name, cls in sections.items()}
     return TrainConfig(**built).validate()
 

@@ -91,7 +91,7 @@ def compute_teacher_targets(
     strip_stopwords: bool = False,
 ) -> TeacherTargets:
     """Run the (frozen) encoder's backbone on ``[x; y[:L]]`` and gather the target states."""
-    dim = encoder.dimension
+    dim = encoder.hidden_size
     lookahead = torch.zeros(len(records), lookahead_length, dim)
     mask = torch.zeros(len(records), lookahead_length, dtype=torch.bool)
     anchor = torch.zeros(len(records), dim)

@@ -313,7 +313,7 @@ class StudentPass:
 
     def pooled(self, encoder) -> torch.Tensor:
         """The embedding search compares (the encoder's pooling, DAAP by default)."""
-        return encoder.pooling(self.hidden, self.attention_mask, self.lookahead_idx.shape[1])
+        return encoder.project(encoder.pooling(self.hidden, self.attention_mask, self.lookahead_idx.shape[1]))
 
 
 def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int) -> StudentPass:
@@ -594,10 +594,10 @@ def prepare_teacher(
     )
     if env.enabled:  # the rank's own records only; single-process caches keep their key and layout
         cache = ShardTeacherCache(
-            folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed, length, encoder.dimension
+            folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed, length, encoder.hidden_size
         )
     else:
-        cache = TeacherCache(folder, key_fields, len(records), length, encoder.dimension)
+        cache = TeacherCache(folder, key_fields, len(records), length, encoder.hidden_size)
     encoder.eval()
     started = time.perf_counter()
     cache.ensure(

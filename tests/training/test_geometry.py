@@ -1,0 +1,197 @@
+"""Geometry distillation (training/geometry.py) on a tiny Llama student and a tiny BERT teacher:
+the frozen-prefix cache is exact, the head is saved and loaded, a resumed run equals an
+uninterrupted one and reuses the cache without rebuilding it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import build_tiny_teacher_folder
+
+from instemb_rag.errors import InstEmbError
+from instemb_rag.testing import build_tiny_model_folder
+
+pytest.importorskip("sentence_transformers")
+
+QUERIES = [
+    ("light tent for rain", "focus on durability", "g1", "p1"),
+    ("light tent for rain", "focus on the zipper and pole", "g1", "p2"),
+    ("compact stove", "a camp trip", None, "p3"),
+    ("heavy backpack frame", None, None, None),
+    ("warm nylon tent", "a great review", "g2", "p5"),
+    ("warm nylon tent", "cold night", "g2", "p6"),
+]
+PASSAGES = [
+    ("p1", "the tent is light and durable in rain and wind", "g1"),
+    ("p2", "the pole and zipper of the tent floor", "g1"),
+    ("p3", "the gas stove burner is compact for a camp trip", None),
+    ("p4", "this backpack frame and strap are heavy but durable", None),
+    ("p5", "a great review of a warm nylon tent", "g2"),
+    ("p6", "a cold night in the nylon tent with poor water", "g2"),
+]
+
+
+def write_items(path: Path) -> Path:
+    rows = [
+        {"id": f"q{n}", "role": "query", "text": t, "instruction": i, "group": g, "positive": p, "source": "test"}
+        for n, (t, i, g, p) in enumerate(QUERIES)
+    ]
+    rows += [
+        {"id": pid, "role": "passage", "text": t, "instruction": None, "group": g, "positive": None, "source": "test"}
+        for pid, t, g in PASSAGES
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory):
+    root = tmp_path_factory.mktemp("geometry")
+    return {
+        "student": build_tiny_model_folder(root / "student", layers=3),
+        "teacher": build_tiny_teacher_folder(root / "teacher"),
+        "items": write_items(root / "items.jsonl"),
+    }
+
+
+def geometry_config(setting, tmp_path: Path, **overrides):
+    from instemb_rag.training.args import load_config
+
+    values = {
+        "model.model_name_or_path": str(setting["student"]),
+        "model.max_length": 48,
+        "model.lookahead_length": 2,
+        "model.trainable_top_layers": 1,
+        "model.train_lookahead": False,
+        "model.lora_rank": 4,
+        "geometry.teacher_encoder": str(setting["teacher"]),
+        "geometry.texts_file": str(setting["items"]),
+        "geometry.prefix_cache_dir": str(tmp_path / "prefix"),
+        "geometry.teacher_embedding_dir": str(tmp_path / "teacher_cache"),
+        "geometry.prefix_cache_dtype": "float32",
+        "geometry.relational_weight": 0.5,
+        "geometry.group_weight": 0.5,
+        "training.output_dir": str(tmp_path / "run"),
+        "training.batch_size": 6,
+        "training.max_steps": 4,
+        "training.save_steps": 2,
+        "training.save_total_limit": 5,
+        "training.warmup_steps": 1,
+        "training.learning_rate": 1e-2,
+        "training.contrastive_weight": 0.0,
+        "training.distill_weight": 0.0,
+        "training.show_progress": False,
+        **overrides,
+    }
+    return load_config(None, values)
+
+
+def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_path):
+    from instemb_rag.models.projection import Projection
+    from instemb_rag.training.geometry import student_embeddings
+    from instemb_rag.training.geometry_data import read_items
+    from instemb_rag.training.prefix_cache import PrefixCache
+    from instemb_rag.training.trainer import load_student, make_trainable
+
+    config = geometry_config(setting, tmp_path)
+    student = load_student(config, torch.device("cpu"))
+    parts = make_trainable(student, config)
+    torch.manual_seed(0)
+    student = student.with_projection(Projection(student.hidden_size, 24))
+    items = read_items(setting["items"])
+    cache = PrefixCache(tmp_path / "prefix", student, 1, torch.float32)
+    cache.build([item.student_input for item in items], log=lambda _: None)
+    batch = list(range(len(items)))
+    target = torch.randn(len(items), 24)
+
+    def loss_and_grads(embeddings):
+        loss = (embeddings - target).pow(2).mean()
+        grads = torch.autograd.grad(loss, list(parts.named.values()))
+        return loss.detach(), grads
+
+    cached_loss, cached_grads = loss_and_grads(student_embeddings(student, cache, items, batch))
+    for side in ("left", "right"):  # the full pass pools from the attention mask on either side
+        ids = [student.build_ids(*item.student_input) for item in items]
+        full_loss, full_grads = loss_and_grads(student(student.collate(ids, padding_side=side)))
+        assert torch.allclose(cached_loss, full_loss, atol=1e-6)
+        for cached, full in zip(cached_grads, full_grads):
+            assert torch.allclose(cached, full, atol=1e-5, rtol=1e-4)
+
+
+def test_geometry_run_saves_a_headed_checkpoint(setting, tmp_path):
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.training.geometry import train_geometry
+
+    final = train_geometry(geometry_config(setting, tmp_path), log=lambda _: None)
+    encoder = InstEmbEncoder.from_pretrained(final, device="cpu")
+    assert encoder.dimension == 24 and encoder.hidden_size == 64
+    vectors = encoder.encode_queries(["light tent for rain"] * 2, ["focus on durability", "cold night"])
+    assert vectors.shape == (2, 24)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    bare = encoder.with_projection(None)
+    assert bare.dimension == 64 and bare.fingerprint != encoder.fingerprint
+    # The saved head is what shapes the embedding: a checkpoint without its head file refuses to load.
+    (final / "projection.safetensors").unlink()
+    with pytest.raises(InstEmbError, match="projection.safetensors"):
+        InstEmbEncoder.from_pretrained(final, device="cpu")
+
+
+def test_resumed_geometry_run_equals_uninterrupted_and_reuses_the_cache(setting, tmp_path):
+    from safetensors.torch import load_file
+
+    from instemb_rag.training.geometry import train_geometry
+
+    whole = train_geometry(geometry_config(setting, tmp_path / "a"), log=lambda _: None)
+    # An interrupted run: only its step-2 checkpoint survived (same prefix cache folder).
+    resumed_dir = tmp_path / "b" / "run"
+    resumed_dir.mkdir(parents=True)
+    shutil.copytree(tmp_path / "a" / "run" / "checkpoint-2", resumed_dir / "checkpoint-2")
+    shutil.copytree(tmp_path / "a" / "prefix", tmp_path / "b" / "prefix")
+    shutil.copytree(tmp_path / "a" / "teacher_cache", tmp_path / "b" / "teacher_cache")
+    logged: list[str] = []
+    resumed = train_geometry(geometry_config(setting, tmp_path / "b", **{"training.resume": True}), log=logged.append)
+    assert not any("to add under" in line for line in logged), logged  # no prefix state computed again
+    for name in ("projection.safetensors", "lora/adapter_model.safetensors"):
+        first, second = load_file(str(whole / name)), load_file(str(resumed / name))
+        assert first.keys() == second.keys()
+        for key in first:
+            assert torch.allclose(first[key], second[key], atol=1e-6), (name, key)
+    history = json.loads((resumed_dir / "run_info.json").read_text())
+    assert history["resumed_at_step"] == 2
+
+
+def test_geometry_config_is_checked_before_any_work(setting, tmp_path):
+    with pytest.raises(InstEmbError, match="texts_file"):
+        geometry_config(setting, tmp_path, **{"geometry.texts_file": None})
+    with pytest.raises(InstEmbError, match="train_lookahead"):
+        geometry_config(setting, tmp_path, **{"model.train_lookahead": True})
+
+
+def test_items_file_errors_name_the_line_and_field(tmp_path):
+    from instemb_rag.training.geometry_data import read_items
+
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps({"id": "a", "role": "answer", "text": "x"}) + "\n")
+    with pytest.raises(InstEmbError, match=r"line 1: role must be one of"):
+        read_items(path)
+    with pytest.raises(InstEmbError, match="build-distill-texts"):
+        read_items(tmp_path / "missing.jsonl")
+
+
+def test_batches_keep_groups_together_and_cover_every_item():
+    from instemb_rag.training.geometry_data import DistillItem, epoch_batches
+
+    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
+    lengths = [n % 7 + 1 for n in range(20)]
+    batches = epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
+    assert sorted(i for batch in batches for i in batch) == list(range(20))
+    for group in ("g0", "g1", "g2"):
+        holding = {b for b, batch in enumerate(batches) for i in batch if items[i].group == group}
+        assert len(holding) == 1
+    assert batches == epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
+    assert batches != epoch_batches(items, lengths, batch_size=6, seed=1, epoch=1)
