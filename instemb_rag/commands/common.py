@@ -52,6 +52,17 @@ def fail(error: Exception | str, code: int | None = None) -> NoReturn:
     raise typer.Exit(int(code if code is not None else exit_code_for(error)))
 
 
+def say(console, label: str, message: object, style: str = "yellow", indent: str = "") -> None:
+    """Print ``label: message`` on a rich console: the label styled, the message verbatim.
+
+    rich reads ``[word]`` as markup, so an unescaped ``pip install 'instemb-rag[serve]'`` would
+    print without its extra (and a stray ``[/x]`` in an error text would raise MarkupError).
+    """
+    from rich.markup import escape
+
+    console.print(f"{indent}[{style}]{label}:[/{style}] {escape(str(message))}")
+
+
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 

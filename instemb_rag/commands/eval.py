@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ..choices import PoolingMode, SteeringSplit
-from .common import Precision, compile_option, device_option, fail, precision_option
+from .common import Precision, compile_option, device_option, fail, precision_option, say
 
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
@@ -53,6 +53,7 @@ def eval_command(
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
     from rich.console import Console
+    from rich.text import Text
 
     from ..encoder import InstEmbEncoder
     from ..errors import InstEmbError
@@ -81,7 +82,7 @@ def eval_command(
             compile_encoder(encoder)
         results = []
         for task in tasks or DEFAULT_TASKS:
-            console.print(f"[bold]{task}[/bold] …")
+            console.print(Text(f"{task} …", style="bold"))
             results.append(
                 evaluate(
                     encoder,
@@ -99,12 +100,12 @@ def eval_command(
                 )
             )
             for note in results[-1]["notes"]:
-                console.print(f"  [yellow]note:[/yellow] {note}")
+                say(console, "note", note, indent="  ")
     except InstEmbError as error:
         fail(error)
     console.print(results_table(results))
     write_results_json(results, output)
-    console.print(f"results written to {output}")
+    console.print(Text(f"results written to {output}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import Precision, compile_option, device_option, fail, load_encoder, model_label, precision_option
+from .common import Precision, compile_option, device_option, fail, load_encoder, model_label, precision_option, say
 
 
 def query_command(
@@ -76,7 +76,7 @@ def query_command(
         )
         return
     for note in notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        say(console, "note", note)
     title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
     console.print(hits_table(hits, title))
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import typer
 
+from .common import say
 from .index import EXIT_BAD_INPUT, exit_code_for
 
 DEFAULT_MODEL_ID = "instemb-default"
+SERVE_EXTRA_HINT = "install the serve extra, `pip install 'instemb-rag[serve]'`."
 
 
 def serve_command(
@@ -71,10 +73,7 @@ def serve_command(
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as error:
-        console.print(
-            f"[red]error:[/red] {error.name} is not installed: install the serve extra, "
-            "`pip install 'instemb-rag[serve]'`."
-        )
+        say(console, "error", f"{error.name} is not installed: {SERVE_EXTRA_HINT}", "red")
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
     from ..errors import InstEmbError
@@ -85,9 +84,12 @@ def serve_command(
     try:
         sock = bind_socket(host, port)
     except OSError as error:
-        console.print(
-            f"[red]error:[/red] cannot listen on {host}:{port} ({error.strerror or error}): "
-            "pick another --port (0 = any free port) or stop what holds it."
+        say(
+            console,
+            "error",
+            f"cannot listen on {host}:{port} ({error.strerror or error}): "
+            "pick another --port (0 = any free port) or stop what holds it.",
+            "red",
         )
         raise typer.Exit(EXIT_BAD_INPUT) from None
     if threads:
@@ -110,12 +112,14 @@ def serve_command(
             options.model_id = served_model_id(model, state.index)
     except InstEmbError as error:
         sock.close()
-        console.print(f"[red]error:[/red] {error}")
+        say(console, "error", error, "red")
         raise typer.Exit(exit_code_for(error)) from None
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
-        console.print(
-            f"[yellow]warning:[/yellow] listening on {host} without an API key: anyone who can reach "
-            f"this address can use the server. Set {API_KEY_ENV} to require 'Authorization: Bearer <key>'."
+        say(
+            console,
+            "warning",
+            f"listening on {host} without an API key: anyone who can reach "
+            f"this address can use the server. Set {API_KEY_ENV} to require 'Authorization: Bearer <key>'.",
         )
     run(create_app(state), sock, log_level=log_level, graceful_timeout=graceful_timeout, on_exit=state.batcher.drain)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 
 def results_table(results: list[dict], title: str = "evaluation") -> Table:
@@ -36,8 +37,8 @@ def results_table(results: list[dict], title: str = "evaluation") -> Table:
             if interval:
                 value += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
             table.add_row(
-                result["encoder"]["label"] if first else "",
-                result["task"] if first else "",
+                Text(result["encoder"]["label"]) if first else "",  # a path: shown verbatim, not as markup
+                Text(result["task"]) if first else "",
                 f"[bold]{name}[/bold]" if first else name,
                 f"[bold]{value}[/bold]" if first else value,
                 str(counts.get("queries", counts.get("pairs", ""))) if first else "",

@@ -42,7 +42,7 @@ class RichChunkProgress:
 
 
 def print_summary(console: Console, report: IndexReport, index_dir) -> None:
-    table = Table(title=f"Index {index_dir}", show_header=False)
+    table = Table(title=Text(f"Index {index_dir}"), show_header=False)
     table.add_row("files found", str(report.files_found))
     table.add_row("files embedded (new or changed)", str(len(report.indexed)))
     table.add_row("files unchanged", str(report.unchanged))
@@ -53,10 +53,10 @@ def print_summary(console: Console, report: IndexReport, index_dir) -> None:
     table.add_row("time", f"{report.seconds:.1f} s ({rate:.1f} chunks/s)")
     console.print(table)
     if report.repaired:
-        console.print(f"[yellow]{report.repaired}[/yellow]")
+        console.print(Text(report.repaired, style="yellow"))
     for item in report.skipped:
         kept = " (previous chunks kept)" if item.keep_previous else ""
-        console.print(f"[yellow]skipped[/yellow] {item.path}: {item.reason}{kept}")
+        console.print(Text.assemble(("skipped", "yellow"), f" {item.path}: {item.reason}{kept}"))
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -65,12 +65,14 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 
 
 def hits_table(hits: list[SearchHit], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    """Ranked hits; the query, sources and document text are shown verbatim (``Text``), never
+    read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise."""
+    table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
     table.add_column("source")
     table.add_column("snippet")
     for rank, hit in enumerate(hits, start=1):
         where = f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
-        table.add_row(str(rank), f"{hit.score:.4f}", where, snippet(hit.text))
+        table.add_row(str(rank), f"{hit.score:.4f}", Text(where), Text(snippet(hit.text)))
     return table
