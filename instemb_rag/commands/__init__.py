@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 # Add a module name here when you add a command module.
-COMMAND_MODULES: list[str] = ["train", "eval", "index", "query", "serve", "demo"]
+COMMAND_MODULES: list[str] = ["train", "eval", "index", "query", "serve", "demo", "teachers"]
 
 
 def register_all(app) -> None:
