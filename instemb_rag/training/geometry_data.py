@@ -7,7 +7,7 @@ one JSON object per line of the texts file (training/distill_texts.py writes it)
      "group": "..." | null, "positive": "<a passage's id>" | null, "source": "..."}
 
 Batches keep a group's items together (a subject's passages and its instructed queries are
-each other's hard negatives in the group loss) and put items of similar length together
+each other's hard negatives in the group loss), and a query with its positive passage and put items of similar length together
 (length bucketing: little padding per batch). The order is a pure function of the seed and
 the epoch, so a resumed run reads exactly the batches it would have read.
 """
@@ -79,18 +79,25 @@ def _without_positive(item: DistillItem) -> DistillItem:
     return DistillItem(item.id, item.role, item.text, item.instruction, item.group, None)
 
 
+def _unit_key(item: DistillItem) -> str:
+    """Items sharing a key are batched together: a group, or a query with its positive passage."""
+    if item.group is not None:
+        return f"group:{item.group}"
+    if item.role == "query" and item.positive is not None:
+        return f"pair:{item.positive}"
+    return f"pair:{item.id}"
+
+
 def _units(items: list[DistillItem], batch_size: int) -> list[list[int]]:
-    """A group's items as one unit (split where it exceeds a batch), every other item alone."""
-    by_group: dict[str, list[int]] = {}
-    units: list[list[int]] = []
+    """Each key's items as one unit (split where it exceeds a batch), in first-seen order."""
+    by_key: dict[str, list[int]] = {}
     for index, item in enumerate(items):
-        if item.group is None:
-            units.append([index])
-        else:
-            by_group.setdefault(item.group, []).append(index)
-    for members in by_group.values():
-        units.extend(members[start : start + batch_size] for start in range(0, len(members), batch_size))
-    return units
+        by_key.setdefault(_unit_key(item), []).append(index)
+    return [
+        members[start : start + batch_size]
+        for members in by_key.values()
+        for start in range(0, len(members), batch_size)
+    ]
 
 
 def epoch_batches(

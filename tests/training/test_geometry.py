@@ -187,11 +187,13 @@ def test_batches_keep_groups_together_and_cover_every_item():
     from instemb_rag.training.geometry_data import DistillItem, epoch_batches
 
     items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
+    items[19] = DistillItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
     lengths = [n % 7 + 1 for n in range(20)]
     batches = epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
     assert sorted(i for batch in batches for i in batch) == list(range(20))
     for group in ("g0", "g1", "g2"):
         holding = {b for b, batch in enumerate(batches) for i in batch if items[i].group == group}
         assert len(holding) == 1
+    assert any(12 in batch and 19 in batch for batch in batches)
     assert batches == epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
     assert batches != epoch_batches(items, lengths, batch_size=6, seed=1, epoch=1)
