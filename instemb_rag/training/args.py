@@ -44,6 +44,11 @@ class ModelArguments:
     )
     # LoRA on every decoder layer instead of the top trainable_top_layers (with lora_rank > 0).
     lora_all_layers: bool = False
+    # Cache the states entering the lowest trainable layer once per input, so each step runs only
+    # the top trainable_top_layers (training/cached_student.py). Needs train_lookahead: false and
+    # no lora_all_layers: then nothing below the top layers changes.
+    frozen_prefix: bool = False
+    frozen_prefix_dtype: str = "float16"  # "float32": cached steps equal full ones to rounding (2x the bytes)
 
 
 @dataclass
@@ -94,6 +99,10 @@ class TrainingArguments:
     view_dropout: float = 0.2
     teacher_cache: bool = True  # False = run the frozen teacher every step (benchmarks only)
     teacher_cache_dir: str | None = None  # None = <output_dir>/teacher_cache
+    frozen_prefix_dir: str | None = None  # model.frozen_prefix's cache; None = $INSTEMB_HOME/prefix_cache
+    # Micro-batches of records of similar length (less padding); groups still share a batch
+    # (training/data_order.py). Changes which records meet in a batch, so off by default.
+    bucket_by_length: bool = False
     seed: int = 42
     device: str = "auto"
     bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
@@ -189,11 +198,39 @@ class TrainConfig:
             (t.parallel in values(ParallelMode), f"training.parallel must be one of {list(values(ParallelMode))}"),
             (not m.lora_all_layers or m.lora_rank > 0, "model.lora_all_layers needs model.lora_rank > 0"),
         ]
+        checks += self._frozen_prefix_checks()
         checks += self._geometry_checks()
         for ok, message in checks:
             if not ok:
                 raise InstEmbError(f"Invalid training config: {message}.")
         return self
+
+    def _frozen_prefix_checks(self) -> list[tuple[bool, str]]:
+        m = self.model
+        if not m.frozen_prefix:
+            return []
+        return [
+            (
+                not m.train_lookahead,
+                "model.frozen_prefix caches states that the look-ahead vectors shape; with "
+                "model.train_lookahead: true they change every step and no cached state would stay valid. "
+                "Set model.train_lookahead: false (or model.frozen_prefix: false)",
+            ),
+            (
+                not m.lora_all_layers,
+                "model.frozen_prefix needs frozen layers below the trainable top ones, but "
+                "model.lora_all_layers puts LoRA on every layer. Drop lora_all_layers (or frozen_prefix)",
+            ),
+            (
+                m.trainable_top_layers >= 1,
+                "model.frozen_prefix runs the top model.trainable_top_layers layers on cached states: "
+                "set trainable_top_layers >= 1 (and below the model's layer count)",
+            ),
+            (
+                m.frozen_prefix_dtype in ("float16", "float32"),
+                "model.frozen_prefix_dtype must be float16 or float32",
+            ),
+        ]
 
     def _geometry_checks(self) -> list[tuple[bool, str]]:
         g, m = self.geometry, self.model

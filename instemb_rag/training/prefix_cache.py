@@ -162,6 +162,9 @@ class PrefixCache:
                 length = len(id_lists[index])
                 pending.append((input_key(*todo[index]), hidden[row, :length].to(self.dtype).cpu()))
                 pending_tokens += length
+            if start == 0 and len(order) > batch_size:  # the first batch's rate gives the estimate
+                rate = pending_tokens / (time.perf_counter() - started)
+                log(f"prefix cache: {rate:,.0f} tokens/s, about {tokens / rate / 60:.1f} min to build")
             if pending_tokens >= SHARD_TOKENS:
                 done_tokens += self._write_shard(pending)
                 pending, pending_tokens = [], 0
@@ -201,14 +204,18 @@ class PrefixCache:
             self._handles[shard] = handle
         return CachedInput(handle.get_slice("states")[first : first + length], length)
 
-    def batch(self, inputs: Sequence[tuple[str, str | None]], device) -> dict[str, torch.Tensor]:
-        """Right-padded cached states [B, T, d] (float32) with attention mask and position ids."""
+    def batch(self, inputs: Sequence[tuple[str, str | None]], device, trim: int = 0) -> dict[str, torch.Tensor]:
+        """Right-padded cached states [B, T, d] (float32) with attention mask and position ids.
+
+        ``trim``: leave out each input's last ``trim`` positions (its look-ahead slots, for a pass
+        over the bare input: causal attention kept the earlier states blind to them)."""
         rows = [self.get(text, instruction) for text, instruction in inputs]
-        width = max(row.length for row in rows)
+        lengths = [row.length - trim for row in rows]
+        width = max(lengths)
         hidden = torch.zeros(len(rows), width, self.encoder.hidden_size)
         mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for position, row in enumerate(rows):
-            hidden[position, : row.length] = row.states.float()
-            mask[position, : row.length] = 1
+        for position, (row, length) in enumerate(zip(rows, lengths)):
+            hidden[position, :length] = row.states[:length].float()
+            mask[position, :length] = 1
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         return {"hidden": hidden.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device)}

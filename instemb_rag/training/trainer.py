@@ -11,6 +11,8 @@ Per micro-batch the student runs:
     3. ``y`` as input text        view 4 (InputLast of the answer)
 
 View 3 and the distillation targets come from the teacher cache (see teacher_cache.py).
+With ``model.frozen_prefix`` these passes run only the top K layers on cached states of the
+frozen layers below (cached_student.py; view 2's dropout then acts on those states).
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ from ..losses import (
     multiview_supcon_loss,
 )
 from ..models.lora import apply_lora, plain_parameters
-from ..models.pooling import anchor_positions, last_valid_positions
 from . import distributed
 from .args import TrainConfig
 from .builders import build_data_folder
+from .cached_student import prepare_student
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
+from .cpu_threads import set_training_threads
+from .data_order import DataOrder, record_lengths
 from .distributed import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
 from .negative_memory import NegativeMemory
 from .records import RecordFile, TrainingRecord, open_records, source_set
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
+from .student import FullStudent, StudentPass, StudentRunner, needs_output_pass
 from .teacher_cache import (
     ShardTeacherCache,
     TeacherCache,
@@ -52,7 +57,6 @@ from .teacher_cache import (
     cache_key_fields,
     compute_teacher_targets,
     file_digest,
-    input_ids_without_slots,
 )
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -72,69 +76,6 @@ def resolve_train_file(config: TrainConfig) -> Path:
             build_dir, data.data_root, data.build_sets, data.heldout_fraction, data.data_seed, data.max_per_set
         )
     return train_file
-
-
-class DataOrder:
-    """Micro-batches of record indices per optimizer step.
-
-    An epoch is a seeded permutation of *units*: records sharing a ``group`` (the same claim
-    under two stances, one focus under several facets) form one unit of at most half a
-    micro-batch, so they meet in one micro-batch and serve as each other's hard negatives;
-    records without a group are units of one. Units are packed into micro-batches of at most
-    ``batch_size`` and epochs are laid end to end, so the order is a pure function of
-    (step, seed) and a resumed run sees the same batches."""
-
-    def __init__(self, groups: list[str | None], batch_size: int, micro_batches_per_step: int, seed: int):
-        self.batch_size, self.per_step, self.seed = batch_size, micro_batches_per_step, seed
-        self.units = _units(groups, max(1, batch_size // 2))
-        self._epochs: list[list[list[int]]] = []
-
-    def _epoch(self, epoch: int) -> list[list[int]]:
-        while len(self._epochs) <= epoch:
-            generator = torch.Generator().manual_seed(self.seed + len(self._epochs))
-            order = torch.randperm(len(self.units), generator=generator).tolist()
-            self._epochs.append(_pack([self.units[i] for i in order], self.batch_size))
-        return self._epochs[epoch]
-
-    def micro_batch(self, position: int) -> list[int]:
-        epoch = 0
-        while position >= len(self._epoch(epoch)):
-            position -= len(self._epoch(epoch))
-            epoch += 1
-        return self._epoch(epoch)[position]
-
-    def step(self, step: int) -> list[list[int]]:
-        return [self.micro_batch(p) for p in range(step * self.per_step, (step + 1) * self.per_step)]
-
-
-def _units(groups: list[str | None], largest: int) -> list[list[int]]:
-    members: dict[str, list[int]] = {}
-    units: list[list[int]] = []
-    for index, group in enumerate(groups):
-        if group is None:
-            units.append([index])
-        else:
-            members.setdefault(group, []).append(index)
-    for indices in members.values():
-        units += [indices[start : start + largest] for start in range(0, len(indices), largest)]
-    return units
-
-
-def _pack(units: list[list[int]], size: int, look_ahead: int = 16) -> list[list[int]]:
-    """Fill micro-batches in unit order; a unit that does not fit waits for the next batch while
-    up to ``look_ahead`` later units are tried, so batches come out full but for the epoch's end."""
-    waiting = list(units)
-    batches: list[list[int]] = []
-    while waiting:
-        batch: list[int] = []
-        position = 0
-        while position < len(waiting) and position < look_ahead and len(batch) < size:
-            if len(batch) + len(waiting[position]) <= size:
-                batch += waiting.pop(position)
-            else:
-                position += 1
-        batches.append(batch)
-    return batches
 
 
 # ---------------------------------------------------------------------------- model
@@ -291,38 +232,6 @@ def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
 
 
 # ---------------------------------------------------------------------------- losses
-def _last_token_states(encoder, id_lists: list[list[int]], embed_dropout: float = 0.0) -> torch.Tensor:
-    """Final-layer state at each sequence's last token, with input-embedding dropout (view 2)."""
-    states = encoder.states(encoder.collate(id_lists, padding_side="right"), embed_dropout=embed_dropout)
-    rows = torch.arange(states.hidden.shape[0], device=states.hidden.device)
-    return states.hidden[rows, last_valid_positions(states.attention_mask)]
-
-
-@dataclass
-class StudentPass:
-    """One student forward over (text, instruction) pairs with look-ahead slots, right-padded."""
-
-    hidden: torch.Tensor  # [B, T, d]
-    attention_mask: torch.Tensor  # [B, T]
-    input_last: torch.Tensor  # [B] position of the last input token
-    lookahead_idx: torch.Tensor  # [B, L]
-
-    def at_input_last(self) -> torch.Tensor:
-        rows = torch.arange(self.hidden.shape[0], device=self.hidden.device)
-        return self.hidden[rows, self.input_last]
-
-    def pooled(self, encoder) -> torch.Tensor:
-        """The embedding search compares (the encoder's pooling, DAAP by default)."""
-        return encoder.project(encoder.pooling(self.hidden, self.attention_mask, self.lookahead_idx.shape[1]))
-
-
-def _student_forward(encoder, pairs: list[tuple[str, str | None]], length: int) -> StudentPass:
-    ids = [encoder.build_ids(text, instruction, length) for text, instruction in pairs]
-    states = encoder.states(encoder.collate(ids, padding_side="right"))
-    input_last, lookahead_idx = anchor_positions(states.attention_mask, length)
-    return StudentPass(states.hidden, states.attention_mask, input_last, lookahead_idx)
-
-
 def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
     """[N, N] True where two records have the same output or the same query: not negatives."""
     outputs = [" ".join(r.output.split()).lower() for r in records]
@@ -334,7 +243,7 @@ def shared_targets(records: list[TrainingRecord], device) -> torch.Tensor:
 
 
 def _contrastive_term(
-    encoder,
+    student: StudentRunner,
     records,
     query_pass: StudentPass,
     output_pass: StudentPass | None,
@@ -346,14 +255,12 @@ def _contrastive_term(
     """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token,
     over the whole micro-batch (the views of every rank's slice, gathered)."""
     t = config.training
-    length = encoder.lookahead.length
     views = []
     for view in t.views:
         if view == "student_input":
             views.append(query_pass.at_input_last())
         elif view == "student_input_dropout":
-            x_ids = [input_ids_without_slots(encoder, r, length) for r in records]
-            views.append(_last_token_states(encoder, x_ids, t.view_dropout))
+            views.append(student.input_last_with_dropout(records, t.view_dropout))
         elif view == "teacher_input":
             views.append(targets.anchor)
         elif view == "student_output":
@@ -364,6 +271,7 @@ def _contrastive_term(
 
 def _retrieval_term(
     encoder,
+    student: StudentRunner,
     records,
     query_pass: StudentPass,
     output_pass: StudentPass,
@@ -374,12 +282,11 @@ def _retrieval_term(
 ) -> torch.Tensor:
     """Ranking on the pooled embeddings, with both kinds of hard negative (losses/retrieval.py)
     and, where kept, the memory of earlier documents; this micro-batch's documents join it after."""
-    length = encoder.lookahead.length
     flipped = [(r.text, r.negative_instruction) for r in records if r.negative_instruction]
     extra_outputs = [(text, None) for r in records for text in r.negative_outputs]
 
     def pooled(pairs):
-        return _student_forward(encoder, pairs, length).pooled(encoder)
+        return student.forward(pairs).pooled(encoder)
 
     stand_in = [(records[0].text, None)]
     negative_queries = shard.rows_of_pass(
@@ -425,23 +332,24 @@ def compute_losses(
     config: TrainConfig,
     shard: MicroBatchShard | None = None,
     memory: NegativeMemory | None = None,
+    student: StudentRunner | None = None,
 ) -> dict:
     """Distillation + multi-view contrastive + pooled retrieval loss of one micro-batch; returns the terms.
 
     Under data parallelism ``records`` are this rank's slice of ``shard.batch_records``: the
     contrastive and retrieval terms are the micro-batch's (gathered views), the distillation
-    term is this rank's share of the micro-batch mean (distributed.py)."""
+    term is this rank's share of the micro-batch mean (distributed.py). ``student`` runs the
+    student's passes: the whole model (default), or the top layers on cached prefix states."""
     t = config.training
     shard = shard or MicroBatchShard.whole(records)
-    length = encoder.lookahead.length
-    query_pass = _student_forward(encoder, [(r.text, r.instruction) for r in records], length)
+    student = student or FullStudent(encoder)
+    query_pass = student.forward([(r.text, r.instruction) for r in records])
     rows = torch.arange(query_pass.hidden.shape[0], device=query_pass.hidden.device)
     student_lookahead = query_pass.hidden[rows[:, None], query_pass.lookahead_idx]  # [B, L, d]
     # Outputs are embedded as documents are at search time: no instruction, look-ahead slots. A
     # causal model's state at their last token does not see the slots, so the same pass gives
     # the SupCon output view (InputLast of y) and the pooled document embedding.
-    needs_outputs = t.retrieval_weight > 0 or (t.contrastive_weight > 0 and "student_output" in t.views)
-    output_pass = _student_forward(encoder, [(r.output, None) for r in records], length) if needs_outputs else None
+    output_pass = student.forward([(r.output, None) for r in records]) if needs_output_pass(config) else None
     shared = shared_targets(shard.batch_records, query_pass.hidden.device)
     terms: dict[str, torch.Tensor] = {}
     if t.distill_weight > 0:
@@ -456,10 +364,12 @@ def compute_losses(
         terms["distill"] = shard.global_mean(distill, mask.sum())
     if t.contrastive_weight > 0:
         terms["contrastive"] = _contrastive_term(
-            encoder, records, query_pass, output_pass, targets, shared, config, shard
+            student, records, query_pass, output_pass, targets, shared, config, shard
         )
     if t.retrieval_weight > 0:
-        terms["retrieval"] = _retrieval_term(encoder, records, query_pass, output_pass, shared, config, shard, memory)
+        terms["retrieval"] = _retrieval_term(
+            encoder, student, records, query_pass, output_pass, shared, config, shard, memory
+        )
     total = sum(
         (getattr(t, f"{name}_weight") * value for name, value in terms.items()),
         torch.zeros((), device=query_pass.hidden.device),
@@ -679,9 +589,10 @@ def run_step(
     teacher,
     env: DistributedEnv = SINGLE_PROCESS,
     memory: NegativeMemory | None = None,
+    student: StudentRunner | None = None,
 ) -> tuple[dict, int]:
     """Forward/backward over the micro-batches of one optimizer step (this rank's slice of each);
-    returns the mean terms and input tokens of the whole step."""
+    returns the mean terms and input tokens of the whole step. ``student``: see compute_losses."""
     t = config.training
     length = encoder.lookahead.length
     sums: dict[str, float] = {}
@@ -702,7 +613,7 @@ def run_step(
             )
             targets = targets.select(range(len(local)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
-            terms = compute_losses(encoder, chunk_records, targets, config, shard, memory)
+            terms = compute_losses(encoder, chunk_records, targets, config, shard, memory, student)
         if terms["loss"].requires_grad:  # a rank the micro-batch did not reach may hold no graph
             (terms["loss"] / len(micro_batches)).backward()
         for name, value in _reported_terms(terms, config, env, encoder.device).items():
@@ -769,14 +680,17 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
     check_hard_negatives_have_a_loss(records, config, train_file)
     check_distill_sets_are_present(records, config, train_file)
     per_step = t.batch_size * t.gradient_accumulation_steps
-    order = DataOrder(records.groups, t.batch_size, t.gradient_accumulation_steps, t.seed)
+    lengths = record_lengths(records) if t.bucket_by_length else None
+    order = DataOrder(records.groups, t.batch_size, t.gradient_accumulation_steps, t.seed, lengths)
     encoder = load_student(config, device)
     run_info: dict = {"device": str(device), "records": len(records), "world_size": env.world_size}
+    run_info["torch_threads"] = set_training_threads(device.type) or torch.get_num_threads()
     cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info, env)
 
     parts = make_trainable(encoder, config)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(encoder)
+    student = prepare_student(config, encoder, records, order, run_info, env)  # None: full passes
     if t.parallel == ParallelMode.fsdp.value:
         run_info["fsdp_sharded_parameters"] = distributed.shard_frozen_weights(
             encoder.model, decoder_layers(encoder.model), env, device, t.bf16
@@ -808,7 +722,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
             optimizer.zero_grad(set_to_none=True)
-            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher, env, memory)
+            sums, tokens = run_step(encoder, config, records, order.step(step), cache, teacher, env, memory, student)
             distributed.sum_gradients(list(parts.named.values()), env)
             grad_norm = torch.nn.utils.clip_grad_norm_(list(parts.named.values()), t.max_grad_norm)
             optimizer.step()
