@@ -9,20 +9,47 @@
 #                                          # GPU benchmark on the CPU with tiny sizes and print
 #                                          # its table (what the test suite checks)
 #
-# Environment: PYTHON (bare Python for .venv, default python3), INSTEMB_BENCH_MODEL (model for
-# the GPU benchmark; default the shipped one), GPU_SH_OUT (dry run: where the table goes).
+# A GPU machine without a package index (README "GPU machine without internet"): the kit from
+# `python scripts/gpu_kit.py build` replaces setup.sh, and the figures go to a results folder
+# that `python benchmarks/merge_gpu_results.py DIR` later writes into benchmarks/README.md:
+#
+#   bash benchmarks/gpu.sh --offline gpu-kit [--results DIR] [--quick] [--only gpu,encoder] [--no-tests]
+#   bash benchmarks/gpu.sh --offline gpu-kit --dry-run    # check, join, install, embed one query (any device)
+#
+# Environment: PYTHON (bare Python for .venv, default python3; with --offline the image's Python
+# that holds torch), INSTEMB_BENCH_MODEL (model for the GPU benchmark; default the shipped one),
+# GPU_SH_OUT (dry run: where the table goes).
 set -euo pipefail
+CALLER_DIR="$PWD"  # --offline KIT, --results DIR and PYTHON are read from where gpu.sh was called
 cd "$(dirname "$0")/.."
 
 DRY_RUN=0
 QUICK=()
-for arg in "$@"; do
-  case "$arg" in
+OFFLINE=""
+RESULTS=""
+ONLY=()
+TESTS=1
+USAGE="use --dry-run, --quick, --offline KIT, --results DIR, --only NAME[,NAME], --no-tests"
+value_of() {  # the value after an option, or a usage error naming the option
+  if [ -z "${2:-}" ] || [ "${2#--}" != "$2" ]; then echo "gpu.sh: $1 needs a value ($USAGE)" >&2; exit 2; fi
+  printf '%s' "$2"
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
     --dry-run) DRY_RUN=1 ;;
     --quick) QUICK=(--quick) ;;
-    *) echo "gpu.sh: unknown argument '$arg' (use --dry-run, --quick)" >&2; exit 2 ;;
+    --offline) OFFLINE="$(value_of "$1" "${2:-}")" || exit 2; shift ;;
+    --results) RESULTS="$(value_of "$1" "${2:-}")" || exit 2; shift ;;
+    --only) ONLY_VALUE="$(value_of "$1" "${2:-}")" || exit 2; IFS=, read -r -a ONLY <<< "$ONLY_VALUE"; ONLY=(--only "${ONLY[@]}"); shift ;;
+    --no-tests) TESTS=0 ;;
+    *) echo "gpu.sh: unknown argument '$1' ($USAGE)" >&2; exit 2 ;;
   esac
+  shift
 done
+if [ -z "$OFFLINE" ] && { [ -n "$RESULTS" ] || [ "${#ONLY[@]}" -gt 0 ] || [ "$TESTS" = 0 ]; }; then
+  echo "gpu.sh: --results, --only and --no-tests go with --offline KIT" >&2
+  exit 2
+fi
 
 step() { echo "== gpu.sh: $*"; }
 # In a dry run the GPU-only steps are printed, not run.
@@ -30,14 +57,67 @@ run_or_show() {
   if [ "$DRY_RUN" = 1 ]; then echo "   (dry run, not run) $*"; else "$@"; fi
 }
 
-PY=.venv/bin/python
-if [ "$DRY_RUN" = 0 ]; then
+require_gpu() {
   if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu.sh: no CUDA GPU here (nvidia-smi finds none). Use --dry-run to check the script on a CPU." >&2
     exit 3
   fi
   nvidia-smi -L
+}
+CUDA_TESTS=(tests/test_cuda_path.py tests/test_quantize.py tests/index/test_faiss_gpu.py)
+
+from_caller() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$CALLER_DIR/$1" ;; esac; }
+
+# --offline KIT: no package index. The kit's wheels go on top of the image's torch (never
+# resolved, never replaced); results go to a folder, merged into the README elsewhere.
+offline() {
+  local kit py="${PYTHON:-python3}" tests_rc=0 results
+  kit="$(from_caller "$OFFLINE")"
+  if [ ! -f "$kit/manifest.json" ]; then
+    echo "gpu.sh: $kit/manifest.json not found: build the kit with 'python scripts/gpu_kit.py build' and send every transfer its plan.json lists" >&2
+    exit 2
+  fi
+  case "$py" in */*) py="$(from_caller "$py")" ;; esac  # a path, not a name on PATH
+  results="${RESULTS:+$(from_caller "$RESULTS")}"
+  results="${results:-$kit/results}"
+  mkdir -p "$results"
+  [ "$DRY_RUN" = 1 ] || require_gpu
+  step "install the kit: check sha256, join the pieces, pip install --no-index --no-deps --target (the image's torch stays)"
+  "$py" scripts/gpu_kit.py install "$kit"
+  cp "$kit/unpacked/installed.json" "$results/install.json"  # kit id, source commit, faiss, warnings
+  # shellcheck disable=SC1091  # written by the line above
+  source "$kit/unpacked/env.sh"
+  if [ "$DRY_RUN" = 1 ]; then
+    step "dry run: embed one query with the installed package, on this machine's device"
+    # From the unpack folder, so that the installed package is imported, not this checkout's.
+    (cd "$kit/unpacked" && "$py" "$OLDPWD/scripts/gpu_kit.py" smoke --out "$results/smoke.json")
+    run_or_show "$py" -m pytest -q -rs "${CUDA_TESTS[@]}"
+    run_or_show "$py" benchmarks/run.py --device cuda --no-readme --results-json "$results/results_cuda.json" "${QUICK[@]}" "${ONLY[@]}"
+    echo "gpu.sh: dry run done; $results/smoke.json"
+    exit 0
+  fi
+  "$py" scripts/gpu_kit.py environment --out "$results/environment.json"
+  if ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "gpu.sh: torch in $py sees no CUDA GPU (a CPU-only torch?); the kit installs on top of the image's CUDA torch" >&2
+    exit 3
+  fi
+  if [ "$TESTS" = 1 ]; then
+    step "tests that need CUDA (a 'no CUDA GPU' skip counts as a failure) -> $results/cuda_tests.txt"
+    "$py" -m pytest -q -rs "${CUDA_TESTS[@]}" 2>&1 | tee "$results/cuda_tests.txt" || tests_rc=$?
+    if grep -q 'SKIPPED.*no CUDA GPU' "$results/cuda_tests.txt"; then tests_rc=1; fi
+  fi
+  step "benchmarks on the GPU -> $results/results_cuda.json"
+  "$py" benchmarks/run.py --device cuda --no-readme --results-json "$results/results_cuda.json" "${QUICK[@]}" "${ONLY[@]}"
+  echo "gpu.sh: done; bring $results back and run: python benchmarks/merge_gpu_results.py $results"
+  [ "$tests_rc" = 0 ] || echo "gpu.sh: the CUDA tests failed (exit $tests_rc); see $results/cuda_tests.txt" >&2
+  exit "$tests_rc"
+}
+if [ -n "$OFFLINE" ]; then
+  offline
 fi
+
+PY=.venv/bin/python
+[ "$DRY_RUN" = 1 ] || require_gpu
 
 step "install: .venv with torch (the PyPI Linux wheel of torch is the CUDA build), the package, faiss-gpu"
 # setup.sh installs torch only when .venv has none; on a GPU box a CPU-only torch must go.
@@ -50,7 +130,7 @@ run_or_show bash -c "$PY -m pip install -q -e '.[gpu]' || $PY -m pip install -q 
 run_or_show "$PY" -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))"
 
 step "tests that need CUDA (they skip on a CPU machine; here a 'no CUDA GPU' skip is a failure)"
-run_or_show bash -c "set -o pipefail; $PY -m pytest -q -rs tests/test_cuda_path.py tests/test_quantize.py tests/index/test_faiss_gpu.py | tee /tmp/gpu_sh_tests.txt && ! grep -q 'SKIPPED.*no CUDA GPU' /tmp/gpu_sh_tests.txt"
+run_or_show bash -c "set -o pipefail; $PY -m pytest -q -rs ${CUDA_TESTS[*]} | tee /tmp/gpu_sh_tests.txt && ! grep -q 'SKIPPED.*no CUDA GPU' /tmp/gpu_sh_tests.txt"
 
 step "benchmarks on the GPU: every script of run.py plus bench_gpu.py, table -> benchmarks/README.md (gpu-results)"
 if [ "$DRY_RUN" = 0 ]; then

@@ -363,15 +363,15 @@ def markers(section: str) -> tuple[str, str]:
     return (START, END) if section == "results" else (f"<!-- {section}:start -->", f"<!-- {section}:end -->")
 
 
-def write_readme(table: str, section: str = "results") -> None:
+def write_readme(table: str, section: str = "results", readme: Path = README) -> None:
     start, end = markers(section)
     title = "Results" if section == "results" else section.replace("-", " ").capitalize()
-    text = README.read_text() if README.is_file() else f"# Benchmarks\n\n{start}\n{end}\n"
+    text = readme.read_text() if readme.is_file() else f"# Benchmarks\n\n{start}\n{end}\n"
     if start not in text or end not in text:
         text = text.rstrip() + f"\n\n## {title}\n\n{start}\n{end}\n"
     head, rest = text.split(start, 1)
     tail = rest.split(end, 1)[1]
-    README.write_text(head + table + tail)
+    readme.write_text(head + table + tail)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -395,7 +395,8 @@ def main(argv: list[str] | None = None) -> dict:
         "--results-json",
         type=Path,
         default=None,
-        help="raw figures file (default: results.json; results_cuda.json with --device cuda)",
+        help="raw figures file (default: results.json; results_cuda.json with --device cuda); "
+        "written even with --no-readme when named",
     )
     args = parser.parse_args(argv)
     cuda = args.device.startswith("cuda")
@@ -416,8 +417,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     table = render_table(results, args.quick, command, section)
     print(table)
-    if not args.no_readme:
+    if args.results_json or not args.no_readme:  # a file named on the command line is always written
         results_json.write_text(json.dumps({**results, "_command": command}, indent=2, default=str))
+    if not args.no_readme:
         write_readme(table, section)
     return results
 

@@ -120,3 +120,29 @@ def build_tiny_teacher_folder(folder: Path, dimension: int = 24, seed: int = 0) 
     pooling = Pooling(dimension, pooling_mode="mean")
     SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder / "teacher"))
     return folder / "teacher"
+
+
+# What bench_gpu.py returns from an H100 run (figures made up, shapes real): run.gpu_rows and
+# merge_gpu_results render it.
+GPU_BENCH_RESULT = {
+    "dtype": "bfloat16",
+    "query_latency": {"p50_ms": 6.1, "p99_ms": 9.5, "repeats": 300, "tokens": 44},
+    "document_throughput": {
+        "best_batch": "batch_128",
+        "mean_tokens_per_doc": 380.0,
+        "tokens_per_s": 250000.0,
+        "model_gflops": 80000.0,
+        "fraction_of_measured_peak": 0.12,
+        "datasheet_peak": {"gpu": "H100", "bf16_gflops": 989000.0, "fraction": 0.081},
+    },
+    "matmul_peak": {"dtype": "bf16", "peak_gflops": 660000.0},
+    "faiss": {
+        "vectors": 100000,
+        "queries": 1000,
+        "k": 10,
+        "cpu_queries_per_s": 900.0,
+        "gpu_queries_per_s": 90000.0,
+        "gpu_speedup": 100.0,
+        "top10_agreement": 1.0,
+    },
+}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import GPU_BENCH_RESULT
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu.sh"
@@ -57,29 +58,7 @@ def test_gpu_rows_report_the_datasheet_peak_and_faiss_gpu():
     assert bench_gpu.datasheet_peak("NVIDIA H100 PCIe")[0] == "H100 PCIe"
     assert bench_gpu.datasheet_peak("NVIDIA H100 80GB HBM3") == ("H100", 989_000.0)
     assert bench_gpu.datasheet_peak("Some Future GPU") == (None, None)
-    result = {
-        "dtype": "bfloat16",
-        "query_latency": {"p50_ms": 6.1, "p99_ms": 9.5, "repeats": 300, "tokens": 44},
-        "document_throughput": {
-            "best_batch": "batch_128",
-            "mean_tokens_per_doc": 380.0,
-            "tokens_per_s": 250000.0,
-            "model_gflops": 80000.0,
-            "fraction_of_measured_peak": 0.12,
-            "datasheet_peak": {"gpu": "H100", "bf16_gflops": 989000.0, "fraction": 0.081},
-        },
-        "matmul_peak": {"dtype": "bf16", "peak_gflops": 660000.0},
-        "faiss": {
-            "vectors": 100000,
-            "queries": 1000,
-            "k": 10,
-            "cpu_queries_per_s": 900.0,
-            "gpu_queries_per_s": 90000.0,
-            "gpu_speedup": 100.0,
-            "top10_agreement": 1.0,
-        },
-    }
-    latency, docs, faiss = run.gpu_rows(result)
+    latency, docs, faiss = run.gpu_rows(GPU_BENCH_RESULT)
     assert "p50 6.1 ms, p99 9.5 ms" in latency[1]
     assert "0.081 of the H100 datasheet bf16 peak (989 TFLOP/s)" in docs[1]
     assert "90,000 queries/s on the GPU" in faiss[1] and "100.0x" in faiss[1]
