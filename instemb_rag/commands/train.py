@@ -113,6 +113,57 @@ def build_data_command(
     typer.echo(f"Wrote {counts['train']} training and {counts['heldout']} held-out records to {out}")
 
 
+def build_distill_texts_command(
+    out: Path = typer.Option(Path("runs/distill/texts.jsonl"), "--out", help="The JSON-lines file to write."),
+    data_root: Path | None = typer.Option(
+        None,
+        "--data-root",
+        help="Folder holding the source sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout.",
+    ),
+    sources: list[str] = typer.Option([], "--source", help="Sources to read (repeatable); default all."),
+    groups: Path | None = typer.Option(
+        None, "--groups", help="Training facet groups; default research/data/facet_groups_train.jsonl."
+    ),
+    dev_groups: Path | None = typer.Option(
+        None,
+        "--dev-groups",
+        help="Dev facet groups whose subjects no item may name; default eval_sets/facet_groups_dev.jsonl.",
+    ),
+    max_items: int | None = typer.Option(None, "--max-items", min=1, help="Cap on items written (all sources)."),
+    max_per_source: int | None = typer.Option(
+        None, "--max-per-source", min=1, help="Cap on the queries and on the passages of each source."
+    ),
+    query_share: float = typer.Option(0.5, "--query-share", help="Share of --max-items given to queries."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Build the texts a geometry-distillation run embeds (queries with instructions, passages)."""
+    import time
+
+    from ..errors import InstEmbError
+    from ..paths import data_root as default_data_root
+    from ..training.distill_texts import build_distill_texts
+    from ..training.facet_groups import DEV_GROUPS, TRAIN_GROUPS
+
+    started = time.perf_counter()
+    try:
+        summary = build_distill_texts(
+            out,
+            data_root or default_data_root(),
+            sources or None,
+            groups or TRAIN_GROUPS,
+            dev_groups or DEV_GROUPS,
+            max_items,
+            max_per_source,
+            query_share,
+            seed,
+            log=lambda line: typer.echo(line, err=True),
+        )
+    except InstEmbError as exc:
+        fail(exc)
+    typer.echo(summary.table())
+    typer.echo(f"Wrote {summary.total} items to {out} in {time.perf_counter() - started:.0f} s")
+
+
 def export_command(
     checkpoint: Path = typer.Argument(
         ..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."
@@ -142,4 +193,5 @@ def export_command(
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("build-data")(build_data_command)
+    app.command("build-distill-texts")(build_distill_texts_command)
     app.command("export")(export_command)
