@@ -1,4 +1,4 @@
-"""Teacher targets, computed once per data set and cached on disk.
+"""Teacher targets, computed once per input and cached on disk.
 
 The teacher is the frozen initial model reading ``[x; y_1..y_L]``. Its targets never
 change during training, so they are computed before the first step and the trainer holds
@@ -11,9 +11,10 @@ no teacher copy. Per record the cache stores:
 For the KL loss the teacher logits are recomputed from ``lookahead`` through the frozen,
 tied LM head, which is cheaper than storing [L, vocab] per record.
 
-Files: ``<key>.safetensors`` (the tensors plus a ``filled`` flag per record, so a longer
-run only computes the records it has not seen) and ``<key>.json`` (what the key covers).
-The key hashes the data file, the teacher weights, the template, L and max_length.
+The key hashes the teacher (its weights' fingerprint), the template, L and max_length; inside
+it, rows are keyed by input (text, instruction, answer), so another data file, a longer run or
+a resumed one computes only the inputs it has not seen (``TeacherCache``). The SupCon
+``teacher_input`` view (``anchor``) and the distillation targets come from the same pass.
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_tensors
 
+from ..atomic import write_atomically, write_text_atomically
+from ..errors import InstEmbError
 from ..hashing import file_sha256
 from .records import TrainingRecord
 
-CACHE_FORMAT = 1
-SAVE_EVERY = 256  # records computed between two saves of the cache file
+CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
+SAVE_EVERY = 256  # inputs computed per shard (what an interruption can lose)
 
 
 @dataclass
@@ -113,12 +117,10 @@ def file_digest(path: str | os.PathLike) -> str:
     return file_sha256(path)
 
 
-def cache_key_fields(
-    data_file: Path, encoder, teacher_identity: str, lookahead_length: int, strip_stopwords: bool = False
-) -> dict:
+def cache_key_fields(encoder, teacher_identity: str, lookahead_length: int, strip_stopwords: bool = False) -> dict:
+    """What shapes every target besides the input: the teacher's weights, the template, L and max_length."""
     fields = {
         "format": CACHE_FORMAT,
-        "data_sha256": file_digest(data_file),
         "teacher": teacher_identity,
         "template": encoder.template.get_config_dict(),
         "lookahead_length": lookahead_length,
@@ -129,91 +131,9 @@ def cache_key_fields(
     return fields
 
 
-class TeacherCache:
-    """Teacher targets of one data file under one teacher, filled on demand and reused."""
-
-    def __init__(self, folder: str | os.PathLike, key_fields: dict, size: int, lookahead_length: int, dim: int):
-        self.folder = Path(folder)
-        self.key_fields = key_fields
-        self.key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:24]
-        self.path = self.folder / f"{self.key}.safetensors"
-        self.targets, self.filled = self._load_or_empty(size, lookahead_length, dim)
-        self.computed_last = 0  # how many records the last ensure() had to compute
-
-    def _load_or_empty(self, size: int, lookahead_length: int, dim: int):
-        if self.path.is_file():
-            try:
-                tensors = load_file(str(self.path))
-                targets = TeacherTargets(tensors["lookahead"], tensors["mask"].bool(), tensors["anchor"])
-                if targets.lookahead.shape == (size, lookahead_length, dim):
-                    return targets, tensors["filled"].bool()
-            except (OSError, KeyError, RuntimeError):
-                pass  # unreadable or foreign file: rebuilt below and replaced atomically on save
-        empty = TeacherTargets(
-            torch.zeros(size, lookahead_length, dim),
-            torch.zeros(size, lookahead_length, dtype=torch.bool),
-            torch.zeros(size, dim),
-        )
-        return empty, torch.zeros(size, dtype=torch.bool)
-
-    def ensure(
-        self,
-        encoder,
-        records: Sequence[TrainingRecord],
-        indices: Sequence[int],
-        batch_size: int = 8,
-        bf16: bool = True,
-        show_progress: bool = False,
-        strip_stopwords: bool = False,
-    ) -> TeacherTargets:
-        """Compute targets for the records in ``indices`` not yet cached; save; return all targets.
-
-        Saves after every ``SAVE_EVERY`` records, so an interrupted run keeps what it computed.
-        """
-        missing = sorted({i for i in indices if not bool(self.filled[i])})
-        self.computed_last = len(missing)
-        lookahead_length = self.targets.lookahead.shape[1]
-        with _progress(show_progress, len(missing)) as (bar, task):
-            for start in range(0, len(missing), SAVE_EVERY):
-                index = torch.as_tensor(missing[start : start + SAVE_EVERY])
-                fresh = compute_teacher_targets(
-                    encoder, [records[i] for i in index.tolist()], lookahead_length, batch_size, bf16, strip_stopwords
-                )
-                self.targets.lookahead[index] = fresh.lookahead
-                self.targets.mask[index] = fresh.mask
-                self.targets.anchor[index] = fresh.anchor
-                self.filled[index] = True
-                self._save()
-                bar.advance(task, len(index))
-        return self.targets
-
-    def _save(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        staging = self.path.with_name(f".{self.path.name}.tmp")
-        save_file(
-            {
-                "lookahead": self.targets.lookahead.contiguous(),
-                "mask": self.targets.mask.to(torch.uint8),
-                "anchor": self.targets.anchor.contiguous(),
-                "filled": self.filled.to(torch.uint8),
-            },
-            str(staging),
-        )
-        os.replace(staging, self.path)
-        (self.folder / f"{self.key}.json").write_text(json.dumps(self.key_fields, indent=2))
-
-
-class _RecordsAt:
-    """records[ids[j]] as item j, so a TeacherCache of only some records can index them densely."""
-
-    def __init__(self, records: Sequence[TrainingRecord], ids: list[int]):
-        self.records, self.ids = records, ids
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, row: int) -> TrainingRecord:
-        return self.records[self.ids[row]]
+def target_key(record: TrainingRecord) -> str:
+    """The input a record's targets are a function of: text, instruction and answer."""
+    return hashlib.sha256(f"{record.text}\0{record.instruction or ''}\0{record.output}".encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -227,38 +147,104 @@ class MappedTargets:
         return self.stored.select([self.row_of[i] for i in indices], device)
 
 
-class ShardTeacherCache:
-    """The teacher targets of the records one rank runs (distributed training), one file a rank.
+class TeacherCache:
+    """Teacher targets under one teacher (``key_fields``), one row per distinct input, filled on
+    demand and reused by any run, on any data file, that reads the same inputs.
 
-    A rank needs about (steps x records a step / ranks) records, not the whole file, so only
-    those rows are stored: an 8B run's cache stays a few GB a rank instead of N x L x d floats.
-    The key adds the record ids, so a run over other steps (or another world size) gets its own
-    file, and the same run (a resumed one) reuses it."""
+    ``<folder>/<key>.json`` says what the key covers; ``<folder>/<key>/index.json`` maps each
+    input's ``target_key`` to [shard, row] of ``shard-NNNNN.safetensors`` (lookahead, mask,
+    anchor). A shard is written whole (atomically) before the index names it, so an
+    interrupted run keeps every shard it finished and appending never rewrites old rows."""
 
-    def __init__(
-        self, folder: str | os.PathLike, key_fields: dict, record_ids: Sequence[int], lookahead_length: int, dim: int
-    ):
-        self.record_ids = sorted(set(record_ids))
-        ids_digest = hashlib.sha256(json.dumps(self.record_ids).encode()).hexdigest()[:16]
-        self._cache = TeacherCache(
-            folder, {**key_fields, "record_ids_sha256": ids_digest}, len(self.record_ids), lookahead_length, dim
-        )
-        self.path = self._cache.path
-        self.targets = MappedTargets(self._cache.targets, {r: j for j, r in enumerate(self.record_ids)})
+    def __init__(self, folder: str | os.PathLike, key_fields: dict, lookahead_length: int, dim: int):
+        self.folder = Path(folder)
+        self.key_fields = key_fields
+        self.key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:24]
+        self.path = self.folder / self.key
+        self.lookahead_length, self.dim = lookahead_length, dim
+        self.index: dict[str, list[int]] = self._read_index()
+        self.targets: MappedTargets | None = None  # the records of the last ensure()
+        self.computed_last = 0  # how many inputs the last ensure() had to compute
 
-    @property
-    def computed_last(self) -> int:
-        return self._cache.computed_last
+    def _read_index(self) -> dict[str, list[int]]:
+        path = self.path / "index.json"
+        if not path.is_file():
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InstEmbError(
+                f"{path} is damaged ({exc}); delete {self.path} and the targets are computed again."
+            ) from exc
 
-    def ensure(self, encoder, records: Sequence[TrainingRecord], indices: Sequence[int], **options) -> MappedTargets:
-        missing = set(indices) - set(self.record_ids)
-        if missing:
-            raise ValueError(f"records {sorted(missing)[:3]} are not in this rank's shard")
-        stored = self._cache.ensure(
-            encoder, _RecordsAt(records, self.record_ids), range(len(self.record_ids)), **options
-        )
-        self.targets = MappedTargets(stored, self.targets.row_of)
+    def ensure(
+        self,
+        encoder,
+        records: Sequence[TrainingRecord],
+        indices: Sequence[int],
+        batch_size: int = 8,
+        bf16: bool = True,
+        show_progress: bool = False,
+        strip_stopwords: bool = False,
+    ) -> MappedTargets:
+        """Compute the targets of the inputs of ``records[indices]`` not cached yet (each distinct
+        input once), store them, and return the targets of those records."""
+        wanted = sorted(set(indices))
+        keys = {i: target_key(records[i]) for i in wanted}
+        holder: dict[str, int] = {}  # a record index per input still to compute
+        for i in wanted:
+            if keys[i] not in self.index:
+                holder.setdefault(keys[i], i)
+        missing = list(holder.values())
+        self.computed_last = len(missing)
+        with _progress(show_progress, len(missing)) as (bar, task):
+            for start in range(0, len(missing), SAVE_EVERY):
+                chunk = missing[start : start + SAVE_EVERY]
+                fresh = compute_teacher_targets(
+                    encoder, [records[i] for i in chunk], self.lookahead_length, batch_size, bf16, strip_stopwords
+                )
+                self._write_shard([keys[i] for i in chunk], fresh)
+                bar.advance(task, len(chunk))
+        self.targets = MappedTargets(self._read([keys[i] for i in wanted]), {i: row for row, i in enumerate(wanted)})
         return self.targets
+
+    def _write_shard(self, keys: list[str], fresh: TeacherTargets) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        shard = 1 + max((entry[0] for entry in self.index.values()), default=-1)
+        tensors = {
+            "lookahead": fresh.lookahead.contiguous(),
+            "mask": fresh.mask.to(torch.uint8),
+            "anchor": fresh.anchor.contiguous(),
+        }
+        payload = save_tensors(tensors)
+        write_atomically(self.path / f"shard-{shard:05d}.safetensors", lambda stream: stream.write(payload))
+        self.index.update({key: [shard, row] for row, key in enumerate(keys)})
+        write_text_atomically(self.path / "index.json", json.dumps(self.index))
+        write_text_atomically(self.folder / f"{self.key}.json", json.dumps(self.key_fields, indent=2))
+
+    def _read(self, keys: list[str]) -> TeacherTargets:
+        """Dense targets of these inputs, in this order, read shard by shard."""
+        out = TeacherTargets(
+            torch.zeros(len(keys), self.lookahead_length, self.dim),
+            torch.zeros(len(keys), self.lookahead_length, dtype=torch.bool),
+            torch.zeros(len(keys), self.dim),
+        )
+        rows_of_shard: dict[int, tuple[list[int], list[int]]] = {}
+        for row, key in enumerate(keys):
+            shard, position = self.index[key]
+            rows, positions = rows_of_shard.setdefault(shard, ([], []))
+            rows.append(row)
+            positions.append(position)
+        for shard, (rows, positions) in rows_of_shard.items():
+            path = self.path / f"shard-{shard:05d}.safetensors"
+            try:
+                tensors = load_file(str(path))
+            except Exception as exc:  # safetensors raises its own error types for a damaged file
+                raise InstEmbError(f"{path} cannot be read ({exc}); delete {self.path} to compute it again.") from exc
+            out.lookahead[rows] = tensors["lookahead"][positions].float()
+            out.mask[rows] = tensors["mask"][positions].bool()
+            out.anchor[rows] = tensors["anchor"][positions].float()
+        return out
 
 
 @contextmanager

@@ -50,7 +50,6 @@ from .records import RecordFile, TrainingRecord, open_records, source_set
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .student import FullStudent, StudentPass, StudentRunner, needs_output_pass
 from .teacher_cache import (
-    ShardTeacherCache,
     TeacherCache,
     TeacherTargets,
     autocast_for,
@@ -473,7 +472,6 @@ def prepare_teacher(
     config: TrainConfig,
     encoder,
     records,
-    train_file: Path,
     order: DataOrder,
     run_info: dict,
     env: DistributedEnv = SINGLE_PROCESS,
@@ -482,7 +480,8 @@ def prepare_teacher(
     cache, (None, a frozen copy of the initial model) to run at every step.
 
     Under data parallelism each rank computes and caches the targets of its own slices only
-    (one cache file per rank and world size), so the teacher pass is split over the ranks too."""
+    (one cache folder per rank and world size, as ranks write at once), so the teacher pass is
+    split over the ranks too."""
     t = config.training
     length = encoder.lookahead.length
     if not reads_teacher(config):
@@ -495,19 +494,14 @@ def prepare_teacher(
         for param in teacher.parameters():
             param.requires_grad_(False)
         return None, teacher
-    key_fields = cache_key_fields(
-        train_file, encoder, teacher_identity(config, encoder), length, t.distill_content_words
-    )
+    key_fields = cache_key_fields(encoder, teacher_identity(config, encoder), length, t.distill_content_words)
+    if env.enabled:
+        key_fields["rank_shard"] = f"{env.rank}/{env.world_size}"
     folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
     needed = sorted(
         {i for step in range(t.max_steps) for batch in order.step(step) for i in local_indices(batch, env)[0]}
     )
-    if env.enabled:  # the rank's own records only; single-process caches keep their key and layout
-        cache = ShardTeacherCache(
-            folder, {**key_fields, "rank_shard": f"{env.rank}/{env.world_size}"}, needed, length, encoder.hidden_size
-        )
-    else:
-        cache = TeacherCache(folder, key_fields, len(records), length, encoder.hidden_size)
+    cache = TeacherCache(folder, key_fields, length, encoder.hidden_size)
     encoder.eval()
     started = time.perf_counter()
     cache.ensure(
@@ -685,7 +679,7 @@ def _train(config: TrainConfig, env: DistributedEnv, device: torch.device) -> Pa
     encoder = load_student(config, device)
     run_info: dict = {"device": str(device), "records": len(records), "world_size": env.world_size}
     run_info["torch_threads"] = set_training_threads(device.type) or torch.get_num_threads()
-    cache, teacher = prepare_teacher(config, encoder, records, train_file, order, run_info, env)
+    cache, teacher = prepare_teacher(config, encoder, records, order, run_info, env)
 
     parts = make_trainable(encoder, config)
     if t.gradient_checkpointing:

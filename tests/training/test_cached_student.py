@@ -81,6 +81,23 @@ def test_cached_and_full_runs_give_the_same_losses_and_gradients(setting, tmp_pa
     assert (tmp_path / "prefix").is_dir() and not (tmp_path / "full" / "prefix_cache").exists()
 
 
+def test_training_on_from_a_lora_checkpoint_cached_equals_full(setting, tmp_path):
+    """The recipes that can use the cache train on from a checkpoint whose LoRA adapter runs live."""
+    from instemb_rag.training.trainer import train
+
+    lora = {"model.lora_rank": 4, "training.max_steps": 2, "training.save_steps": 2}
+    first = train(_config(setting, tmp_path, "first", **{**lora, "training.learning_rate": 5e-2}))
+    again = {**lora, "model.model_name_or_path": str(first)}
+    train(_config(setting, tmp_path, "full", **again))
+    train(_config(setting, tmp_path, "cached", **{**again, "model.frozen_prefix": True}))
+    for one, other in zip(_metrics(tmp_path / "full"), _metrics(tmp_path / "cached")):
+        assert other["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-5)
+        assert other["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4, abs=1e-5)
+    full_params, cached_params = _trained(tmp_path / "full", 2), _trained(tmp_path / "cached", 2)
+    for name in full_params:
+        assert torch.allclose(full_params[name], cached_params[name], atol=1e-5), name
+
+
 def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path):
     from instemb_rag.training.cached_student import prepare_student
     from instemb_rag.training.data_order import DataOrder

@@ -101,29 +101,37 @@ def test_resume_after_interruption_matches_an_uninterrupted_run(tiny_model_dir, 
     assert [r["loss"] for r in _metrics(interrupted)] == [r["loss"] for r in _metrics(full)]
 
 
-def test_teacher_cache_is_reused_and_keyed(tiny_model_dir, train_file, tmp_path):
+def test_teacher_cache_is_keyed_by_teacher_and_input(tiny_model_dir, train_file, tmp_path):
     config = _config(tiny_model_dir, train_file, tmp_path / "a", **{"training.teacher_cache_dir": str(tmp_path / "tc")})
     encoder = load_student(config, torch.device("cpu"))
     records = read_records(train_file)
-    fields = cache_key_fields(train_file, encoder, encoder.backbone.fingerprint, 4)
-    first = TeacherCache(tmp_path / "tc", fields, len(records), 4, encoder.dimension)
+    fields = cache_key_fields(encoder, encoder.backbone.fingerprint, 4)
+    first = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
     first.ensure(encoder, records, range(6))
     assert first.computed_last == 6
-    again = TeacherCache(tmp_path / "tc", fields, len(records), 4, encoder.dimension)
+    again = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
     again.ensure(encoder, records, range(8))
     assert again.computed_last == 2  # only the two records not cached before
-    assert torch.equal(again.targets.lookahead[:6], first.targets.lookahead[:6])
-    # Any change to what the teacher reads gives another key.
-    assert TeacherCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 16, 3, 64).key != first.key
-    other_file = tmp_path / "other.jsonl"
-    write_records(other_file, records[::-1])
-    assert (
-        cache_key_fields(other_file, encoder, encoder.backbone.fingerprint, 4)["data_sha256"] != fields["data_sha256"]
-    )
+    assert torch.equal(again.targets.select(range(6)).lookahead, first.targets.select(range(6)).lookahead)
+    direct = compute_teacher_targets(encoder, records[:8], 4)
+    assert torch.allclose(again.targets.select(range(8)).lookahead, direct.lookahead, atol=1e-6)
+    # Keyed by input, not by data file: the same records in another file and order cost nothing.
+    shuffled = records[::-1]
+    other = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
+    other.ensure(encoder, shuffled, range(8, 16))  # records 7..0
+    assert other.computed_last == 0
+    assert torch.equal(other.targets.select([15]).anchor, again.targets.select([0]).anchor)
+    # A changed answer is another input; a changed teacher, L or template another key.
+    edited = [records[0].model_copy(update={"output": records[0].output + " stove"})]
+    other.ensure(encoder, edited, [0])
+    assert other.computed_last == 1
+    assert TeacherCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 3, 64).key != first.key
+    assert TeacherCache(tmp_path / "tc", cache_key_fields(encoder, "another", 4), 4, 64).key != first.key
     # Short answers: mask marks exactly the answer tokens.
+    mask = again.targets.select(range(8)).mask
     for index in range(8):
         answer_tokens = len(encoder.tokenizer(records[index].output, add_special_tokens=False).input_ids)
-        assert int(again.targets.mask[index].sum()) == min(4, answer_tokens)
+        assert int(mask[index].sum()) == min(4, answer_tokens)
 
 
 def test_cached_and_uncached_teacher_give_the_same_first_loss(tiny_model_dir, train_file, tmp_path):
