@@ -270,7 +270,8 @@ def read_medquad(folder: Path, ctx: ReadContext) -> ReadResult:
             continue
         first_of_type: dict[str, str] = {}
         for row in kept:
-            key = f"{row.get('collection', '')}/{row['qid']}"  # qids restart in each collection
+            # qids repeat across collections and across the documents of one collection
+            key = f"{row.get('collection', '')}/{row.get('doc_file', '')}/{row['qid']}"
             passage = _passage("medquad", key, first_words(row["answer"], MEDQUAD_PASSAGE_WORDS), focus, group)
             items.append(passage)
             items.append(

@@ -139,10 +139,11 @@ KINDS: tuple[str, ...] = tuple(TEMPLATES)
 KINDS_WITHOUT_STANCE: tuple[str, ...] = tuple(kind for kind in KINDS if kind != "stance")
 NONE_SHARE = 0.2  # queries left without an instruction: plain search must stay trained
 
-# MedQuAD question types, named the way an instruction names them.
+# MedQuAD question types, named the way an instruction names them; none repeats the body of an
+# evaluation wording ("Tell me who tends to get it."), so those stay unread.
 FACET_WORDS: dict[str, tuple[str, ...]] = {
     "information": ("what it is", "a general overview", "the basic description"),
-    "symptoms": ("the symptoms", "the signs to watch for", "how it shows up"),
+    "symptoms": ("its symptoms", "the signs to watch for", "how it shows up"),
     "treatment": ("how it is treated", "the treatment options", "the available therapies"),
     "causes": ("what causes it", "its causes", "why it develops"),
     "inheritance": ("how it is inherited", "the inheritance pattern", "whether it runs in families"),
@@ -151,10 +152,10 @@ FACET_WORDS: dict[str, tuple[str, ...]] = {
     "exams and tests": ("how it is diagnosed", "the tests that detect it", "the diagnostic exams"),
     "research": ("current research", "the clinical trials", "what scientists are studying"),
     "outlook": ("the outlook", "the prognosis", "what to expect long term"),
-    "susceptibility": ("who is at risk", "the risk factors", "who tends to get it"),
+    "susceptibility": ("who is at risk", "the risk factors", "who is most likely to get it"),
     "considerations": ("the precautions", "what to keep an eye on", "special considerations"),
     "prevention": ("how to prevent it", "prevention", "ways to lower the risk"),
-    "stages": ("the stages", "how it is staged", "how it progresses"),
+    "stages": ("its stages", "how it is staged", "how it progresses"),
     "complications": ("the complications", "what problems it can cause", "possible complications"),
 }
 FACET_FRAMES: tuple[str, ...] = (

@@ -3,6 +3,7 @@ formats of ../shared/data: roles, positives, groups, held-out splits, duplicates
 missing sets, caps and determinism."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -11,7 +12,7 @@ from instemb_rag.cli import app
 from instemb_rag.errors import InstEmbError
 from instemb_rag.eval.steering import HELD_OUT_FRACTION, HELD_OUT_SEED
 from instemb_rag.training.builders import build_set
-from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, STANCE_EVAL_PHRASINGS
+from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
 from instemb_rag.training.distill_sources import chunk_spans, race_query_text
 from instemb_rag.training.distill_texts import build_distill_texts, water_fill
 from instemb_rag.training.facet_groups import read_facet_groups
@@ -74,7 +75,8 @@ def _medquad(root):
             rows.append(
                 {
                     "collection": "1_X",
-                    "qid": f"{n}-{k}",
+                    "doc_file": f"{n}.xml",
+                    "qid": f"0-{k}",  # MedQuAD repeats qids across the documents of one collection
                     "focus": focus,
                     "qtype": qtype,
                     "question": f"What are the {qtype} of {focus} ?",
@@ -377,6 +379,12 @@ def test_templates_are_many_varied_and_never_the_evaluation_wordings():
     assert sum(len(templates) for templates in TEMPLATES.values()) >= 60
     wordings = all_instructions()
     assert not wordings & (set(FACET_EVAL_PHRASINGS.values()) | set(STANCE_EVAL_PHRASINGS.values()))
+    # Nor a near copy: the body of an evaluation wording inside one of ours (the builders' own
+    # training phrasings, which already say "What are the symptoms?", are not ours to change).
+    ours = {w.lower() for w in wordings - {p for ps in FACET_PHRASINGS.values() for p in ps}}
+    for phrasing in [*FACET_EVAL_PHRASINGS.values(), *STANCE_EVAL_PHRASINGS.values()]:
+        body = re.sub(r"^(tell me|show me|explain) ", "", phrasing.lower()).rstrip(".")
+        assert not [w for w in ours if body in w], body
     drawn = [generic_instruction(f"k{n}", 0) for n in range(400)]
     assert 40 < drawn.count(None) < 120 and len(set(drawn)) > 150
     assert set(drawn) - {None} <= wordings
