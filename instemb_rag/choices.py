@@ -49,6 +49,12 @@ class SteeringSplit(str, Enum):
     train = "train"
 
 
+class FacetBaseline(str, Enum):
+    """``eval facet-groups --baseline``: non-neural rankers scored beside the model (instemb_rag/eval/facet_runs.py)."""
+
+    bm25 = "bm25"
+
+
 class ParallelMode(str, Enum):
     """``--parallel`` (under torchrun): ddp replicates the model on every rank; fsdp shards the
     decoder layers (full shard, bf16 compute) for models that do not fit one device."""

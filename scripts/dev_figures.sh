@@ -20,7 +20,9 @@ tmp="$(mktemp -d)"
   --exclude-seen "$SEEN" --no-progress -o "$tmp/scifact.json"
 "$INSTEMB" eval vaswani --model "$MODEL" --max-queries 30 --max-docs 500 --no-progress -o "$tmp/vaswani.json"
 "$INSTEMB" eval stsb --model "$MODEL" --max-queries 500 --no-progress -o "$tmp/stsb.json"
-python3 - "$OUTPUT" "$tmp"/steering.json "$tmp"/nli.json "$tmp"/scifact.json "$tmp"/vaswani.json "$tmp"/stsb.json <<'PY'
+"$INSTEMB" eval facet-groups --model "$MODEL" --no-progress -o "$tmp/facets.json"  # eval_sets/, general subjects
+python3 - "$OUTPUT" "$tmp"/steering.json "$tmp"/nli.json "$tmp"/scifact.json "$tmp"/vaswani.json "$tmp"/stsb.json \
+  "$tmp"/facets.json <<'PY'
 import json, sys
 results = [r for path in sys.argv[2:] for r in json.load(open(path))["results"]]
 json.dump({"format_version": 1, "results": results}, open(sys.argv[1], "w"), indent=2)

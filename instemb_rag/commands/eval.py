@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..choices import PoolingMode, SteeringSplit
+from ..choices import FacetBaseline, PoolingMode, SteeringSplit
 from .common import Precision, compile_option, device_option, fail, precision_option, say
 
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
@@ -14,10 +14,12 @@ DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
 def eval_command(
     tasks: list[str] = typer.Argument(
-        None, help="Task names (scifact, scifact-stance, vaswani, stsb) or BEIR folder paths. Default: all four."
+        None,
+        help="Task names (scifact, scifact-stance, vaswani, stsb, medquad-facets, climate-fever-stance, nli-stance, "
+        "facet-groups) or BEIR folder paths. Default: scifact, scifact-stance, vaswani, stsb.",
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Checkpoint folder or HF model folder; default: the shipped default."
+        None, "--model", "-m", help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one."
     ),
     untrained: bool = typer.Option(
         False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."
@@ -36,7 +38,25 @@ def eval_command(
         None,
         help="Folder with the evaluation sets; default: $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout.",
     ),
-    output: Path = typer.Option(Path("eval_results.json"), "--output", "-o", help="Where to write the JSON results."),
+    output: Path = typer.Option(
+        Path("eval_results.json"), "--output", "-o", "--json", help="Where to write the JSON results."
+    ),
+    groups: Path | None = typer.Option(
+        None, help="facet-groups: the groups file; default: eval_sets/facet_groups_dev.jsonl of the checkout."
+    ),
+    baseline: list[FacetBaseline] = typer.Option(
+        [], help="facet-groups: also score this ranker (bm25: the instruction pasted before the query)."
+    ),
+    teacher: list[str] = typer.Option(
+        [],
+        help="facet-groups: also score this sentence encoder (minilm, mpnet or a sentence-transformers folder) "
+        "reading instruction + ' ' + query. Repeatable.",
+    ),
+    against: list[str] = typer.Option(
+        [],
+        help="facet-groups: also score this InstEmb checkpoint ('default': the shipped one). The paired gains of "
+        "--model over it and over every baseline are shown. Repeatable.",
+    ),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
@@ -60,10 +80,16 @@ def eval_command(
     from ..eval import evaluate, write_results_json
     from ..eval.report import results_table
     from ..paths import data_root as default_data_root
+    from .eval_facets import FACET_TASK, facet_groups_or_refuse, model_path, print_facet_tables, run_facet_groups
 
     console = Console()
     pooling = pooling.value if pooling else None
+    model = model_path(model)
+    task_names = list(tasks or DEFAULT_TASKS)
     try:
+        facet_groups = facet_groups_or_refuse(
+            task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
+        )
         if untrained:
             encoder = InstEmbEncoder.from_backbone(
                 model,
@@ -80,31 +106,38 @@ def eval_command(
             from ..fast.compiled import compile_encoder
 
             compile_encoder(encoder)
-        results = []
-        for task in tasks or DEFAULT_TASKS:
+        results, extra = [], {}
+        for task in task_names:
             console.print(Text(f"{task} …", style="bold"))
-            results.append(
-                evaluate(
-                    encoder,
-                    task,
-                    max_queries=max_queries or None,
-                    max_docs=max_docs or None,
-                    seed=seed,
-                    data_root=data_root or default_data_root(),
-                    instruction=instruction,
-                    cache=not no_cache,
-                    batch_size=batch_size,
-                    show_progress=progress,
-                    exclude_seen=exclude_seen,
-                    steering_split=split.value,
+            if task == FACET_TASK:
+                settings = {"device": device, "precision": precision, "batch_size": batch_size, "progress": progress}
+                run = run_facet_groups(encoder, model, facet_groups, (baseline, teacher, against), settings, seed)
+                results.extend(run.results)
+                extra["facet_groups"] = run.to_dict()
+            else:
+                results.append(
+                    evaluate(
+                        encoder,
+                        task,
+                        max_queries=max_queries or None,
+                        max_docs=max_docs or None,
+                        seed=seed,
+                        data_root=data_root or default_data_root(),
+                        instruction=instruction,
+                        cache=not no_cache,
+                        batch_size=batch_size,
+                        show_progress=progress,
+                        exclude_seen=exclude_seen,
+                        steering_split=split.value,
+                    )
                 )
-            )
             for note in results[-1]["notes"]:
                 say(console, "note", note, indent="  ")
     except InstEmbError as error:
         fail(error)
     console.print(results_table(results))
-    write_results_json(results, output)
+    print_facet_tables(console, extra)
+    write_results_json(results, output, extra)
     console.print(Text(f"results written to {output}"))
 
 

@@ -7,17 +7,25 @@ from rich.table import Table
 from rich.text import Text
 
 
-def results_table(results: list[dict], title: str = "evaluation") -> Table:
-    """One row per metric, the task's main metric first and bold, so that every value stays
-    readable in an 80-column terminal (a single joined metrics cell was cut to '...')."""
-    table = Table(
+def _compact_table(title: str, caption: str) -> Table:
+    """The compact style every evaluation table shares: no outer edge, one space between columns."""
+    return Table(
         title=title,
         box=box.SIMPLE_HEAD,
         collapse_padding=True,
         pad_edge=False,
         padding=(0, 1),
         show_edge=False,
-        caption="n: queries / stance records / STS pairs; [..]: bootstrap 95 % interval; *: cached corpus embeddings; "
+        caption=caption,
+    )
+
+
+def results_table(results: list[dict], title: str = "evaluation") -> Table:
+    """One row per metric, the task's main metric first and bold, so that every value stays
+    readable in an 80-column terminal (a single joined metrics cell was cut to '...')."""
+    table = _compact_table(
+        title,
+        "n: queries / stance records / STS pairs; [..]: bootstrap 95 % interval; *: cached corpus embeddings; "
         f"{sum(result['seconds'] for result in results):.0f} s in all",
     )
     table.add_column("encoder", overflow="fold", min_width=10)
@@ -44,5 +52,53 @@ def results_table(results: list[dict], title: str = "evaluation") -> Table:
                 str(counts.get("queries", counts.get("pairs", ""))) if first else "",
                 (docs + ("*" if result["corpus_from_cache"] else "")) if first else "",
                 end_section=position == len(ordered) - 1,
+            )
+    return table
+
+
+def facet_comparison_table(comparisons: list[dict]) -> Table:
+    """The first embedder minus each other one on every facet-groups metric: the gain and its
+    95 % paired-bootstrap interval (whole groups resampled); '>0' marks a gain whose whole
+    interval lies above zero."""
+    table = _compact_table(
+        "facet groups: paired gains",
+        "gain = candidate - baseline, paired per item, [..]: 95 % interval over resampled groups; >0: interval above 0",
+    )
+    table.add_column("candidate", overflow="fold", min_width=10)
+    table.add_column("baseline", overflow="fold", min_width=10)
+    table.add_column("metric", no_wrap=True)
+    table.add_column("gain", justify="right", no_wrap=True)
+    for comparison in comparisons:
+        gains = comparison["gains"]
+        for position, (name, gain) in enumerate(gains.items()):
+            low, high = gain["interval"]
+            mark = " >0" if gain["above_zero"] else ""
+            table.add_row(
+                Text(comparison["candidate"]) if position == 0 else "",
+                Text(comparison["baseline"]) if position == 0 else "",
+                name,
+                f"{gain['gain']:+.3f} [{low:+.3f}, {high:+.3f}]{mark}",
+                end_section=position == len(gains) - 1,
+            )
+    return table
+
+
+def facet_split_table(details: list[dict]) -> Table:
+    """first_in_group of each embedder (columns) per domain and per group kind (rows)."""
+    table = _compact_table("facet groups: first_in_group by domain and kind", "n: instructions (groups)")
+    table.add_column("split", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    for detail in details:
+        table.add_column(Text(detail["label"]), justify="right", overflow="fold")
+    first = details[0]
+    for section, key in (("domain", "by_domain"), ("kind", "by_kind")):
+        names = list(first[key])
+        for position, name in enumerate(names):
+            row = first[key][name]
+            table.add_row(
+                Text(f"{section} {name}"),
+                f"{row['instructions']} ({row['groups']})",
+                *(f"{detail[key][name]['first_in_group']:.3f}" for detail in details),
+                end_section=position == len(names) - 1,
             )
     return table

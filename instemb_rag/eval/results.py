@@ -54,10 +54,13 @@ def encoder_description(encoder, label: str | None = None) -> dict:
     }
 
 
-def write_results_json(results: list[dict], path: str | Path) -> Path:
-    """Write a list of result dicts atomically (a crash never leaves a truncated file)."""
+def write_results_json(results: list[dict], path: str | Path, extra: dict | None = None) -> Path:
+    """Write a list of result dicts atomically (a crash never leaves a truncated file).
+
+    ``extra``: further top-level sections beside ``results`` (``facet_groups``: per-item scores,
+    splits and paired comparisons, facet_runs.py)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {"format_version": RESULT_FORMAT_VERSION, "results": results}
+    document = {"format_version": RESULT_FORMAT_VERSION, "results": results, **(extra or {})}
     write_text_atomically(path, json.dumps(document, indent=2))
     return path

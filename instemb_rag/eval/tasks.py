@@ -19,6 +19,9 @@ Tasks
 - ``stsb``: STS Benchmark test split, Spearman correlation of cosine similarity with gold scores.
 - ``medquad-facets``, ``climate-fever-stance`` and ``nli-stance``: instruction steering on held-out groups
   (steering.py): the same query under different instructions must rank different passages first.
+- ``facet-groups``: the held-out facet groups on general subjects (eval_sets/facet_groups_dev.jsonl in
+  the checkout; facet_groups.py): the instructed passage first in its group and in the pool.
+  ``instemb-rag eval facet-groups`` adds BM25, teachers and paired comparisons (facet_runs.py).
 - any folder path in BEIR layout (corpus.jsonl, queries.jsonl with optional ``instruction``,
   qrels.tsv): retrieval metrics.
 """
@@ -111,6 +114,14 @@ TASKS: dict[str, TaskSpec] = {
             "pairwise_accuracy",
             "NLI held-out premises as claims: entailed vs contradicting sentence under each instruction",
         ),
+        TaskSpec(
+            "facet-groups",
+            "facet-groups",
+            "eval_sets/facet_groups_dev.jsonl",
+            None,
+            "first_in_group",
+            "Held-out facet groups on general subjects: the instructed passage first among its subject's passages",
+        ),
     )
 }
 
@@ -127,6 +138,10 @@ def resolve_task(task_name: str, data_root: str | Path | None = None) -> tuple[T
     """A registered task name, or a path to a BEIR folder."""
     if task_name in TASKS:
         spec = TASKS[task_name]
+        if spec.kind == "facet-groups":  # shipped with the checkout, not with the data sets
+            from .facet_groups import resolve_groups_path
+
+            return spec, resolve_groups_path()
         location = Path(data_root or default_data_root()) / spec.relative_path
         if not location.exists():
             raise EvalDataError(
@@ -166,9 +181,16 @@ def evaluate(
     ``exclude_seen`` (a training records file) leaves out queries whose text the model read in
     training (retrieval and stance tasks; see seen.py) and, in ``medquad-facets``, the foci holding a
     passage a training record contains (MedQuAD repeats template passages across foci). ``steering_split="train"`` scores the
-    steering tasks on their training groups (a fit diagnostic; see steering.py).
+    steering tasks on their training groups (a fit diagnostic; see steering.py). ``facet-groups``
+    scores every group of the checkout's dev set; the limits and the cache do not apply to it.
     """
     spec, location = resolve_task(task_name, data_root)
+    if spec.kind == "facet-groups":
+        from .facet_groups import load_facet_groups
+        from .facet_runs import instemb_ranker, run_facet_groups
+
+        ranker = instemb_ranker(encoder, label, batch_size, show_progress)
+        return run_facet_groups(load_facet_groups(location), [ranker], location, seed).results[0]
     if cache is True:
         cache = EmbeddingCache()
     elif cache is False:
