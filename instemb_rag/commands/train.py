@@ -140,9 +140,9 @@ def build_distill_texts_command(
     import time
 
     from ..errors import InstEmbError
+    from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS
     from ..paths import data_root as default_data_root
     from ..training.distill_texts import build_distill_texts
-    from ..training.facet_groups import DEV_GROUPS, TRAIN_GROUPS
 
     started = time.perf_counter()
     try:

@@ -5,7 +5,8 @@ names no facet, three or four passages that each answer one facet of that subjec
 history; or opposite stances: praise and complaints), and one instruction per passage asking
 for its facet. Every passage shares the query's topic, so only the instruction can pick the
 right one. The dev set lives in ``eval_sets/facet_groups_dev.jsonl`` at the checkout's root
-(eval_sets/README.md: its rules; no training record may read its subjects).
+(eval_sets/README.md: its rules; no training record may read its subjects). The file format, its
+dataclasses and loader are instemb_rag/facet_groups.py's (training reads the same format).
 
 Any embedder is scored through the same harness: two callables, ``embed_queries(queries,
 instructions)`` and ``embed_passages(texts)`` returning L2-normalised rows (``score_embedder``),
@@ -30,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import facet_groups as groups_format
+from ..facet_groups import DEV_GROUPS, FacetGroup
 from .bootstrap import clustered_interval
-from .data import EvalDataError, read_jsonl
+from .data import EvalDataError
 
-DEV_SET_RELATIVE = Path("eval_sets") / "facet_groups_dev.jsonl"
-GROUP_KINDS = ("aspect", "stance")
 ASK_METRICS = ("first_in_pool", "first_in_group")  # one item per instruction
 GROUP_METRICS = ("all_right", "distinct_top")  # one item per group
 NORMALISED_TOLERANCE = 1e-3
@@ -43,144 +44,20 @@ EmbedQueries = Callable[[list[str], list[str]], np.ndarray]
 EmbedPassages = Callable[[list[str]], np.ndarray]
 
 
-@dataclass(frozen=True)
-class FacetPassage:
-    id: str
-    facet: str
-    text: str
-
-
-@dataclass(frozen=True)
-class FacetInstruction:
-    facet: str
-    text: str
-
-
-@dataclass(frozen=True)
-class FacetGroup:
-    group: str
-    domain: str
-    subject: str
-    query: str
-    kind: str
-    passages: tuple[FacetPassage, ...]
-    instructions: tuple[FacetInstruction, ...]
-
-    def target_of(self, instruction: FacetInstruction) -> int:
-        """Position, within this group, of the passage the instruction asks for."""
-        return [passage.facet for passage in self.passages].index(instruction.facet)
-
-
-def checkout_root() -> Path:
-    """The folder holding instemb_rag/ (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def default_groups_path() -> Path:
-    return checkout_root() / DEV_SET_RELATIVE
-
-
 def resolve_groups_path(path: str | Path | None = None) -> Path:
     """The groups file to score: ``path``, else the dev set of this checkout; absent is an error
     that says where the dev set lives (the wheel does not carry it)."""
-    chosen = Path(path).expanduser() if path is not None else default_groups_path()
+    chosen = Path(path).expanduser() if path is not None else DEV_GROUPS
     if not chosen.is_file():
         where = "" if path is not None else " (the dev set ships in the checkout's eval_sets/ folder, not in the wheel)"
         raise EvalDataError(f"facet groups file {chosen} does not exist{where}; pass --groups FILE.")
     return chosen
 
 
-# ---------------------------------------------------------------------------------------- loading
-def _text(value, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise EvalDataError(f"{where} must be a non-empty string, got {value!r}.")
-    return value
-
-
-def _objects(record: dict, key: str, where: str, minimum: int) -> list[dict]:
-    values = record.get(key)
-    if not isinstance(values, list) or len(values) < minimum:
-        raise EvalDataError(f"{where} field '{key}' must be a list of at least {minimum} objects, got {values!r:.80}.")
-    for index, value in enumerate(values):
-        if not isinstance(value, dict):
-            raise EvalDataError(f"{where} field '{key}[{index}]' must be an object, got {type(value).__name__}.")
-    return values
-
-
-def _parse_group(record: dict, where: str) -> FacetGroup:
-    fields = {key: _text(record.get(key), f"{where} field '{key}'") for key in ("group", "domain", "subject", "query")}
-    kind = record.get("kind", "aspect")
-    if kind not in GROUP_KINDS:
-        raise EvalDataError(f"{where} field 'kind' must be one of {', '.join(GROUP_KINDS)}, got {kind!r}.")
-    passages = tuple(
-        FacetPassage(
-            *(_text(item.get(key), f"{where} field 'passages[{index}].{key}'") for key in ("id", "facet", "text"))
-        )
-        for index, item in enumerate(_objects(record, "passages", where, 2))
-    )
-    instructions = tuple(
-        FacetInstruction(
-            *(_text(item.get(key), f"{where} field 'instructions[{index}].{key}'") for key in ("facet", "text"))
-        )
-        for index, item in enumerate(_objects(record, "instructions", where, 2))
-    )
-    _check_facets(passages, instructions, where)
-    return FacetGroup(kind=kind, passages=passages, instructions=instructions, **fields)
-
-
-def _check_facets(passages, instructions, where: str) -> None:
-    """Each passage answers its own facet, and exactly one instruction asks for each."""
-    facets = [passage.facet for passage in passages]
-    repeated = sorted({facet for facet in facets if facets.count(facet) > 1})
-    if repeated:
-        raise EvalDataError(
-            f"{where} two passages share the facet {repeated[0]!r}; each passage answers its own facet."
-        )
-    asked = [instruction.facet for instruction in instructions]
-    unknown = [facet for facet in asked if facet not in facets]
-    if unknown:
-        raise EvalDataError(
-            f"{where} field 'instructions' asks for facet {unknown[0]!r}, which no passage has (passages: {facets})."
-        )
-    if sorted(asked) != sorted(facets):
-        missing = sorted(set(facets) - set(asked)) or sorted({f for f in asked if asked.count(f) > 1})
-        raise EvalDataError(
-            f"{where} field 'instructions' must hold exactly one instruction per passage facet; "
-            f"check facet {missing[0]!r}."
-        )
-
-
 def load_facet_groups(path: str | Path) -> list[FacetGroup]:
-    """Read and validate a facet-groups JSON-lines file; errors name the file, line and field."""
-    path = Path(path)
-    groups: list[FacetGroup] = []
-    seen_groups: dict[str, int] = {}
-    seen_passages: dict[str, int] = {}
-    for line_number, record in read_jsonl(path):
-        where = f"{path}:{line_number}:"
-        group = _parse_group(record, where)
-        if group.group in seen_groups:
-            raise EvalDataError(f"{where} group id {group.group!r} repeats line {seen_groups[group.group]}.")
-        seen_groups[group.group] = line_number
-        for passage in group.passages:
-            if passage.id in seen_passages:
-                raise EvalDataError(f"{where} passage id {passage.id!r} repeats line {seen_passages[passage.id]}.")
-            seen_passages[passage.id] = line_number
-        groups.append(group)
-    if not groups:
-        raise EvalDataError(f"{path} holds no facet groups; each line must be one group object.")
-    return groups
-
-
-def leaked_subjects(texts, groups: Sequence[FacetGroup]) -> list[str]:
-    """The dev subjects that occur (case-insensitively) in any of ``texts``, such as training
-    records: eval_sets/README.md's rule is that none may."""
-    subjects = {group.subject.lower(): group.subject for group in groups}
-    found: set[str] = set()
-    for text in texts:
-        lowered = text.lower()
-        found.update(original for lowered_subject, original in subjects.items() if lowered_subject in lowered)
-    return sorted(found)
+    """The groups of a facet-groups file (the format's loader, instemb_rag/facet_groups.py),
+    its errors raised as EvalDataError like every evaluation file's."""
+    return groups_format.load_facet_groups(path, EvalDataError)
 
 
 # ---------------------------------------------------------------------------------------- layout

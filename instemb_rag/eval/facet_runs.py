@@ -16,17 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..facet_groups import FacetGroup, checkout_root
 from .bootstrap import paired_gain
-from .facet_groups import (
-    ASK_METRICS,
-    GROUP_METRICS,
-    FacetGroup,
-    FacetGroupScores,
-    PoolLayout,
-    checkout_root,
-    dense_scores,
-    score_matrix,
-)
+from .facet_groups import ASK_METRICS, GROUP_METRICS, FacetGroupScores, PoolLayout, dense_scores, score_matrix
 from .results import TaskResult, encoder_description
 
 TASK_NAME = "facet-groups"

@@ -36,11 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ..choices import SteeringSplit, values
+from ..training.builders import HELD_OUT_FRACTION, HELD_OUT_SEED
 from .data import EvalDataError
-
-HELD_OUT_SEED = 0
-HELD_OUT_FRACTION = 0.1  # training's data.heldout_fraction default; Climate-FEVER overrides it
-
 
 SPLITS = values(SteeringSplit)
 

@@ -37,6 +37,10 @@ from .grouped import require_files as _require
 from .records import TrainingRecord, write_records
 
 DEFAULT_DATA_ROOT = Path("../shared/data")
+# The split every dev figure scores (eval/steering.py) and distillation texts leave out
+# (distill_texts.py): data.heldout_fraction's default, with the sets' own overrides (BUILDERS).
+HELD_OUT_SEED = 0
+HELD_OUT_FRACTION = 0.1
 
 
 def build_msmarco_qa(folder: Path) -> list[GroupedRecord]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from .contrast_sets import climate_evidence_text, medquad_query_text
+from .distill_items import DistillItem
 from .grouped import read_source_jsonl
 from .instruction_templates import (
     FACET_WORDS,
@@ -40,29 +41,6 @@ def normalise(text: str) -> str:
 
 def squash(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
-
-
-@dataclass(frozen=True)
-class DistillItem:
-    id: str
-    role: str  # "query" | "passage"
-    text: str
-    source: str
-    instruction: str | None = None
-    group: str | None = None  # one subject: its queries and passages are each other's hard negatives
-    positive: str | None = None  # a query's labelled passage (its id); the instruction does not change it
-    unit: str = ""  # kept together under a cap; not written
-
-    def as_json(self) -> dict:
-        return {
-            "id": self.id,
-            "role": self.role,
-            "text": self.text,
-            "instruction": self.instruction,
-            "group": self.group,
-            "positive": self.positive,
-            "source": self.source,
-        }
 
 
 @dataclass

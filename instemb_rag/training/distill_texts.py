@@ -25,18 +25,17 @@ queries; a query's positive passage is always kept with it.
 
 from __future__ import annotations
 
-import json
 import random
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..atomic import write_text_atomically
 from ..errors import InstEmbError
+from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS, load_facet_groups
 from ..jsonl import read_jsonl
-from .distill_sources import SOURCES, DistillItem, HeldOut, ReadContext, normalise
-from .facet_groups import DEV_GROUPS, TRAIN_GROUPS, facet_group_items, read_facet_groups
+from .distill_items import DistillItem, write_items
+from .distill_sources import SOURCES, HeldOut, ReadContext, normalise
+from .facet_groups import facet_group_items
 
 GROUPS_SOURCE = "facet_groups"
 SOURCE_NAMES: tuple[str, ...] = (*SOURCES, GROUPS_SOURCE)
@@ -98,8 +97,7 @@ class BuildSummary:
 def builders_heldout(data_root: Path, sources: list[str], log: Log) -> HeldOut:
     """The texts and group keys of the builders' held-out split, with the seed and fraction
     the evaluation scores (eval/steering.py), for the builder sets behind ``sources``."""
-    from ..eval.steering import HELD_OUT_FRACTION, HELD_OUT_SEED
-    from .builders import build_set
+    from .builders import HELD_OUT_FRACTION, HELD_OUT_SEED, build_set
 
     heldout = HeldOut()
     names = dict.fromkeys(name for source in sources for name in SPLITS_OF.get(source, ()))
@@ -129,13 +127,7 @@ def dev_subjects(path: Path | None, log: Log) -> list[str]:
     if not Path(path).is_file():
         log(f"WARNING: dev groups {path} not found: no item is checked against the dev subjects.")
         return []
-    subjects = []
-    for line, row in read_jsonl(path):
-        subject = row.get("subject")
-        if not isinstance(subject, str) or not subject.strip():
-            raise InstEmbError(f"{path}:{line}: field 'subject' must be a non-empty string.")
-        subjects.append(subject.strip().lower())
-    return subjects
+    return [group.subject.strip().lower() for group in load_facet_groups(path)]
 
 
 def names_a_subject(item: DistillItem, subjects: list[str]) -> bool:
@@ -227,7 +219,7 @@ def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: Read
     if name == GROUPS_SOURCE:
         if groups_path is None or not Path(groups_path).is_file():
             return f"{groups_path} not found (the hand-written training groups; pass --groups)"
-        return facet_group_items(read_facet_groups(groups_path)), 0
+        return facet_group_items(load_facet_groups(groups_path)), 0
     source = SOURCES[name]
     folder = data_root / source.folder
     missing = [str(folder / file) for file in source.files if not (folder / file).is_file()]
@@ -287,11 +279,3 @@ def build_distill_texts(
     dropped = sum(c.dev_subject for c in summary.counts.values())
     log(f"{dropped} items dropped: they name one of the {len(subjects)} dev subjects")
     return summary
-
-
-def write_items(path: Path, items: list[DistillItem]) -> None:
-    repeated = [key for key, count in Counter(item.id for item in items).items() if count > 1]
-    if repeated:  # a reader's bug: a positive would point at two passages
-        raise ValueError(f"{len(repeated)} item ids occur twice (e.g. {repeated[:3]}); ids must be unique.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, "".join(json.dumps(item.as_json(), ensure_ascii=False) + "\n" for item in items))

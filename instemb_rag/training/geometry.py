@@ -2,7 +2,7 @@
 
 A run (``geometry.teacher_encoder`` set in the config; ``instemb-rag train`` dispatches here):
 
-1. reads the items (training/geometry_data.py) and embeds each with the teacher, cached on disk
+1. reads the items (training/distill_items.py) and embeds each with the teacher, cached on disk
    by teacher fingerprint and text (queries as ``instruction + " " + query``, how a sentence
    encoder reads an instruction);
 2. loads the student (a checkpoint's LoRA goes on training live, training/continuation.py),
@@ -30,7 +30,8 @@ from ..models.layer_split import run_top
 from ..models.projection import Projection
 from ..paths import instemb_home
 from .args import TrainConfig
-from .geometry_data import DistillItem, GeometryOrder, read_items
+from .distill_items import DistillItem, read_items
+from .geometry_data import GeometryOrder
 from .prefix_cache import PrefixCache
 from .state import latest_checkpoint, read_trainer_state
 from .trainer import (

@@ -1,82 +1,18 @@
-"""The items a geometry-distillation run reads, and the order it reads them in.
-
-An item is one text the student embeds: a query (with its instruction, or none) or a passage,
-one JSON object per line of the texts file (training/distill_texts.py writes it):
-
-    {"id": "...", "role": "query" | "passage", "text": "...", "instruction": "..." | null,
-     "group": "..." | null, "positive": "<a passage's id>" | null, "source": "..."}
+"""The order a geometry-distillation run reads its items in (the items: distill_items.py).
 
 Batches keep a group's items together (a subject's passages and its instructed queries are
-each other's hard negatives in the group loss), and a query with its positive passage and put items of similar length together
-(length bucketing: little padding per batch). The order is a pure function of the seed and
+each other's hard negatives in the group loss), and so do a query and its positive passage; items
+of similar length go together (length bucketing: little padding per batch). The order is a pure function of the seed and
 the epoch, so a resumed run reads exactly the batches it would have read.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from pathlib import Path
 
-from ..errors import InstEmbError
-from ..jsonl import read_jsonl
+from .distill_items import DistillItem
 
-ROLES = ("query", "passage")
 BUCKET_WINDOW = 64  # batches whose units are sorted by length together before packing
-
-
-@dataclass(frozen=True)
-class DistillItem:
-    id: str
-    role: str
-    text: str
-    instruction: str | None
-    group: str | None
-    positive: str | None
-
-    @property
-    def student_input(self) -> tuple[str, str | None]:
-        return self.text, self.instruction
-
-
-def _item(raw: dict, where: str) -> DistillItem:
-    for name in ("id", "role", "text"):
-        if not isinstance(raw.get(name), str) or not raw[name].strip():
-            raise InstEmbError(f"{where}: field '{name}' must be a non-empty string.")
-    if raw["role"] not in ROLES:
-        raise InstEmbError(f"{where}: role must be one of {list(ROLES)}, not '{raw['role']}'.")
-    for name in ("instruction", "group", "positive"):
-        if raw.get(name) is not None and not isinstance(raw[name], str):
-            raise InstEmbError(f"{where}: field '{name}' must be a string or null.")
-    return DistillItem(
-        raw["id"], raw["role"], raw["text"], raw.get("instruction") or None, raw.get("group"), raw.get("positive")
-    )
-
-
-def read_items(path: str | Path, max_items: int | None = None) -> list[DistillItem]:
-    """Every item of the texts file (the first ``max_items``), checked: unique ids, known positives."""
-    path = Path(path)
-    if not path.is_file():
-        raise InstEmbError(
-            f"Distillation texts {path} not found. Build them with `instemb-rag train build-distill-texts` "
-            "or point geometry.texts_file at an existing file."
-        )
-    items: list[DistillItem] = []
-    for line_number, raw in read_jsonl(path):
-        if max_items is not None and len(items) >= max_items:
-            break
-        items.append(_item(raw, f"{path} line {line_number}"))
-    if not items:
-        raise InstEmbError(f"{path} holds no items.")
-    ids = {item.id for item in items}
-    if len(ids) != len(items):
-        raise InstEmbError(f"{path}: item ids must be unique ({len(items) - len(ids)} repeated).")
-    return [item if item.positive in ids else _without_positive(item) for item in items]
-
-
-def _without_positive(item: DistillItem) -> DistillItem:
-    # A positive cut off by max_items (or never written) leaves the query to the teacher terms.
-    return DistillItem(item.id, item.role, item.text, item.instruction, item.group, None)
 
 
 def _unit_key(item: DistillItem) -> str:

@@ -1,6 +1,7 @@
-"""Facet groups (instemb_rag/eval/facet_groups.py, facet_runs.py): the loader's errors, the
-metrics on a hand-built set whose right answers are known, the paired bootstrap, BM25 and a
-teacher in the same harness, and `instemb-rag eval facet-groups` on the tiny model."""
+"""Facet groups (instemb_rag/facet_groups.py: the format; eval/facet_groups.py, facet_runs.py: the
+scoring): the loader's errors, the metrics on a hand-built set whose right answers are known,
+the paired bootstrap, BM25 and a teacher in the same harness, and `instemb-rag eval
+facet-groups` on the tiny model."""
 
 from __future__ import annotations
 
@@ -15,15 +16,9 @@ from typer.testing import CliRunner
 from instemb_rag.cli import app
 from instemb_rag.eval.bootstrap import clustered_interval, paired_gain
 from instemb_rag.eval.data import EvalDataError
-from instemb_rag.eval.facet_groups import (
-    default_groups_path,
-    leaked_subjects,
-    load_facet_groups,
-    resolve_groups_path,
-    score_embedder,
-    score_matrix,
-)
+from instemb_rag.eval.facet_groups import load_facet_groups, resolve_groups_path, score_embedder, score_matrix
 from instemb_rag.eval.facet_runs import bm25_ranker, run_facet_groups, teacher_ranker
+from instemb_rag.facet_groups import DEV_GROUPS, TRAIN_GROUPS, leaked_subjects
 
 
 def group(gid: str, domain: str, kind: str, query: str, facets: dict[str, tuple[str, str]]) -> dict:
@@ -128,7 +123,7 @@ def test_the_dev_set_meets_its_rules():
     """eval_sets/README.md: >= 48 groups over >= 12 domains, 3-4 passages of similar length,
     stance groups among them, every instruction different."""
     groups = load_facet_groups(resolve_groups_path())
-    assert resolve_groups_path() == default_groups_path()
+    assert resolve_groups_path() == DEV_GROUPS
     assert len(groups) >= 48 and len({g.domain for g in groups}) >= 12
     assert sum(g.kind == "stance" for g in groups) >= 8
     for item in groups:
@@ -140,10 +135,9 @@ def test_the_dev_set_meets_its_rules():
 
 
 def test_no_training_group_reads_a_dev_subject():
-    train = Path(__file__).resolve().parents[2] / "research" / "data" / "facet_groups_train.jsonl"
-    if not train.is_file():
-        pytest.skip(f"{train} is absent")
-    assert leaked_subjects(train.read_text().splitlines(), load_facet_groups(default_groups_path())) == []
+    if not TRAIN_GROUPS.is_file():
+        pytest.skip(f"{TRAIN_GROUPS} is absent")
+    assert leaked_subjects(TRAIN_GROUPS.read_text().splitlines(), load_facet_groups(DEV_GROUPS)) == []
 
 
 def test_leaked_subjects_finds_a_subject_inside_other_text(tmp_path):
@@ -279,7 +273,7 @@ def test_evaluate_scores_the_dev_set_for_the_python_api(tiny_encoder):
     from instemb_rag.eval import evaluate
 
     result = evaluate(tiny_encoder, "facet-groups", label="tiny")
-    groups = load_facet_groups(default_groups_path())
+    groups = load_facet_groups(DEV_GROUPS)
     assert result["task"] == "facet-groups" and result["encoder"]["label"] == "tiny"
     assert result["counts"]["groups"] == len(groups) and set(result["intervals"]) >= {"first_in_group", "all_right"}
 

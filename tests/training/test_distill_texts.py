@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 from instemb_rag.cli import app
 from instemb_rag.errors import InstEmbError
 from instemb_rag.eval.steering import HELD_OUT_FRACTION, HELD_OUT_SEED
+from instemb_rag.facet_groups import load_facet_groups
 from instemb_rag.training.builders import build_set
 from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
 from instemb_rag.training.distill_sources import chunk_spans, race_query_text
 from instemb_rag.training.distill_texts import build_distill_texts, water_fill
-from instemb_rag.training.facet_groups import read_facet_groups
 from instemb_rag.training.instruction_templates import TEMPLATES, all_instructions, generic_instruction
 
 WORDS = "amber birch cedar dune ember fjord grove heath inlet juniper".split()
@@ -224,6 +224,13 @@ GROUPS = [
 ]
 
 
+def _dev_group(gid, subject):
+    """A dev facet group (eval_sets/ format) about ``subject``."""
+    passages = [{"id": f"{gid}-p{n}", "facet": facet, "text": f"{subject}: {facet}."} for n, facet in enumerate("ab")]
+    instructions = [{"facet": facet, "text": f"Only {facet}."} for facet in "ab"]
+    return GROUPS[0] | {"group": gid, "subject": subject, "passages": passages, "instructions": instructions}
+
+
 @pytest.fixture()
 def data_root(tmp_path):
     root = tmp_path / "data"
@@ -316,7 +323,7 @@ def test_duplicates_are_written_once_and_their_queries_repointed(tmp_path, data_
 
 def test_items_naming_a_dev_subject_are_dropped(tmp_path, data_root, groups_file):
     dev = tmp_path / "dev.jsonl"
-    _jsonl(dev, [{"group": "d001", "subject": "CEDAR HARBOUR"}, {"group": "d002", "subject": "osprey lantern"}])
+    _jsonl(dev, [_dev_group("d001", "CEDAR HARBOUR"), _dev_group("d002", "osprey lantern")])
     summary, items, lines = _build(tmp_path, data_root, groups_file, dev=dev)
     assert not [
         item for item in items if "cedar harbour" in item["text"].lower() or "osprey lantern" in item["text"].lower()
@@ -362,7 +369,7 @@ def test_unknown_source_and_bad_groups_file_are_explained(tmp_path, data_root, g
         [GROUPS[0] | {"group": "t000", "passages": [dict(p, id="x" + p["id"]) for p in GROUPS[0]["passages"]]}, bad],
     )
     with pytest.raises(InstEmbError, match=r"bad.jsonl:2.*'weight'"):
-        read_facet_groups(tmp_path / "bad.jsonl")
+        load_facet_groups(tmp_path / "bad.jsonl")
 
 
 def test_cli_writes_the_file_and_prints_counts(tmp_path, data_root, groups_file):

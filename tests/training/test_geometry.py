@@ -93,8 +93,8 @@ def geometry_config(setting, tmp_path: Path, **overrides):
 
 def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_path):
     from instemb_rag.models.projection import Projection
+    from instemb_rag.training.distill_items import read_items
     from instemb_rag.training.geometry import student_embeddings
-    from instemb_rag.training.geometry_data import read_items
     from instemb_rag.training.prefix_cache import PrefixCache
     from instemb_rag.training.trainer import load_student, make_trainable
 
@@ -173,7 +173,7 @@ def test_geometry_config_is_checked_before_any_work(setting, tmp_path):
 
 
 def test_items_file_errors_name_the_line_and_field(tmp_path):
-    from instemb_rag.training.geometry_data import read_items
+    from instemb_rag.training.distill_items import read_items
 
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps({"id": "a", "role": "answer", "text": "x"}) + "\n")
@@ -184,7 +184,8 @@ def test_items_file_errors_name_the_line_and_field(tmp_path):
 
 
 def test_batches_keep_groups_together_and_cover_every_item():
-    from instemb_rag.training.geometry_data import DistillItem, epoch_batches
+    from instemb_rag.training.distill_items import DistillItem
+    from instemb_rag.training.geometry_data import epoch_batches
 
     items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
     items[19] = DistillItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
