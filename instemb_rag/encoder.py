@@ -81,10 +81,10 @@ class InstEmbEncoder(nn.Module):
         self.padding_side = "right"
         self.__dict__["adapter"] = None  # a live peft LoRA (training); not a submodule: it wraps self.model
         self._fingerprint: str | None = None
-        # An int8 encoder is fingerprinted on its float weights, then quantized.
+        # An int8 encoder is fingerprinted on its float weights, with the precision it got
+        # (the fp32 fingerprint when no layer could go int8), then quantized.
         if _quantize and settings.precision != quantize.DEFAULT_PRECISION:
-            self.fingerprint  # noqa: B018
-            quantize.quantize_int8(self)
+            self._fingerprint = quantize.prepare_int8(self, self._fingerprint_with)
 
     # ------------------------------------------------------------------ settings (read-only)
     @property
@@ -274,28 +274,35 @@ class InstEmbEncoder(nn.Module):
         every existing index and embedding cache was fingerprinted, so it stays so.
         """
         if self._fingerprint is None:
-            digest = hashlib.sha256()
-            identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
-            if identity.get("projection") is None:
-                identity.pop("projection", None)  # fingerprints from before heads existed stay valid
-            identity["inference_lookahead_length"] = self.lookahead_length
-            identity.update(quantize.fingerprint_fields(self.precision))
-            digest.update(json.dumps(identity, sort_keys=True).encode())
-            digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
-            for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
-                digest.update(name.encode())
-                digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
-            if self.projection is not None:
-                for name, tensor in sorted(self.projection.state_tensors().items()):
-                    digest.update(f"projection.{name}".encode())
-                    digest.update(tensor.numpy().tobytes())
-            self._fingerprint = digest.hexdigest()[:32]
+            self._fingerprint = self._fingerprint_with(quantize.fingerprint_fields(self.precision))
         return self._fingerprint
+
+    def _fingerprint_with(self, precision_fields: dict) -> str:
+        """The fingerprint of the weights as they are now, with these precision fields."""
+        digest = hashlib.sha256()
+        identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
+        if identity.get("projection") is None:
+            identity.pop("projection", None)  # fingerprints from before heads existed stay valid
+        identity["inference_lookahead_length"] = self.lookahead_length
+        identity.update(precision_fields)
+        digest.update(json.dumps(identity, sort_keys=True).encode())
+        digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
+        for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
+            digest.update(name.encode())
+            digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
+        if self.projection is not None:
+            for name, tensor in sorted(self.projection.state_tensors().items()):
+                digest.update(f"projection.{name}".encode())
+                digest.update(tensor.numpy().tobytes())
+        return digest.hexdigest()[:32]
 
     def train(self, mode: bool = True) -> InstEmbEncoder:
         if mode:
             quantize.refuse_training(self.precision, "trained")
-        self._fingerprint = None  # training changes weights; the fingerprint is taken afresh after
+        if self.precision == quantize.DEFAULT_PRECISION:
+            # Training changes weights, so the fingerprint is taken afresh after. A quantized
+            # encoder keeps the one taken on its float weights (it cannot be trained).
+            self._fingerprint = None
         return super().train(mode)
 
     # ------------------------------------------------------------------ tokenization

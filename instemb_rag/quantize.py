@@ -12,9 +12,12 @@ held-out SciFact / Vaswani documents and queries with instructions; benchmarks/R
   input, so the first token's massive activations (a Llama's attention sink) and the other
   texts of the batch set every token's scale: min cosine 0.958 with everything else as below.
   Per token: 0.996.
-- 8-bit activations. The stock module asks for a reduced (7-bit) range, which CPUs without
-  VNNI need against int16 saturation; on a CPU with VNNI (or with qnnpack) the full range is
-  used (min cosine 0.996 against 0.987). ``ACTIVATION_BITS`` is part of the fingerprint.
+- 8-bit activations. The stock module asks for a reduced (7-bit) range, against the int16
+  saturation of int8 kernels without VNNI (``cpu_flags``); with 7-bit activations the default
+  model's min cosine falls to 0.987. Where fbgemm runs its AVX512-VNNI kernels (or on ARM),
+  weights and activations are both 8-bit; elsewhere the weights give up the bit instead
+  (7-bit weights, 8-bit activations: 255 x 63 x 2 fits int16), which keeps far more layers
+  within the bar than 7-bit activations did. The bit widths are part of the fingerprint.
 - SmoothQuant smoothing (Xiao et al. 2023), which helps a little on top (0.996 against 0.989
   without it): a few input channels of ``down_proj`` (and of the normed residual stream feeding
   q/k/v, gate/up) carry activations hundreds of times larger than the rest. For each input
@@ -24,26 +27,34 @@ held-out SciFact / Vaswani documents and queries with instructions; benchmarks/R
   unchanged; the activation maxima come from a fixed calibration set of texts in this module,
   so the same weights always give the same quantized model.
 
-With these, every linear layer of the default model is int8: no layer needs to stay float.
-A guard stays as the recorded, deterministic rule for models where that is not so: the
-calibration texts are embedded again by the quantized model; while their cosine to the float
-embeddings is below ``CALIBRATION_TARGET``, the input groups whose smoothed activations are
-still the most outlier-heavy (max / median over channels) go back to float, 1, 2, 4, ...
-groups at a time. Which layers stay float follows from the weights, so it is deterministic,
-and ``quantization_report`` says what happened.
+With these, nearly every linear layer of the default model is int8 (205 of 210 on an
+AVX512-VNNI CPU). A guard decides which are not: the calibration texts are embedded again by
+the quantized model; while their cosine to the float embeddings is below ``CALIBRATION_TARGET``,
+the input groups whose smoothed activations are still the most outlier-heavy (max / median over
+channels) go back to float, 1, 2, 4, ... groups at a time, then the count is bisected down to
+the fewest that meet the bar. The decision follows from the weights, the recipe and the CPU's
+int8 kernel, so it is made once per CPU kind and model and cached (``quantize_plan``); when it
+leaves no layer in int8 the encoder is the fp32 one, fingerprint included, and the weights are
+not touched. ``encoder.quantization_report`` says what runs.
 
 int8 is for inference only: training, saving and CUDA refuse it with a message that says so.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 import warnings
 from typing import Iterable
 
 import torch
 from torch import nn
 
+from . import quantize_plan
+from .cpu_flags import cpu_kind, int8_kernel
 from .errors import InstEmbError
+from .quantize_plan import Int8Plan
 
 PRECISIONS = ("fp32", "int8")
 DEFAULT_PRECISION = "fp32"
@@ -95,25 +106,13 @@ CALIBRATION = (
 )
 
 
-def _cpu_has_vnni() -> bool:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
-    except OSError:
-        pass
-    return False
+def int8_bits() -> tuple[int, int]:
+    """(weight bits, activation bits) the int8 kernel of this CPU multiplies without saturating."""
+    return (8, 8) if int8_kernel() in ("vnni", "arm") else (7, 8)
 
 
 def activation_bits() -> int:
-    """8 where the int8 GEMM cannot saturate (VNNI dot products, or ARM's qnnpack), else 7."""
-    import platform
-
-    if platform.machine().lower() in ("arm64", "aarch64") or _cpu_has_vnni():
-        return 8
-    return 7
+    return int8_bits()[1]
 
 
 def check_precision(precision: str, device: torch.device | str | None = None) -> str:
@@ -130,20 +129,28 @@ def check_precision(precision: str, device: torch.device | str | None = None) ->
     return precision
 
 
-def fingerprint_fields(precision: str) -> dict:
-    """What the precision adds to the encoder fingerprint (nothing for fp32, so fingerprints of
-    existing fp32 indexes and caches stay as they were)."""
-    if precision == DEFAULT_PRECISION:
+def fingerprint_fields(precision: str, plan: Int8Plan | None = None) -> dict:
+    """What the precision adds to the encoder fingerprint: nothing for fp32, nor for an int8 plan
+    that leaves every layer in float (that encoder *is* the fp32 one), so fingerprints of fp32
+    indexes and caches stay as they were. Fields that did not exist before (7-bit weights, layers
+    kept float) appear only when they apply, so earlier int8 fingerprints stay valid too."""
+    if precision == DEFAULT_PRECISION or (plan is not None and plan.int8_layers == 0):
         return {}
-    return {
+    weight_bits, bits = (plan.weight_bits, plan.activation_bits) if plan else int8_bits()
+    fields = {
         "precision": precision,
         "int8_recipe": RECIPE,
         "activation_scale": "per_token",
-        "activation_bits": activation_bits(),
+        "activation_bits": bits,
         "smoothing_alpha": SMOOTHING_ALPHA,
         "calibration_texts": len(CALIBRATION),
         "calibration_target": CALIBRATION_TARGET,
     }
+    if weight_bits != 8:
+        fields["weight_bits"] = weight_bits
+    if plan is not None and plan.kept_float:
+        fields["int8_kept_float"] = sorted(plan.kept_float)
+    return fields
 
 
 def refuse_training(precision: str, action: str = "trained") -> None:
@@ -195,13 +202,15 @@ def _smoothing_scales(act_max: torch.Tensor, weights: Iterable[torch.Tensor], al
 @torch.no_grad()
 def smooth_backbone(encoder, alpha: float = SMOOTHING_ALPHA) -> int:
     """Move activation outliers into the weights (exact in real arithmetic); layers smoothed."""
-    return len({key.split(".")[0] for key in _smooth(encoder, alpha)})
+    return len({key.split(".")[0] for key in _smooth(encoder, alpha)[0]})
 
 
 @torch.no_grad()
-def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
-    """Smooth in place; per input group (``layer.qkv``, ``.gate_up``, ``.down``): the qualified
-    names of its linear layers and how outlier-heavy its smoothed input still is."""
+def _smooth(encoder, alpha: float, maxima: dict[str, torch.Tensor] | None = None) -> tuple[dict, dict]:
+    """Smooth in place. Returns (groups, maxima): per input group (``layer.qkv``, ``.o``,
+    ``.gate_up``, ``.down``) the qualified names of its linear layers and how outlier-heavy its
+    smoothed input still is; and the activation maxima per group, measured on the calibration
+    texts unless given (a cached plan's) with the right shapes."""
     layers = _decoder_layers(encoder.model)
     linears: dict[str, nn.Linear] = {}
     plans = []
@@ -219,9 +228,12 @@ def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
             linears[f"{index}.o"] = output
         plans.append((index, norms[0], (q, k, v), norms[1], (gate, up), up, down))
     if not plans:
-        return {}
+        return {}, {}
     names = {module: name for name, module in encoder.model.base_model.named_modules()}
-    maxima = _linear_inputs_absmax(encoder, linears)
+    if maxima is None or any(
+        key not in maxima or maxima[key].shape != (linear.in_features,) for key, linear in linears.items()
+    ):
+        maxima = _linear_inputs_absmax(encoder, linears)
     groups = {}
 
     def outliers(smoothed_max: torch.Tensor) -> float:
@@ -244,7 +256,7 @@ def _smooth(encoder, alpha: float) -> dict[str, tuple[list[str], float]]:
         groups[f"{index}.down"] = ([names[down]], outliers(act_max / scales))
         if f"{index}.o" in maxima:  # not smoothed (its input is the attention output), still rankable
             groups[f"{index}.o"] = ([names[linears[f"{index}.o"]]], outliers(maxima[f"{index}.o"]))
-    return groups
+    return groups, maxima
 
 
 def _calibration_embeddings(encoder) -> torch.Tensor:
@@ -268,10 +280,12 @@ class Int8Linear(nn.Module):
     the batch set the scale of every token.
     """
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, weight_bits: int = 8, activation_bits: int = 8):
         super().__init__()
         weight = linear.weight.detach().float()
-        scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-8).double()
+        # 8 bits: [-127, 127]; 7 bits: [-63, 63], what kernels without VNNI multiply exactly.
+        levels = 2 ** (weight_bits - 1) - 1
+        scales = (weight.abs().amax(dim=1) / levels).clamp(min=1e-8).double()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # quantized tensor constructors announce their deprecation
             qweight = torch.quantize_per_channel(
@@ -280,7 +294,7 @@ class Int8Linear(nn.Module):
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.reduce_range = activation_bits() < 8
+        self.weight_bits, self.reduce_range = weight_bits, activation_bits < 8
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
@@ -292,7 +306,10 @@ class Int8Linear(nn.Module):
         return out.reshape(*shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8, per-token activations"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"int8 ({self.weight_bits}-bit weights), per-token activations"
+        )
 
 
 def _swap(root: nn.Module, name: str, module: nn.Module) -> None:
@@ -300,45 +317,151 @@ def _swap(root: nn.Module, name: str, module: nn.Module) -> None:
     setattr(root.get_submodule(parent_name) if parent_name else root, child, module)
 
 
-def quantize_int8(encoder) -> None:
-    """Smooth, then replace every linear layer of the decoder stack by an ``Int8Linear``, in place.
-
-    Only the decoder stack (``model.base_model``) is touched: the LM head is never run by
-    the encoder. Call on a freshly loaded float32 CPU model that nothing else shares.
-    """
-    if encoder.model.dtype != torch.float32:
-        raise InstEmbError(f"int8 quantization starts from float32 weights, not {encoder.model.dtype}.")
+def select_engine() -> None:
     engines = torch.backends.quantized.supported_engines
     for engine in ("x86", "fbgemm", "onednn", "qnnpack"):
         if engine in engines:
             torch.backends.quantized.engine = engine
-            break
-    reference = _calibration_embeddings(encoder)
-    groups = _smooth(encoder, SMOOTHING_ALPHA)
+            return
+
+
+def plan_key_fields(model_fingerprint: str, weight_bits: int, bits: int) -> dict:
+    """Everything the calibration's outcome depends on: the key of its cached plan."""
+    texts = hashlib.sha256(json.dumps(CALIBRATION).encode()).hexdigest()[:16]
+    return {
+        "model_fingerprint": model_fingerprint,
+        "cpu": cpu_kind(),
+        "int8_recipe": RECIPE,
+        "weight_bits": weight_bits,
+        "activation_bits": bits,
+        "smoothing_alpha": SMOOTHING_ALPHA,
+        "calibration_target": CALIBRATION_TARGET,
+        "calibration_texts": texts,
+        "torch": torch.__version__,
+        "engine": torch.backends.quantized.engine,
+    }
+
+
+def prepare_int8(encoder, fingerprint_with) -> str:
+    """Quantize a freshly loaded float32 CPU encoder in place; return its fingerprint.
+
+    ``fingerprint_with(fields)`` hashes the encoder's float weights with these precision fields
+    (``{}``: the fp32 fingerprint, which keys the cached plan). Only the decoder stack
+    (``model.base_model``) is touched: the LM head is never run by the encoder.
+    """
+    if encoder.model.dtype != torch.float32:
+        raise InstEmbError(f"int8 quantization starts from float32 weights, not {encoder.model.dtype}.")
+    started = time.perf_counter()
+    select_engine()
+    fp32_fingerprint = fingerprint_with({})
+    plan, path = plan_int8(encoder, fp32_fingerprint)
+    fields = fingerprint_fields("int8", plan)
+    fingerprint = fingerprint_with(fields) if fields else fp32_fingerprint
+    apply_plan(encoder, plan)
+    report = quantize_plan.build_report(plan, path, time.perf_counter() - started, CALIBRATION_TARGET)
+    encoder.quantization_report = report
+    quantize_plan.warn_shortfall(report)
+    return fingerprint
+
+
+def plan_int8(encoder, model_fingerprint: str):
+    """(plan, its file): the cached plan for this model and CPU kind, else a fresh calibration,
+    then cached. The encoder's weights are as they were, either way. The plan carries the
+    calibration texts' activation maxima, so applying a cached one runs no calibration text."""
+    weight_bits, bits = int8_bits()
+    key = plan_key_fields(model_fingerprint, weight_bits, bits)
+    path = quantize_plan.plan_path(key)
+    linear_layers = sum(isinstance(module, nn.Linear) for module in encoder.model.base_model.modules())
+    plan = quantize_plan.load_plan(path, key, linear_layers)
+    if plan is None:
+        plan = _calibrate(encoder, weight_bits, bits)
+        try:
+            quantize_plan.save_plan(path, key, plan)
+        except OSError as error:  # a read-only cache costs the next load a calibration, nothing more
+            warnings.warn(
+                f"The int8 plan could not be cached at {path} ({error}); the next load calibrates again.", stacklevel=4
+            )
+    return plan, path
+
+
+def _calibrate(encoder, weight_bits: int, bits: int) -> Int8Plan:
+    """Smooth, quantize every layer, and find the fewest most-outlier-heavy input groups that
+    must stay float for the calibration texts to meet ``CALIBRATION_TARGET``. Afterwards the
+    float layers and the unsmoothed weights are back in place, bit for bit."""
+    started = time.perf_counter()
     base = encoder.model.base_model
+    saved = [
+        (param, param.detach().clone()) for layer in _decoder_layers(encoder.model) for param in layer.parameters()
+    ]
     float_linears = {name: module for name, module in base.named_modules() if isinstance(module, nn.Linear)}
-    for name, module in float_linears.items():
-        _swap(base, name, Int8Linear(module))
-    # Most outlier-heavy groups first; ties (and groups of non-Llama layers) in layer order.
-    ranked = sorted(groups, key=lambda key: -groups[key][1])
-    kept_float: list[str] = []
-    cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+    try:
+        reference = _calibration_embeddings(encoder)
+        groups, maxima = _smooth(encoder, SMOOTHING_ALPHA)
+        int8_linears = {name: Int8Linear(module, weight_bits, bits) for name, module in float_linears.items()}
+        # Most outlier-heavy groups first; ties (and groups of non-Llama layers) in layer order.
+        ranked = sorted(groups, key=lambda key: -groups[key][1])
+
+        def cosine_with_float(count: int) -> float:
+            keep = {name for key in ranked[:count] for name in groups[key][0]}
+            for name, module in float_linears.items():
+                _swap(base, name, module if name in keep else int8_linears[name])
+            return float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+
+        count, cosine = _fewest_float_groups(cosine_with_float, len(ranked))
+    finally:
+        for name, module in float_linears.items():
+            _swap(base, name, module)
+        with torch.no_grad():
+            for param, original in saved:
+                param.copy_(original)
+    kept = tuple(ranked[:count])
+    return Int8Plan(
+        weight_bits=weight_bits,
+        activation_bits=bits,
+        linear_layers=len(float_linears),
+        kept_float=kept,
+        kept_float_layers=sum(len(groups[key][0]) for key in kept),
+        calibration_cosine_min=cosine,
+        calibration_seconds=round(time.perf_counter() - started, 3),
+        maxima=maxima,
+    )
+
+
+def _fewest_float_groups(cosine_with_float, total: int) -> tuple[int, float]:
+    """(count, cosine): the fewest leading ranked groups in float that meet the target. Doubling
+    steps (1, 3, 7, ... groups) find a passing count; bisection against the last failing one
+    then takes back what the last doubling overshot."""
+    failing, cosine = 0, cosine_with_float(0)
+    if cosine >= CALIBRATION_TARGET or total == 0:
+        return 0, cosine
     step = 1
-    while cosine < CALIBRATION_TARGET and len(kept_float) < len(ranked):
-        for key in ranked[len(kept_float) : len(kept_float) + step]:
-            for name in groups[key][0]:
-                _swap(base, name, float_linears[name])
-            kept_float.append(key)
-        step *= 2
-        cosine = float((_calibration_embeddings(encoder) * reference).sum(dim=-1).min())
+    while True:
+        passing = min(failing + step, total)
+        cosine = cosine_with_float(passing)
+        if cosine >= CALIBRATION_TARGET or passing == total:
+            break
+        failing, step = passing, step * 2
+    best = (passing, cosine)
+    while best[0] - failing > 1:
+        middle = (failing + best[0]) // 2
+        cosine = cosine_with_float(middle)
+        if cosine >= CALIBRATION_TARGET:
+            best = (middle, cosine)
+        else:
+            failing = middle
+    return best
+
+
+def apply_plan(encoder, plan: Int8Plan) -> None:
+    """Smooth and put every linear layer outside the plan's float groups in int8; with no int8
+    layer in the plan, nothing is touched (the encoder stays the fp32 one)."""
+    if plan.int8_layers:
+        base = encoder.model.base_model
+        groups, _ = _smooth(encoder, SMOOTHING_ALPHA, plan.maxima)
+        keep = {name for key in plan.kept_float for name in groups.get(key, ((), 0.0))[0]}
+        linears = [(name, module) for name, module in base.named_modules() if isinstance(module, nn.Linear)]
+        for name, module in linears:
+            if name not in keep:
+                _swap(base, name, Int8Linear(module, plan.weight_bits, plan.activation_bits))
     for param in encoder.model.parameters():
         param.requires_grad_(False)
-    float_names = {name for key in kept_float for name in groups[key][0]}
-    encoder.quantization_report = {
-        "linear_layers": len(float_linears),
-        "int8": len(float_linears) - len(float_names),
-        "activation_scale": "per_token",
-        "activation_bits": activation_bits(),
-        "kept_float_groups": kept_float,
-        "calibration_cosine_min": cosine,
-    }

@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from instemb_rag import InstEmbEncoder, quantize
+from instemb_rag import InstEmbEncoder, quantize, quantize_plan
 from instemb_rag.cli import app
 from instemb_rag.errors import InstEmbError
 
@@ -17,6 +17,12 @@ TEXTS = [
     "which backpack is good for a long trip ?",
 ]
 INSTRUCTIONS = [None, "focus on weight", "focus on durability"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """int8 plans are cached under INSTEMB_HOME: each test starts without any."""
+    monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
 
 
 def load(tiny_model_dir, precision="fp32"):
@@ -62,28 +68,34 @@ def test_int8_linear_scales_each_token_on_its_own():
     assert low(quiet[None]).shape == (1, 5, 32)  # any leading shape
 
 
-def test_activation_bits_are_in_the_fingerprint_fields(monkeypatch):
+def test_bit_widths_follow_the_int8_kernel_and_are_in_the_fingerprint_fields(monkeypatch):
+    monkeypatch.setattr(quantize, "int8_kernel", lambda: "vnni")
     fields = quantize.fingerprint_fields("int8")
     assert fields["activation_scale"] == "per_token" and fields["int8_recipe"] == quantize.RECIPE
-    assert fields["activation_bits"] in (7, 8)
-    monkeypatch.setattr(quantize, "activation_bits", lambda: 7)
-    assert quantize.fingerprint_fields("int8") != fields or fields["activation_bits"] == 7
+    assert fields["activation_bits"] == 8 and "weight_bits" not in fields  # the fields int8 indexes have had
+    monkeypatch.setattr(quantize, "int8_kernel", lambda: "int16-pairs")  # AVX2: no VNNI
+    without_vnni = quantize.fingerprint_fields("int8")
+    assert without_vnni["activation_bits"] == 8 and without_vnni["weight_bits"] == 7
 
 
 def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir, tiny_encoder, monkeypatch):
     monkeypatch.setattr(quantize, "CALIBRATION_TARGET", 2.0)  # unreachable: every group goes back
-    unquantizable = load(tiny_model_dir, "int8")
+    with pytest.warns(quantize_plan.Int8ShortfallWarning, match="none of the 14 linear layers"):
+        unquantizable = load(tiny_model_dir, "int8")
     report = unquantizable.quantization_report
     assert report["int8"] == 0 and len(report["kept_float_groups"]) == 2 * 4  # qkv, o, gate_up, down
+    assert report["effective_precision"] == "fp32"
     assert all(
         isinstance(m, torch.nn.Linear)
         for name, m in unquantizable.model.base_model.named_modules()
         if name.endswith("_proj")
     )
-    # Back in float (smoothed, which is exact): the fp32 embeddings again.
-    np.testing.assert_allclose(
-        unquantizable.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS), atol=1e-4
+    # Nothing is int8, so this is the fp32 encoder: weights not even smoothed, same vectors, and
+    # the fp32 fingerprint (an fp32 index is read by it, and an index it builds by fp32).
+    np.testing.assert_array_equal(
+        unquantizable.encode_queries(TEXTS, INSTRUCTIONS), tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
     )
+    assert unquantizable.fingerprint == tiny_encoder.fingerprint
 
 
 def test_smoothing_alone_leaves_the_embeddings_unchanged(tiny_model_dir, tiny_encoder):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum, IntEnum
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -99,10 +100,31 @@ def compile_option():
     )
 
 
-def load_encoder(model: str | None, device: str, precision: Precision | str = Precision.fp32, compile: bool = False):
+def strict_precision_option():
+    return typer.Option(
+        False,
+        "--strict-precision",
+        help="With --precision int8: exit 2 when fewer than half of the linear layers run in int8 on this CPU "
+        "(without it, a warning).",
+    )
+
+
+def load_encoder(
+    model: str | None,
+    device: str,
+    precision: Precision | str = Precision.fp32,
+    compile: bool = False,
+    strict_precision: bool = False,
+):
+    """The encoder, loaded at this precision; with int8, what runs is printed on stderr first."""
+    import time
+
     from ..encoder import InstEmbEncoder
 
-    encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
+    started = time.perf_counter()
+    with int8_warnings_reported_here():
+        encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
+    report_precision(encoder, strict_precision, time.perf_counter() - started)
     if compile:
         from ..fast.compiled import compile_encoder
 
@@ -112,3 +134,40 @@ def load_encoder(model: str | None, device: str, precision: Precision | str = Pr
 
 def model_label(model: str | None) -> str:
     return str(Path(model).resolve()) if model else "default"
+@contextmanager
+def int8_warnings_reported_here():
+    """The library's Int8ShortfallWarning, silenced: ``report_precision`` says the same, once."""
+    import warnings
+
+    from ..quantize_plan import Int8ShortfallWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Int8ShortfallWarning)
+        yield
+
+
+def report_precision(encoder, strict: bool, load_seconds: float) -> dict | None:
+    """With int8: print what runs (layers in int8 / kept float, the load time) on stderr, and a
+    warning (exit 2 under --strict-precision) when little or nothing of it is int8. The report,
+    for a command's JSON; None at fp32."""
+    report = getattr(encoder, "quantization_report", None)
+    if report is None:
+        return None
+    from rich.console import Console
+
+    from ..quantize_plan import describe_int8, int8_shortfall
+
+    report["load_seconds"] = round(load_seconds, 3)  # the whole load, int8 preparation included
+    console = Console(stderr=True)
+    say(console, "precision", f"{describe_int8(report)}; encoder loaded in {load_seconds:.1f} s", style="cyan")
+    shortfall = int8_shortfall(report)
+    if shortfall and strict:
+        fail(
+            f"{shortfall} --strict-precision makes this an error: use --precision fp32, or leave out --strict-precision.",
+            ExitCode.BAD_INPUT,
+        )
+    if shortfall:
+        say(console, "warning", f"{shortfall} Pass --strict-precision to make this an error.")
+    return report
+
+

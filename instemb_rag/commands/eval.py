@@ -7,7 +7,17 @@ from pathlib import Path
 import typer
 
 from ..choices import FacetBaseline, PoolingMode, SteeringSplit
-from .common import Precision, compile_option, device_option, fail, precision_option, say
+from .common import (
+    Precision,
+    compile_option,
+    device_option,
+    fail,
+    int8_warnings_reported_here,
+    precision_option,
+    report_precision,
+    say,
+    strict_precision_option,
+)
 
 DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 
@@ -60,6 +70,7 @@ def eval_command(
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
+    strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the corpus embedding cache."),
     exclude_seen: Path | None = typer.Option(
@@ -72,6 +83,8 @@ def eval_command(
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
+    import time
+
     from rich.console import Console
     from rich.text import Text
 
@@ -90,18 +103,25 @@ def eval_command(
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
-        if untrained:
-            encoder = InstEmbEncoder.from_backbone(
-                model,
-                lookahead_length=8 if lookahead is None else lookahead,
-                pooling=pooling or "daap",
-                device=device,
-                precision=Precision(precision).value,
-            )
-        else:
-            encoder = InstEmbEncoder.from_pretrained(
-                model, device=device, pooling=pooling, lookahead_length=lookahead, precision=Precision(precision).value
-            )
+        started = time.perf_counter()
+        with int8_warnings_reported_here():
+            if untrained:
+                encoder = InstEmbEncoder.from_backbone(
+                    model,
+                    lookahead_length=8 if lookahead is None else lookahead,
+                    pooling=pooling or "daap",
+                    device=device,
+                    precision=Precision(precision).value,
+                )
+            else:
+                encoder = InstEmbEncoder.from_pretrained(
+                    model,
+                    device=device,
+                    pooling=pooling,
+                    lookahead_length=lookahead,
+                    precision=Precision(precision).value,
+                )
+        report_precision(encoder, strict_precision, time.perf_counter() - started)
         if compile:
             from ..fast.compiled import compile_encoder
 
@@ -135,6 +155,9 @@ def eval_command(
                 say(console, "note", note, indent="  ")
     except InstEmbError as error:
         fail(error)
+    precision_report = getattr(encoder, "quantization_report", None)
+    for result in results if precision_report is not None else ():
+        result["encoder"]["precision"] = precision_report  # int8: what ran (layers in int8 / kept float)
     console.print(results_table(results))
     print_facet_tables(console, extra)
     write_results_json(results, output, extra)

@@ -18,6 +18,7 @@ from .common import (  # noqa: F401
     load_encoder,
     model_label,
     precision_option,
+    strict_precision_option,
 )
 
 # The exit codes of the one table in common.py, under the names the index tests use.
@@ -110,6 +111,7 @@ def index_command(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Chunks per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
+    strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
@@ -152,7 +154,7 @@ def index_command(
             options.ray = ray_options(
                 ray, ray_workers, ray_gpus_per_worker, ray_cpus_per_worker, model, device, precision
             )
-        encoder = load_encoder(model, device, precision, compile)
+        encoder = load_encoder(model, device, precision, compile, strict_precision)
         with RichChunkProgress(console, enabled=progress) as bar:
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from .common import Precision, compile_option, device_option, fail, load_encoder, model_label, precision_option, say
+from .common import (
+    Precision,
+    compile_option,
+    device_option,
+    fail,
+    load_encoder,
+    model_label,
+    precision_option,
+    say,
+    strict_precision_option,
+)
 
 
 def query_command(
@@ -26,6 +36,7 @@ def query_command(
     qdrant_api_key: str | None = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
     device: str = device_option(),
     precision: Precision = precision_option(),
+    strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
 ) -> None:
     """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
@@ -50,7 +61,7 @@ def query_command(
             reference = model or (
                 None if manifest is None or manifest.encoder_reference == "default" else manifest.encoder_reference
             )
-            encoder = load_encoder(reference, device, precision, compile)
+            encoder = load_encoder(reference, device, precision, compile, strict_precision)
         index = Index.open(
             index_dir,
             encoder=encoder,
@@ -65,15 +76,18 @@ def query_command(
     except InstEmbError as error:
         if "fingerprint" in str(error):
             typer.secho(
-                "hint: an index built with --precision int8 is queried with --precision int8 (and vice versa).",
+                "hint: an index built with --precision int8 is queried with --precision int8 on the same kind of CPU "
+                "(its fingerprint records the CPU's int8 kernel and which layers ran in int8), an fp32 one with fp32.",
                 fg=typer.colors.YELLOW,
                 err=True,
             )
         fail(error)
     if as_json:
-        print(
-            json.dumps({"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}, indent=2)
-        )
+        document = {"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
+        precision_report = getattr(encoder, "quantization_report", None)
+        if precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
+            document["precision"] = precision_report
+        print(json.dumps(document, indent=2))
         return
     for note in notes:
         say(console, "note", note)
