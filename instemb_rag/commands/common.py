@@ -14,8 +14,8 @@ Exit codes (the same for every command; README.md "Exit codes"):
 from __future__ import annotations
 
 import re
-from enum import Enum, IntEnum
 from contextlib import contextmanager
+from enum import Enum, IntEnum
 from pathlib import Path
 from typing import NoReturn
 
@@ -132,8 +132,6 @@ def load_encoder(
     return encoder
 
 
-def model_label(model: str | None) -> str:
-    return str(Path(model).resolve()) if model else "default"
 @contextmanager
 def int8_warnings_reported_here():
     """The library's Int8ShortfallWarning, silenced: ``report_precision`` says the same, once."""
@@ -171,3 +169,5 @@ def report_precision(encoder, strict: bool, load_seconds: float) -> dict | None:
     return report
 
 
+def model_label(model: str | None) -> str:
+    return str(Path(model).resolve()) if model else "default"
