@@ -76,6 +76,17 @@ def _below(name: str, split: int) -> bool:
     return False
 
 
+def read_shard_index(folder: Path, what_then: str) -> dict[str, list[int]]:
+    """``folder/index.json`` of a sharded cache (input key -> shard and rows); empty before its first shard."""
+    path = folder / "index.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InstEmbError(f"{path} is damaged ({exc}); delete {folder} and {what_then}.") from exc
+
+
 @dataclass(frozen=True)
 class CachedInput:
     states: torch.Tensor  # [T, d] in the cache's dtype
@@ -105,19 +116,8 @@ class PrefixCache:
         meta_path = self.folder / "meta.json"
         if not meta_path.is_file():
             write_text_atomically(meta_path, json.dumps(meta, indent=2))
-        self.index: dict[str, list[int]] = self._read_index()
+        self.index: dict[str, list[int]] = read_shard_index(self.folder, "the cache is built again")
         self._handles: dict[int, object] = {}
-
-    def _read_index(self) -> dict[str, list[int]]:
-        path = self.folder / "index.json"
-        if not path.is_file():
-            return {}
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise InstEmbError(
-                f"{path} is damaged ({exc}); delete {self.folder} and the cache is built again."
-            ) from exc
 
     def describe_other_caches(self) -> list[str]:
         """Cache folders beside this one: built for another model, K, template or length."""

@@ -34,6 +34,7 @@ from safetensors.torch import save as save_tensors
 from ..atomic import write_atomically, write_text_atomically
 from ..errors import InstEmbError
 from ..hashing import file_sha256
+from .prefix_cache import read_shard_index
 from .records import TrainingRecord
 
 CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
@@ -162,20 +163,9 @@ class TeacherCache:
         self.key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:24]
         self.path = self.folder / self.key
         self.lookahead_length, self.dim = lookahead_length, dim
-        self.index: dict[str, list[int]] = self._read_index()
+        self.index: dict[str, list[int]] = read_shard_index(self.path, "the targets are computed again")
         self.targets: MappedTargets | None = None  # the records of the last ensure()
         self.computed_last = 0  # how many inputs the last ensure() had to compute
-
-    def _read_index(self) -> dict[str, list[int]]:
-        path = self.path / "index.json"
-        if not path.is_file():
-            return {}
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise InstEmbError(
-                f"{path} is damaged ({exc}); delete {self.path} and the targets are computed again."
-            ) from exc
 
     def ensure(
         self,
