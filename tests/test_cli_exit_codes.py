@@ -14,6 +14,7 @@ from instemb_rag.commands.common import ExitCode, exit_code_for
 from instemb_rag.encoder import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError, ModelNotFoundError
 from instemb_rag.index import BadInputError, IndexBusyError, IndexFolderError
+from instemb_rag.index.errors import RayWorkerError
 
 runner = CliRunner()
 
@@ -34,6 +35,7 @@ def cli(*args: str) -> tuple[int, str]:
         (CheckpointError("lora/ missing"), ExitCode.MODEL),
         (FingerprintMismatchError("other base"), ExitCode.MODEL),
         (ModelNotFoundError("no gguf"), ExitCode.MODEL),
+        (RayWorkerError("an encoder actor died"), ExitCode.RAY_WORKER),
         (RuntimeError("a bug"), ExitCode.FAILED),
     ],
 )

@@ -9,6 +9,7 @@ Exit codes (the same for every command; README.md "Exit codes"):
     3  busy: another process holds the index lock (`index --wait SECONDS` queues)
     4  index folder: missing, damaged, built with another model or by a newer version
     5  model: the model or checkpoint cannot be loaded (not found, incomplete, other base weights)
+    6  a Ray worker or node failed during `index --ray` (files committed before it are kept: run again)
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ class ExitCode(IntEnum):
     BUSY = 3
     INDEX_FOLDER = 4
     MODEL = 5
+    RAY_WORKER = 6
 
 
 def exit_code_for(error: Exception) -> int:
     """The exit code of an error a command reports (most specific class first)."""
     from ..errors import CheckpointError, InstEmbError, ModelNotFoundError
-    from ..index.errors import IndexBusyError, IndexFolderError
+    from ..index.errors import IndexBusyError, IndexFolderError, RayWorkerError
 
+    if isinstance(error, RayWorkerError):
+        return ExitCode.RAY_WORKER
     if isinstance(error, IndexBusyError):
         return ExitCode.BUSY
     if isinstance(error, IndexFolderError):

@@ -34,11 +34,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import FingerprintMismatchError
 from ..net import unreachable_reason
 from .catalog import Catalog, content_chunk_id
+from .crash import crash_point
 from .documents import Chunk, ChunkSplitter
-from .errors import BadInputError
+from .errors import BadInputError, RayWorkerError
 from .indexer import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexOptions, IndexReport, chunk_file, file_outcome
+from .ray_failures import (
+    RAY_AUTH_HINT,
+    RAY_AUTH_LOGGER,
+    bounded_worker_retries,
+    no_opt_out_notice,
+    quiet_ray_data_console,
+    worker_failure,
+)
 
 CHUNK_TASK_CPUS = 0.25  # reading + splitting is light next to embedding
 CONNECT_TIMEOUT_S = 5.0
@@ -103,19 +113,27 @@ def connect_ray(options: RayOptions) -> bool:
     if ray.is_initialized():
         return False
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    quiet_ray_data_console()
+    # Ray 2.5x turns token authentication on for a new local runtime (the token goes to
+    # ~/.ray/auth_token) and warns "set RAY_AUTH_MODE=disabled to opt out": the runtime lives for
+    # this run only and the token is the safe default, so there is nothing to act on. Joining a
+    # cluster, the mode must match the cluster's instead (RAY_AUTH_HINT, docs/scale-out.md).
+    logging.getLogger(RAY_AUTH_LOGGER).addFilter(no_opt_out_notice)
     address = options.address
     if address in (None, "", LOCAL):
         workers = options.workers or 1
         cpus = max(os.cpu_count() or 1, math.ceil(workers * options.cpus_per_worker + CHUNK_TASK_CPUS))
-        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+        # address="local": a new runtime even where `ray start` left a cluster on this machine
+        # (address=None would join that one, and then refuse num_cpus)
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
         return True
     check_ray_reachable(resolve_auto(address) if address == "auto" else address)
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, TimeoutError) as error:
         raise RayUnreachableError(
-            f"Cannot join the Ray cluster at {address}: {error}. Check the address and that this machine runs the "
-            "same Ray and Python versions as the cluster."
+            f"Cannot join the Ray cluster at {address}: {error}. Check the address, that this machine runs the "
+            f"same Ray and Python versions as the cluster, and {RAY_AUTH_HINT}"
         ) from error
     return True
 
@@ -198,7 +216,7 @@ class EmbedChunks:
             torch.set_num_threads(threads)
         self.encoder = InstEmbEncoder.from_pretrained(**encoder_kwargs)
         if self.encoder.fingerprint != fingerprint:
-            raise RuntimeError(
+            raise FingerprintMismatchError(
                 f"The encoder loaded on Ray node {socket.gethostname()} from {encoder_kwargs.get('path') or 'default'} "
                 f"has fingerprint {self.encoder.fingerprint}, the driver's has {fingerprint}: give every node the same "
                 "model files (same path, or the shipped default)."
@@ -218,6 +236,7 @@ class EmbedChunks:
             )
 
     def __call__(self, batch: dict) -> dict:
+        crash_point("embed_batch")  # INSTEMB_CRASH_AT=embed_batch:N: this worker dies like an OOM-killed one
         counts = np.asarray(batch["count"])
         real = np.flatnonzero(counts > 0)
         vectors = np.zeros((len(counts), self.encoder.dimension), np.float32)
@@ -318,28 +337,30 @@ class RayEmbedding:
             },
         )
         threads = 0 if gpus_per_worker else max(1, int(options.cpus_per_worker))
-        return dataset.map_batches(
-            EmbedChunks,
-            batch_size=self.options.batch_size * 4,
-            batch_format="numpy",
-            compute=ActorPoolStrategy(size=workers),
-            num_gpus=gpus_per_worker,
-            num_cpus=options.cpus_per_worker,
-            fn_constructor_kwargs={
-                "encoder_kwargs": options.encoder_kwargs,
-                "fingerprint": self.encoder.fingerprint,
-                "batch_size": self.options.batch_size,
-                "threads": threads,
-                "sink": self.sink,
-            },
-        )
+        with bounded_worker_retries() as retries:
+            return dataset.map_batches(
+                EmbedChunks,
+                batch_size=self.options.batch_size * 4,
+                batch_format="numpy",
+                compute=ActorPoolStrategy(size=workers),
+                num_gpus=gpus_per_worker,
+                num_cpus=options.cpus_per_worker,
+                **retries,
+                fn_constructor_kwargs={
+                    "encoder_kwargs": options.encoder_kwargs,
+                    "fingerprint": self.encoder.fingerprint,
+                    "batch_size": self.options.batch_size,
+                    "threads": threads,
+                    "sink": self.sink,
+                },
+            )
 
     def embedded(self, tasks: list[FileTask], report: IndexReport, progress) -> Iterator[list[EmbeddedFile]]:
         progress.start(None)  # chunk counts are known only as the readers finish
         arriving: dict[int, list] = {}
         group: list[EmbeddedFile] = []
         group_chunks = 0
-        for batch in self._dataset(tasks).iter_batches(batch_size=None, batch_format="numpy"):
+        for batch in self._batches(tasks):
             for i in range(len(batch["task"])):
                 number, count = int(batch["task"][i]), int(batch["count"][i])
                 task = tasks[number]
@@ -377,6 +398,20 @@ class RayEmbedding:
         if group:
             yield group
 
+    def _batches(self, tasks: list[FileTask]) -> Iterator[dict]:
+        """The pipeline's output batches; a failure inside Ray becomes the one-line cause."""
+        batches = iter(self._dataset(tasks).iter_batches(batch_size=None, batch_format="numpy"))
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except Exception as error:
+                if not type(error).__module__.startswith("ray."):
+                    raise
+                raise worker_failure(error) from None
+            yield batch
+
     def done(self, store) -> None: ...
 
     def close(self) -> None:
@@ -393,6 +428,7 @@ __all__ = [
     "RayEmbedding",
     "RayOptions",
     "RayUnreachableError",
+    "RayWorkerError",
     "WorkerWrittenStore",
     "check_ray_reachable",
     "connect_ray",

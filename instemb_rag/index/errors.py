@@ -13,3 +13,8 @@ class IndexBusyError(InstEmbError):
 
 class BadInputError(InstEmbError):
     """The documents or the query given cannot be used (empty folder, empty query, ...)."""
+
+
+class RayWorkerError(InstEmbError):
+    """A Ray worker or node failed during `index --ray` (exit code 6); the files committed
+    before it stay in the index, and running the same command again embeds the rest."""

@@ -20,6 +20,8 @@ ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip i
 
 from helpers import index_cli_args  # noqa: E402
 
+from instemb_rag.commands.common import ExitCode, exit_code_for  # noqa: E402
+from instemb_rag.errors import ModelNotFoundError  # noqa: E402
 from instemb_rag.index import Indexer, IndexOptions  # noqa: E402
 from instemb_rag.index.catalog import Catalog  # noqa: E402
 from instemb_rag.index.distributed import RayOptions  # noqa: E402
@@ -192,3 +194,41 @@ def committed_files(index_dir: Path) -> int:
             catalog.close()
     except Exception:  # the run is creating it
         return 0
+
+
+def test_a_worker_that_keeps_dying_ends_the_run_with_its_exit_code_and_one_line(tiny_model_dir, tmp_path):
+    """Every encoder actor is SIGKILLed on its first batch (as the OOM killer would): Ray's
+    default was to restart it and retry forever; the run must stop with exit code 6 and one line."""
+    docs = write_corpus(tmp_path / "docs", files=3, words=48)
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), INSTEMB_CRASH_AT="embed_batch:1", RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    run = subprocess.run(
+        index_command(docs, tmp_path / "index", tiny_model_dir, "--ray", "--ray-workers", "1"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == ExitCode.RAY_WORKER, run.stdout[-2000:] + run.stderr[-3000:]
+    assert len(errors) == 1 and "A Ray worker failed: The actor is dead" in errors[0], run.stderr[-3000:]
+    assert "run the same command again" in errors[0]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert "to opt out" not in run.stderr  # Ray's token-auth notice for the local runtime
+
+
+def test_an_error_raised_in_a_worker_comes_back_as_that_error(tiny_model_dir, tmp_path):
+    """The model folder is missing on the workers' side (here: another path than the driver's):
+    the worker's ModelNotFoundError reaches the user as itself (exit code 5), in one line."""
+    from instemb_rag import InstEmbEncoder
+
+    encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu")
+    docs = write_corpus(tmp_path / "docs", files=2, words=32)
+    missing = tmp_path / "not-on-this-node"
+    ray_options = RayOptions(address="local", workers=1, encoder_kwargs={"path": str(missing), "device": "cpu"})
+    with pytest.raises(ModelNotFoundError) as raised:
+        Indexer(encoder, IndexOptions(index_dir=tmp_path / "index", ray=ray_options, **CHUNK)).run(docs)
+    message = str(raised.value)
+    assert message.startswith("A Ray worker failed: Model folder not found: ") and str(missing) in message
+    assert "\n" not in message
+    assert exit_code_for(raised.value) == ExitCode.MODEL
