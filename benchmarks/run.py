@@ -33,6 +33,7 @@ SCRIPTS = {
     "index": "bench_index.py",
     "training": "bench_training.py",
     "serve": "bench_serve.py",
+    "ray": "bench_ray.py",  # `ray` extra; skipped (a row saying so) without it
     "gpu": "bench_gpu.py",  # CUDA only (run by default with --device cuda; see gpu.sh)
 }
 GPU_ONLY = {"gpu"}
@@ -332,6 +333,36 @@ def serve_rows(result: dict) -> list[tuple]:
     return rows
 
 
+def ray_rows(result: dict) -> list[tuple]:
+    """index --ray on a local runtime: end to end (Ray start-up and actor loading included) next to
+    the single-process path, the bursty commit rate 2 vs 1 actors, and the driver's ceiling."""
+    runs = {"single_process": "one process", "ray_1_worker": "Ray, 1 actor", "ray_2_workers": "Ray, 2 actors"}
+    ceiling = result["driver_ceiling"]
+    return [
+        (
+            f"index --ray, {result['abstracts']} Vaswani abstracts, end to end: "
+            + " / ".join(runs.values())
+            + f" (load avg {fmt(result['load_average_before'][0], 1)} before)",
+            " / ".join(f"{fmt(result[name]['end_to_end_chunks_per_s'])}" for name in runs) + " chunks/s",
+            "",
+            "",
+        ),
+        (
+            "index --ray, commit rate after the first commit, 2 actors / 1 actor (bursty: see docs/scale-out.md)",
+            f"{fmt(result['two_over_one_worker'])}x ({fmt(result['ray_2_workers']['chunks_per_s'])} vs "
+            f"{fmt(result['ray_1_worker']['chunks_per_s'])} chunks/s)",
+            "",
+            "",
+        ),
+        (
+            f"index --ray driver commit ceiling ({ceiling['chunks_per_file']}-chunk files, vectors given)",
+            f"{fmt(ceiling['chunks_per_s'], 0)} chunks/s",
+            "",
+            "",
+        ),
+    ]
+
+
 RENDERERS = {
     "encoder": encoder_rows,
     "multi_instruction": multi_rows,
@@ -339,6 +370,7 @@ RENDERERS = {
     "index": index_rows,
     "training": training_rows,
     "serve": serve_rows,
+    "ray": ray_rows,
     "gpu": gpu_rows,
 }
 
