@@ -522,13 +522,25 @@ def prepare_teacher(
 
 
 def write_run_info(path: Path, run_info: dict, resumed_at: int) -> None:
-    """run_info.json of this invocation; a resumed run keeps the earlier invocations under
-    ``sessions`` (where the teacher targets were computed, on which device)."""
+    """run_info.json of this invocation, which says where it started: ``start_step``,
+    ``started_at`` (UTC) and ``config_sha256`` (of the train_config.json written beside it, so a
+    resume with other settings shows). A resumed run keeps every earlier invocation, oldest
+    first, under ``sessions`` (each with the same fields: where the teacher targets were
+    computed, on which device), so the history grows by one entry per resume."""
+    from datetime import datetime, timezone
+
+    config_file = path.parent / "train_config.json"
+    invocation = {
+        **run_info,
+        "start_step": resumed_at,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config_sha256": file_digest(config_file) if config_file.is_file() else None,
+    }
     sessions = []
     if resumed_at and path.is_file():
         earlier = json.loads(path.read_text())
         sessions = earlier.pop("sessions", []) + [earlier]
-    info = {**run_info, "resumed_at_step": resumed_at, "sessions": sessions} if resumed_at else run_info
+    info = {**invocation, "resumed_at_step": resumed_at, "sessions": sessions} if resumed_at else invocation
     path.write_text(json.dumps(info, indent=2))
 
 
