@@ -8,11 +8,14 @@ later loads memory-map that folder in well under 2 s.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,9 +139,14 @@ def convert_default_model(force: bool = False) -> Path:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+        print(
+            f"Converting the default model ({gguf.name}) once into {target}; later runs load it from there.",
+            file=sys.stderr,
+        )
         try:
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            with _stderr_shown_only_on_failure():  # transformers' per-tensor GGUF progress bar
+                tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
             _save_plain_model(model, staging)
             tokenizer.save_pretrained(staging)
             files = sorted(p.name for p in staging.iterdir())
@@ -159,6 +167,19 @@ def convert_default_model(force: bool = False) -> Path:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def _stderr_shown_only_on_failure():
+    """Hold back what is written to stderr (the conversion's tqdm bar, a few seconds of
+    carriage-return redraws that fill a log); print it only if the block raises."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except BaseException:
+        sys.stderr.write(held.getvalue())
+        raise
 
 
 def _save_plain_model(model, folder: Path) -> None:

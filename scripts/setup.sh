@@ -10,17 +10,25 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install --upgrade pip
-# The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
-# pull a multi-GB CUDA build on machines without a GPU.
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
-fi
 # Re-installing an editable package rebuilds it every time; skip when the project's dependency
 # declarations have not changed since the last successful install (the stamp holds their hash).
 STAMP=.venv/.instemb-setup
 WANTED="$(cat pyproject.toml integrations/llama-index-embeddings-instemb/pyproject.toml | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANTED" ]; then
+UP_TO_DATE=false
+[ "$(cat "$STAMP" 2>/dev/null)" = "$WANTED" ] && UP_TO_DATE=true
+HAVE_TORCH=false
+.venv/bin/python -c "import torch" 2>/dev/null && HAVE_TORCH=true
+# Nothing to install: no pip call at all (each would contact the index and may print its notices).
+if $UP_TO_DATE && $HAVE_TORCH; then
+  exit 0
+fi
+"${PIP[@]}" install --upgrade pip
+# The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
+# pull a multi-GB CUDA build on machines without a GPU.
+if ! $HAVE_TORCH; then
+  "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
+fi
+if ! $UP_TO_DATE; then
   # setuptools' editable install prints an information-only note about folders shadowing the
   # package; nothing for a user to act on, so it is silenced here (real errors still fail).
   PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e integrations/llama-index-embeddings-instemb

@@ -34,6 +34,7 @@ def demo_command(
 ) -> None:
     """Index the sample documents, then run one query under two instructions."""
     from rich.console import Console
+    from rich.text import Text
 
     from ..errors import InstEmbError
     from ..index import Index, Indexer, IndexOptions, StoreOptions
@@ -56,6 +57,13 @@ def demo_command(
                     console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
         except InstEmbError as error:
             fail(error)
+    if index_dir is None:  # the summary named a folder that is gone now: say how to keep one
+        console.print(
+            Text(
+                "The demo index was temporary. Your own documents: instemb-rag index FOLDER (into .instemb/), "
+                "then instemb-rag query 'your question' --instruction 'what matters to you'"
+            )
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,11 @@ SNIPPET_CHARS = 160
 
 class ChunkRateColumn(ProgressColumn):
     def render(self, task) -> Text:
-        speed = task.finished_speed or task.speed
+        # The run's average, not rich's speed over its last updates: chunks arrive in commit
+        # groups, and a small folder's one group would read as hundreds of chunks/s at the instant
+        # it landed, next to a summary saying 0.8.
+        elapsed = task.finished_time if task.finished else task.elapsed
+        speed = task.completed / elapsed if elapsed and task.completed else None
         return Text(f"{speed:.1f} chunks/s" if speed else "– chunks/s", style="cyan")
 
 
