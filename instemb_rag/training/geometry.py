@@ -32,7 +32,7 @@ from ..paths import instemb_home
 from .args import TrainConfig
 from .distill_items import DistillItem, read_items
 from .geometry_data import GeometryOrder
-from .prefix_cache import PrefixCache
+from .prefix_cache import PrefixCache, input_key
 from .state import latest_checkpoint, read_trainer_state
 from .trainer import (
     FINAL_DIR,
@@ -77,7 +77,8 @@ def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: 
     g = config.geometry
     head = Projection(encoder.hidden_size, targets.shape[1], bias=g.head_bias)
     bare = encoder.with_projection(None)
-    chosen = list(range(min(g.head_fit_items, len(items))))
+    # Sorted by length, so each batch pads little (the fit does not depend on the order).
+    chosen = sorted(range(min(g.head_fit_items, len(items))), key=lambda i: cache.index[_key(items[i])][2])
     pooled = torch.cat(
         [
             student_embeddings(bare, cache, items, chosen[start : start + 64]).float().cpu()
@@ -206,8 +207,6 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
 
 
 def _key(item: DistillItem) -> str:
-    from .prefix_cache import input_key
-
     return input_key(*item.student_input)
 
 

@@ -60,17 +60,31 @@ def epoch_batches(
 
 
 class GeometryOrder:
-    """Batch of any step: epochs follow one another, each in its own seeded order."""
+    """Batch of any step: epochs follow one another, each in its own seeded order.
+
+    Packing a shuffled epoch gives a slightly different number of batches each time, so a step
+    is placed by walking the epochs' batch counts, not by one epoch's length.
+    """
 
     def __init__(self, items: list[DistillItem], lengths: list[int], batch_size: int, seed: int):
         self.items, self.lengths, self.batch_size, self.seed = items, lengths, batch_size, seed
         self._epochs: dict[int, list[list[int]]] = {}
-        self.per_epoch = len(self._epoch(0))
+        self._counts: list[int] = []  # batches of epochs 0, 1, ... as far as computed
+        self.per_epoch = self._count(0)  # epoch 0's batches: what a run reports as one epoch
 
     def _epoch(self, epoch: int) -> list[list[int]]:
         if epoch not in self._epochs:
             self._epochs = {epoch: epoch_batches(self.items, self.lengths, self.batch_size, self.seed, epoch)}
         return self._epochs[epoch]
 
+    def _count(self, epoch: int) -> int:
+        while len(self._counts) <= epoch:
+            self._counts.append(len(self._epoch(len(self._counts))))
+        return self._counts[epoch]
+
     def step(self, step: int) -> list[int]:
-        return self._epoch(step // self.per_epoch)[step % self.per_epoch]
+        epoch = 0
+        while step >= self._count(epoch):
+            step -= self._count(epoch)
+            epoch += 1
+        return self._epoch(epoch)[step]

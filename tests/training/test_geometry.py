@@ -198,3 +198,17 @@ def test_batches_keep_groups_together_and_cover_every_item():
     assert any(12 in batch and 19 in batch for batch in batches)
     assert batches == epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
     assert batches != epoch_batches(items, lengths, batch_size=6, seed=1, epoch=1)
+
+
+def test_order_walks_epochs_of_different_batch_counts():
+    from instemb_rag.training.distill_items import DistillItem
+    from instemb_rag.training.geometry_data import GeometryOrder, epoch_batches
+
+    # Groups of uneven size pack into a different number of batches from one epoch to the next.
+    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n % 13}" if n % 3 else None, None) for n in range(90)]
+    lengths = [n % 11 + 1 for n in range(90)]
+    epochs = [epoch_batches(items, lengths, batch_size=8, seed=3, epoch=e) for e in range(4)]
+    assert len({len(batches) for batches in epochs}) > 1  # the case this test is about
+    order = GeometryOrder(items, lengths, batch_size=8, seed=3)
+    flat = [batch for batches in epochs for batch in batches]
+    assert [order.step(step) for step in range(len(flat))] == flat
