@@ -18,20 +18,27 @@ WORDS = (
 ).split()
 
 
+def word_level_tokenizer(words: list[str], **special_tokens: str):
+    """A word-level fast tokenizer: the special tokens first (in the order given), then ``words``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab: dict[str, int] = {}
+    for token in [*special_tokens.values(), *words]:
+        vocab.setdefault(token, len(vocab))
+    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token=special_tokens["unk_token"]))
+    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    return PreTrainedTokenizerFast(tokenizer_object=raw, **special_tokens)
+
+
 def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
     """A random 2-layer Llama + word-level tokenizer saved as an ordinary HF model folder."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3}
-    for word in WORDS + [w.capitalize() for w in WORDS] + [":", ",", "?", "!", "\n"]:
-        vocab.setdefault(word, len(vocab))
-    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
+    words = WORDS + [w.capitalize() for w in WORDS] + [":", ",", "?", "!", "\n"]
+    tokenizer = word_level_tokenizer(words, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    vocab = tokenizer.get_vocab()
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(vocab),

@@ -90,23 +90,21 @@ def build_tiny_teacher_folder(folder: Path, dimension: int = 24, seed: int = 0) 
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers import models as token_models
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertConfig, BertModel
 
-    from instemb_rag.testing import WORDS
+    from instemb_rag.testing import WORDS, word_level_tokenizer
 
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
-    for word in WORDS + [":", ",", "?", "!"]:
-        vocab.setdefault(word, len(vocab))
-    raw = Tokenizer(token_models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    tokenizer = word_level_tokenizer(
+        WORDS + [":", ",", "?", "!"],
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=len(vocab),
+        vocab_size=len(tokenizer.get_vocab()),
         hidden_size=dimension,
         num_hidden_layers=1,
         num_attention_heads=2,

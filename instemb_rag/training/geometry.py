@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InstEmbError
 from ..losses.geometry import dense_cosine, group_infonce, relational_kl
 from ..models.forward import States
 from ..models.layer_split import run_top
@@ -33,7 +32,7 @@ from .args import TrainConfig
 from .distill_items import DistillItem, read_items
 from .geometry_data import GeometryOrder
 from .prefix_cache import PrefixCache, input_key
-from .state import latest_checkpoint, read_trainer_state
+from .state import latest_checkpoint
 from .trainer import (
     FINAL_DIR,
     MetricsLog,
@@ -41,6 +40,7 @@ from .trainer import (
     load_student,
     make_trainable,
     prune_checkpoints,
+    resume_step,
     save_checkpoint,
     write_run_info,
 )
@@ -141,19 +141,6 @@ def prepare_prefix_cache(config: TrainConfig, encoder, items: list[DistillItem],
     return cache
 
 
-def _resume(config: TrainConfig, parts, optimizer, scheduler, data_info: dict) -> int:
-    last = latest_checkpoint(Path(config.training.output_dir)) if config.training.resume else None
-    if last is None:
-        return 0
-    state = read_trainer_state(last, parts.named, optimizer, scheduler)
-    if state.get("data_sha256") != data_info["data_sha256"] or state.get("seed") != data_info["seed"]:
-        raise InstEmbError(
-            f"Cannot resume from {last}: it was trained on other items or another seed. "
-            "Use the same geometry.texts_file, max_items and seed, or a new output_dir."
-        )
-    return int(state["step"])
-
-
 def train_geometry(config: TrainConfig, log=print) -> Path:
     """Train and return the final checkpoint folder (``<output_dir>/final``)."""
     from ..hashing import file_sha256
@@ -187,7 +174,7 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
     encoder = encoder.with_projection(head)
     parts.named.update({f"projection.{name}": p for name, p in head.named_parameters()})
     optimizer, scheduler = build_optimizer(parts, head, config)
-    start_step = _resume(config, parts, optimizer, scheduler, data_info)
+    start_step = resume_step(config, parts, optimizer, scheduler, data_info)
     metrics = MetricsLog(output_dir, start_step)
     (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
     run_info = {"device": str(device), "items": len(items), "prefix_cache": str(cache.folder), **data_info}
