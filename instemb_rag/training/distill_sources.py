@@ -301,6 +301,26 @@ def read_covid_qa(folder: Path, ctx: ReadContext) -> ReadResult:
     return items, held
 
 
+def read_pubmedqa(folder: Path, ctx: ReadContext) -> ReadResult:
+    """Whole abstracts (their context paragraphs joined, ~200-400 words), not chunks: the long
+    single-document regime of a scientific corpus, which the chunked sets never show the student.
+    Each question (with a generic instruction) points to its abstract; the long answer is a passage too."""
+    items, held = [], 0
+    for row in read_source_jsonl(folder / "pqal.jsonl"):
+        abstract = squash(" ".join(row.get("contexts", [])))
+        if not abstract or ctx.heldout.has_text(abstract):
+            held += 1
+            continue
+        key = row["_id"]
+        items.append(_passage("pubmedqa", f"a{key}", abstract, key))
+        answer = squash(row.get("long_answer", ""))
+        if len(answer.split()) >= MIN_PASSAGE_WORDS:
+            items.append(_passage("pubmedqa", f"l{key}", answer, key))
+        if row.get("question", "").strip():
+            items.append(_generic_query("pubmedqa", f"q{key}", row["question"], key, ctx, positive=f"pubmedqa:a{key}"))
+    return items, held
+
+
 def read_scifact(folder: Path, ctx: ReadContext) -> ReadResult:
     """Only the claims on the training side of the stance split become queries (a claim the
     split holds out, or one the stance file lacks, stays unread for the held-out claims figure),
@@ -436,6 +456,7 @@ SOURCES: dict[str, Source] = {
     "race": Source("race", ("race_articles.jsonl",), read_race),
     "medquad": Source("medquad", ("medquad_qa.jsonl",), read_medquad),
     "covid_qa": Source("covid_qa", ("covid_qa.json",), read_covid_qa),
+    "pubmedqa": Source("pubmedqa", ("pqal.jsonl",), read_pubmedqa),
     "scifact": Source("scifact", ("corpus.jsonl", "qrels.tsv", "stance.jsonl"), read_scifact),
     "vaswani": Source("vaswani", ("corpus.jsonl", "queries.jsonl", "qrels.tsv"), read_vaswani),
     "climate_fever": Source("climate_fever", ("climate-fever.jsonl",), read_climate_fever),

@@ -45,6 +45,7 @@ SPLITS_OF: dict[str, tuple[str, ...]] = {
     "race": ("race",),
     "medquad": ("medquad_facets",),
     "covid_qa": ("covid_qa",),
+    "pubmedqa": ("pubmedqa",),
     "scifact": ("scifact_stance_query",),
     "climate_fever": ("climate_fever_stance",),
     "condaqa": ("condaqa",),
@@ -52,7 +53,7 @@ SPLITS_OF: dict[str, tuple[str, ...]] = {
     "stsb": ("nli_pairs", "stance_pairs"),  # STS-B and SICK share caption sentences
 }
 # Sets whose record instruction is the set's own question (a text to hold out), not a template.
-QUESTION_SETS = frozenset({"msmarco_qa", "race", "covid_qa", "condaqa"})
+QUESTION_SETS = frozenset({"msmarco_qa", "race", "covid_qa", "pubmedqa", "condaqa"})
 DEFAULT_QUERY_SHARE = 0.5
 
 Log = Callable[[str], None]

@@ -18,6 +18,7 @@ A run (``geometry.teacher_encoder`` set in the config; ``instemb-rag train`` dis
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 
@@ -77,8 +78,10 @@ def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: 
     g = config.geometry
     head = Projection(encoder.hidden_size, targets.shape[1], bias=g.head_bias)
     bare = encoder.with_projection(None)
-    # Sorted by length, so each batch pads little (the fit does not depend on the order).
-    chosen = sorted(range(min(g.head_fit_items, len(items))), key=lambda i: cache.index[_key(items[i])][2])
+    # A seeded sample of the whole file (a file made by concatenation keeps its later sources in
+    # the fit), then sorted by length so each batch pads little (the fit does not depend on order).
+    sample = random.Random(config.training.seed).sample(range(len(items)), min(g.head_fit_items, len(items)))
+    chosen = sorted(sample, key=lambda i: cache.index[_key(items[i])][2])
     pooled = torch.cat(
         [
             student_embeddings(bare, cache, items, chosen[start : start + 64]).float().cpu()

@@ -104,6 +104,20 @@ def _covid(root):
     (root / "covid_qa" / "covid_qa.json").write_text(json.dumps({"data": [{"paragraphs": paragraphs}]}))
 
 
+def _pubmedqa(root):
+    rows = [
+        {
+            "_id": str(900 + n),
+            "question": f"Does enzyme {WORDS[n]} slow tissue repair?",
+            "contexts": [_sentence(n, "enzyme trial"), _sentence(n + 20, "repair measure")],
+            "long_answer": f"Enzyme {WORDS[n]} " + _sentence(n + 40, "repair result"),
+            "final_decision": "yes",
+        }
+        for n in range(10)
+    ]
+    _jsonl(root / "pubmedqa" / "pqal.jsonl", rows)
+
+
 def _scifact(root):
     corpus = [{"_id": str(500 + n), "title": f"Study {n}", "text": _sentence(n, "cell assay")} for n in range(8)]
     _jsonl(root / "scifact" / "corpus.jsonl", corpus)
@@ -234,7 +248,7 @@ def _dev_group(gid, subject):
 @pytest.fixture()
 def data_root(tmp_path):
     root = tmp_path / "data"
-    for write in (_msmarco, _race, _medquad, _covid, _scifact, _vaswani, _climate, _condaqa, _nli, _stsb):
+    for write in (_msmarco, _race, _medquad, _covid, _pubmedqa, _scifact, _vaswani, _climate, _condaqa, _nli, _stsb):
         write(root)
     return root
 
@@ -311,6 +325,26 @@ def test_builders_held_out_groups_and_eval_texts_are_never_read(tmp_path, data_r
     # Claims without a stance pair stay unread, and so do the abstracts they cite.
     assert "Gene " + WORDS[6] not in texts and "Study 6" not in texts
     assert "Two kids fly a red kite." not in texts  # an STS-B test sentence (the STS-B evaluation)
+
+
+def test_pubmedqa_gives_whole_abstracts_its_questions_point_to_and_skips_held_out_ones(
+    tmp_path, data_root, groups_file
+):
+    summary, items, _ = _build(tmp_path, data_root, groups_file)
+    by_id = {item["id"]: item for item in items}
+    abstracts = [item for item in items if item["id"].startswith("pubmedqa:a")]
+    questions = [item for item in items if item["source"] == "pubmedqa" and item["role"] == "query"]
+    assert abstracts and questions
+    for abstract in abstracts:  # both context paragraphs, joined: one whole abstract per passage
+        assert "enzyme trial" in abstract["text"] and "repair measure" in abstract["text"]
+    for question in questions:
+        assert by_id[question["positive"]]["id"].startswith("pubmedqa:a")
+    _, heldout = build_set("pubmedqa", data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
+    assert heldout
+    texts = " ".join(item["text"] for item in items)
+    for record in heldout:  # the steering evaluation's held-out abstracts, questions and answers
+        assert record.text not in texts and record.instruction not in texts and record.output not in texts
+    assert summary.counts["pubmedqa"].heldout == len(heldout)
 
 
 def test_duplicates_are_written_once_and_their_queries_repointed(tmp_path, data_root, groups_file):
