@@ -218,7 +218,7 @@ class InstEmbEncoder(nn.Module):
     @property
     def dimension(self) -> int:
         """Width of the embeddings: the projection head's output where there is one."""
-        return self.projection.out_features if self.projection is not None else self.hidden_size
+        return self.projection.dimension if self.projection is not None else self.hidden_size
 
     def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
         """This encoder with another projection head (or none), sharing the backbone weights.

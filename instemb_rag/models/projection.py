@@ -9,6 +9,13 @@ shipped embedding is the head's output (its dimension is the encoder's ``dimensi
 The pooled embedding is L2-normalised before the map (``normalize_input``): the decoder's
 pooled states have a large, text-independent norm component, and the closed-form fit
 (``fit_ridge``) that starts the head was measured on normalised inputs.
+
+``input_weight`` keeps part of the student's own geometry: with w > 0 the embedding is
+``[sqrt(w) * normalise(pooled), sqrt(1 - w) * normalise(head(pooled))]``, so the cosine of two
+embeddings is ``w * cos(pooled) + (1 - w) * cos(head)``. A head fitted on general texts can
+flatten what the backbone already told apart (a domain the fit saw little of); the blend keeps
+that. Training always fits and trains the head alone (``teacher_space``); a blend is a new view
+of a trained head (``with_input_weight``), chosen on training-side validation.
 """
 
 from __future__ import annotations
@@ -26,10 +33,20 @@ PROJECTION_FILE = "projection.safetensors"
 
 
 class Projection(nn.Module):
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, normalize_input: bool = True):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        normalize_input: bool = True,
+        input_weight: float = 0.0,
+    ):
         super().__init__()
+        if not 0.0 <= input_weight < 1.0:
+            raise CheckpointError(f"projection input_weight must lie in [0, 1); got {input_weight}.")
         self.linear = nn.Linear(in_features, out_features, bias=bias)
         self.normalize_input = normalize_input
+        self.input_weight = float(input_weight)
 
     @property
     def in_features(self) -> int:
@@ -37,12 +54,35 @@ class Projection(nn.Module):
 
     @property
     def out_features(self) -> int:
+        """Width of the teacher's space (what the head maps into)."""
         return self.linear.out_features
 
-    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+    @property
+    def dimension(self) -> int:
+        """Width of the embedding this module returns: the teacher's space, plus the pooled
+        embedding itself when blended."""
+        return self.out_features + (self.in_features if self.input_weight > 0 else 0)
+
+    def teacher_space(self, pooled: torch.Tensor) -> torch.Tensor:
+        """The head's map alone (un-normalised): what distillation compares with the teacher."""
         if self.normalize_input:
             pooled = F.normalize(pooled.float(), dim=-1)
         return self.linear(pooled.to(self.linear.weight.dtype))
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        mapped = self.teacher_space(pooled)
+        if self.input_weight == 0:
+            return mapped
+        own = F.normalize(pooled.float(), dim=-1).to(mapped.dtype) * self.input_weight**0.5
+        return torch.cat([own, F.normalize(mapped, dim=-1) * (1.0 - self.input_weight) ** 0.5], dim=-1)
+
+    def with_input_weight(self, input_weight: float) -> Projection:
+        """A view of this head (shared weights) that blends in the pooled embedding (see above)."""
+        view = Projection(
+            self.in_features, self.out_features, self.linear.bias is not None, self.normalize_input, input_weight
+        )
+        view.linear = self.linear
+        return view
 
     # ------------------------------------------------------------------ closed-form start
     @torch.no_grad()
@@ -75,6 +115,8 @@ class Projection(nn.Module):
             "out_features": self.out_features,
             "bias": self.linear.bias is not None,
             "normalize_input": self.normalize_input,
+            # Only when blended, so the fingerprints of heads saved before blends existed stay valid.
+            **({"input_weight": self.input_weight} if self.input_weight > 0 else {}),
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
