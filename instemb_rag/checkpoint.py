@@ -1,4 +1,4 @@
-"""The InstEmb checkpoint folder, and the one place that reads and writes it (``load``, ``save``).
+"""The InstEmb checkpoint folder, and the one place that reads and writes it (``load_parts``, ``save``).
 
     instemb_config.json     EncoderConfig: base model reference + fingerprint, template,
                             look-ahead length, pooling, format version, the names of the
@@ -11,6 +11,9 @@ The base model's weights are never copied; loading checks the base fingerprint. 
 ``files`` lists every weight file the checkpoint was written with (filled in by
 ``write_folder_atomically``), so a copy that lost some of them (a wheel without ``lora/``, say)
 refuses to load instead of silently embedding with part of the model.
+
+This module never imports the encoder: ``load_parts`` returns the parts a checkpoint holds and
+``encoder.load_checkpoint`` builds the encoder from them; ``save`` takes any encoder-shaped object.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -220,36 +224,35 @@ def overlay_adapted(model, folder: Path) -> None:
             own[name].copy_(tensor.to(own[name].dtype))
 
 
-def load(
-    folder: str | os.PathLike,
-    device: str = "auto",
-    pooling: str | None = None,
-    lookahead_length: int | None = None,
-    max_length: int | None = None,
-    precision: str = "fp32",
-    merge_lora: bool = True,
-):
-    """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
+@dataclass
+class CheckpointParts:
+    """What a checkpoint folder holds, loaded: the encoder (encoder.load_checkpoint) is built from these."""
 
-    The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
-    import). ``merge_lora=False`` leaves it out, for training on from the checkpoint, which
-    runs it live through peft (training/continuation.py) so it goes on training as an adapter.
+    config: EncoderConfig
+    backbone: Any  # backbone.Backbone: the base model with the adapted tensors (and a merged LoRA)
+    template: Any  # models.template.PromptTemplate
+    lookahead: Any  # models.lookahead.LookAheadTokens
+    trained: list[str]  # the backbone tensors a later save writes
+    projection: Any = None  # models.projection.Projection, when the checkpoint has a head
+
+
+def load_parts(
+    folder: str | os.PathLike, config: EncoderConfig, device: str, dtype, merge_lora: bool = True
+) -> CheckpointParts:
+    """Load the parts of a checkpoint whose ``config`` was read (and checked complete) by the caller.
+
+    The base model loads on ``device`` in ``dtype`` and must match the config's fingerprint. The
+    LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
+    import); ``merge_lora=False`` leaves it out (training on from the checkpoint runs it live).
     """
     from . import backbone as backbone_lib
-    from . import quantize
-    from .encoder import InstEmbEncoder, default_dtype, resolve_device
     from .models.lookahead import LookAheadTokens
     from .models.lora import merge_adapter
     from .models.projection import Projection
     from .models.template import PromptTemplate
-    from .settings import EncoderSettings
 
     folder = Path(folder)
-    config = read_config(folder)
-    check_complete(folder, config)
-    target = resolve_device(device)
-    quantize.check_precision(precision, target)
-    loaded = backbone_lib.load_backbone(config.base_model, dtype=default_dtype(target), device=str(target))
+    loaded = backbone_lib.load_backbone(config.base_model, dtype=dtype, device=device)
     if loaded.fingerprint != config.base_fingerprint:
         raise FingerprintMismatchError(
             f"Checkpoint {folder} was trained on base model '{config.base_model}' with weights "
@@ -268,22 +271,14 @@ def load(
             f"{folder}: config says {config.lookahead_length} look-ahead tokens but "
             f"lookahead.safetensors holds {lookahead.length}. The checkpoint is damaged."
         )
-    settings = EncoderSettings(
-        pooling=pooling or config.pooling,
-        lookahead_length=lookahead.length if lookahead_length is None else lookahead_length,
-        max_length=max_length or config.max_length,
-        precision=precision,
-    )
-    encoder = InstEmbEncoder(
-        loaded,
-        PromptTemplate(**config.template),
-        lookahead,
-        settings,
-        training_info=config.training,
-        trained_names=trained,
+    return CheckpointParts(
+        config=config,
+        backbone=loaded,
+        template=PromptTemplate(**config.template),
+        lookahead=lookahead,
+        trained=trained,
         projection=Projection.load(folder, config.projection) if config.projection else None,
     )
-    return encoder.to(loaded.model.device)
 
 
 def save(

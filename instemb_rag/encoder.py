@@ -199,7 +199,7 @@ class InstEmbEncoder(nn.Module):
         if path is None and is_checkpoint(SHIPPED_CHECKPOINT):
             path = SHIPPED_CHECKPOINT
         if path is not None and is_checkpoint(path):
-            return checkpoint.load(path, device, pooling, lookahead_length, max_length, precision)
+            return load_checkpoint(path, device, pooling, lookahead_length, max_length, precision)
         return cls.from_backbone(
             path,
             lookahead_length=DEFAULT_LOOKAHEAD if lookahead_length is None else lookahead_length,
@@ -402,6 +402,48 @@ class InstEmbEncoder(nn.Module):
         from .fast.shared_prefix import encode_instructions
 
         return encode_instructions(self, text, instructions, batch_size=batch_size)
+
+
+def load_checkpoint(
+    folder: str | os.PathLike,
+    device: str = "auto",
+    pooling: str | None = None,
+    lookahead_length: int | None = None,
+    max_length: int | None = None,
+    precision: str = "fp32",
+    merge_lora: bool = True,
+) -> InstEmbEncoder:
+    """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
+
+    The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
+    import). ``merge_lora=False`` leaves it out, for training on from the checkpoint, which
+    runs it live through peft (training/continuation.py) so it goes on training as an adapter.
+    checkpoint.load_parts reads the folder; this builds the encoder from the parts.
+    """
+    folder = Path(folder)
+    config = checkpoint.read_config(folder)
+    checkpoint.check_complete(folder, config)
+    target = resolve_device(device)
+    quantize.check_precision(precision, target)
+    parts = checkpoint.load_parts(
+        folder, config, device=str(target), dtype=default_dtype(target), merge_lora=merge_lora
+    )
+    settings = EncoderSettings(
+        pooling=pooling or config.pooling,
+        lookahead_length=parts.lookahead.length if lookahead_length is None else lookahead_length,
+        max_length=max_length or config.max_length,
+        precision=precision,
+    )
+    encoder = InstEmbEncoder(
+        parts.backbone,
+        parts.template,
+        parts.lookahead,
+        settings,
+        training_info=config.training,
+        trained_names=parts.trained,
+        projection=parts.projection,
+    )
+    return encoder.to(parts.backbone.model.device)
 
 
 def _progress(starts, enabled: bool, total_items: int, batch_size: int):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from enum import Enum, IntEnum
-from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -171,7 +170,3 @@ def report_precision(encoder, strict: bool, load_seconds: float) -> dict | None:
     if shortfall:
         say(console, "warning", f"{shortfall} Pass --strict-precision to make this an error.")
     return report
-
-
-def model_label(model: str | None) -> str:
-    return str(Path(model).resolve()) if model else "default"

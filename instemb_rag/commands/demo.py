@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from ..choices import StoreKind
-from .common import device_option, fail, load_encoder, model_label
+from .common import device_option, fail, load_encoder
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "sample_docs"
 DEMO_QUERY = "Which tent should I buy?"
@@ -39,6 +39,7 @@ def demo_command(
     from ..errors import InstEmbError
     from ..index import Index, Indexer, IndexOptions, StoreOptions
     from ..index.display import RichChunkProgress, hits_table, print_summary
+    from ..index.manifest import model_label
 
     console = Console()
     with tempfile.TemporaryDirectory(prefix="instemb-demo-") as scratch:

@@ -16,7 +16,6 @@ from .common import (  # noqa: F401
     exit_code_for,
     fail,
     load_encoder,
-    model_label,
     precision_option,
     strict_precision_option,
 )
@@ -121,6 +120,7 @@ def index_command(
     from ..errors import InstEmbError
     from ..index import Indexer, IndexOptions, StoreOptions
     from ..index.display import RichChunkProgress, print_summary
+    from ..index.manifest import model_label
 
     console = Console()
     if chunk_overlap >= chunk_size:

@@ -13,7 +13,6 @@ from .common import (
     device_option,
     fail,
     load_encoder,
-    model_label,
     precision_option,
     say,
     strict_precision_option,
@@ -45,6 +44,7 @@ def query_command(
     from ..errors import InstEmbError
     from ..index import BadInputError, Index, parse_filters
     from ..index.display import hits_table
+    from ..index.manifest import model_label
 
     console = Console(stderr=as_json)
     try:

@@ -30,7 +30,6 @@ import math
 import os
 import socket
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,7 +39,6 @@ from .catalog import Catalog, content_chunk_id
 from .crash import crash_point
 from .documents import Chunk, ChunkSplitter
 from .errors import BadInputError, RayWorkerError
-from .indexer import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexOptions, IndexReport, chunk_file, file_outcome
 from .ray_failures import (
     RAY_AUTH_HINT,
     RAY_AUTH_LOGGER,
@@ -49,25 +47,22 @@ from .ray_failures import (
     quiet_ray_data_console,
     worker_failure,
 )
+from .run_parts import (
+    EMBED_GROUP_CHUNKS,
+    EmbeddedFile,
+    FileTask,
+    IndexOptions,
+    IndexReport,
+    RayOptions,
+    chunk_file,
+    file_outcome,
+)
 
 CHUNK_TASK_CPUS = 0.25  # reading + splitting is light next to embedding
 CONNECT_TIMEOUT_S = 5.0
 DEFAULT_RAY_PORT = 6379
 DEFAULT_CLIENT_PORT = 10001
 LOCAL = "local"
-
-
-@dataclass
-class RayOptions:
-    """How `index --ray` runs. ``encoder_kwargs`` are what each actor passes to
-    ``InstEmbEncoder.from_pretrained`` (the model reference, never the model)."""
-
-    address: str | None = None  # None / "local": start a local Ray runtime; "auto", "HOST:PORT", "ray://HOST:PORT"
-    workers: int | None = None  # encoder actors; None: one per GPU, else one per CPU left after the readers
-    gpus_per_worker: float | None = None  # None: 1 where the cluster has GPUs, else 0 (CPU actors)
-    cpus_per_worker: float = 1.0
-    files_per_task: int = 8  # files read and split per Ray Data task
-    encoder_kwargs: dict = field(default_factory=dict)
 
 
 class RayUnreachableError(BadInputError):

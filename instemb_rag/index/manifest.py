@@ -68,6 +68,12 @@ def read_manifest(index_dir: Path) -> Manifest | None:
         ) from error
 
 
+def model_label(model: str | None) -> str:
+    """What a manifest records as the model of an index (``encoder_reference``): the --model
+    path, resolved, or "default" for the shipped default."""
+    return str(Path(model).resolve()) if model else "default"
+
+
 def check_encoder(manifest: Manifest, fingerprint: str, dimension: int, index_dir: Path, model_label: str) -> None:
     """Refuse to mix embeddings from two encoders in one index."""
     if manifest.dimension != dimension or manifest.encoder_fingerprint != fingerprint:

@@ -128,8 +128,8 @@ class ServerState:
             from ..encoder import InstEmbEncoder
 
             return cls(InstEmbEncoder.from_pretrained(model, device=device), options)
-        from ..commands.index import model_label
         from ..index import Index
+        from ..index.manifest import model_label
 
         index_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="instemb-index")
         try:

@@ -4,7 +4,7 @@ A checkpoint written by the next run stores only what *that* run trains: without
 everything the earlier run learned in the backbone would silently vanish from the new
 checkpoint. So:
 
-- the checkpoint is loaded with its LoRA adapter unmerged (``checkpoint.load(merge_lora=False)``)
+- the checkpoint is loaded with its LoRA adapter unmerged (``encoder.load_checkpoint(merge_lora=False)``)
   and the adapter runs live through peft as the starting value of the new run's adapter (same
   rank, alpha, target modules and layers, or a clear error);
 - every tensor the earlier checkpoint adapted is written again by the new one, trained or not.

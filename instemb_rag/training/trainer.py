@@ -84,12 +84,12 @@ def load_student(config: TrainConfig, device: torch.device):
     A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
     start (the teacher included) and goes on training as an adapter (continuation.py).
     """
-    from ..encoder import InstEmbEncoder
+    from ..encoder import InstEmbEncoder, load_checkpoint
 
     model_args = config.model
     reference = model_args.model_name_or_path
     if reference and is_checkpoint(reference):
-        encoder = checkpoint.load(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
+        encoder = load_checkpoint(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
         start = starting_checkpoint(reference)
         top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
         check_continuation(
