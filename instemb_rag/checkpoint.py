@@ -159,13 +159,20 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
 
     ``inference_options`` overrides settings that do not touch weights (``max_length``,
     ``pooling``), e.g. a model trained on 192-token inputs can embed 512-token documents.
+    ``head_input_weight`` makes the copy a blended view of its projection head
+    (models/projection.py): the embedding keeps that share of the pooled geometry.
     """
     source, target = Path(source), Path(target)
     config = read_config(source)
     check_complete(source, config)
+    head_input_weight = inference_options.pop("head_input_weight", None)
     unknown = set(inference_options) - {"max_length", "pooling"}
     if unknown:
-        raise CheckpointError(f"export_checkpoint can override max_length and pooling, not {sorted(unknown)}.")
+        raise CheckpointError(
+            f"export_checkpoint can override max_length, pooling and head_input_weight, not {sorted(unknown)}."
+        )
+    if head_input_weight is not None:
+        inference_options["projection"] = blended_projection(source, config, head_input_weight)
     try:
         config = EncoderConfig.model_validate({**config.model_dump(), **inference_options})
     except ValidationError as exc:
@@ -182,6 +189,22 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
 
     write_folder_atomically(target, fill)
     return target
+
+
+def blended_projection(source: Path, config: EncoderConfig, input_weight: float) -> dict:
+    """The projection config of a blended view: the same head weights, ``input_weight`` of the
+    pooled embedding kept beside the head's output (0 drops the blend)."""
+    if not config.projection:
+        raise CheckpointError(
+            f"{source} has no projection head, so there is nothing to blend; --head-input-weight "
+            "applies to checkpoints trained with a sentence-encoder teacher (geometry runs)."
+        )
+    if not 0.0 <= input_weight < 1.0:
+        raise CheckpointError(f"--head-input-weight must lie in [0, 1); got {input_weight}.")
+    projection = {key: value for key, value in config.projection.items() if key != "input_weight"}
+    # Written only when blended, as Projection.get_config_dict does, so an unblended copy keeps
+    # the fingerprint of the checkpoint it came from.
+    return {**projection, **({"input_weight": input_weight} if input_weight > 0 else {})}
 
 
 # ---------------------------------------------------------------------------- load and save

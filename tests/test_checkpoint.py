@@ -171,3 +171,38 @@ def test_checkpoint_without_a_file_list_still_loads(tiny_encoder, tmp_path):
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "old", device="cpu")
     assert loaded.fingerprint == tiny_encoder.fingerprint
     np.testing.assert_array_equal(loaded.encode_documents(TEXTS), tiny_encoder.encode_documents(TEXTS))
+
+
+def test_export_with_head_input_weight_writes_a_blended_view_of_the_head(tiny_encoder, tmp_path):
+    """A geometry checkpoint exported with --head-input-weight keeps w of the pooled cosine."""
+    from typer.testing import CliRunner
+
+    from instemb_rag.cli import app
+    from instemb_rag.models.projection import Projection
+
+    torch.manual_seed(0)
+    headed = tiny_encoder.with_projection(Projection(tiny_encoder.hidden_size, 8))
+    headed.save(tmp_path / "geometry")
+    result = CliRunner().invoke(
+        app, ["export", str(tmp_path / "geometry"), str(tmp_path / "blend"), "--head-input-weight", "0.5"]
+    )
+    assert result.exit_code == 0, result.output
+    blend = InstEmbEncoder.from_pretrained(tmp_path / "blend", device="cpu")
+    head_only = InstEmbEncoder.from_pretrained(tmp_path / "geometry", device="cpu")
+    bare = tiny_encoder.with_projection(None)
+    assert blend.dimension == 8 + tiny_encoder.hidden_size and blend.fingerprint != head_only.fingerprint
+
+    def cosines(encoder):
+        a, b = encoder.encode_documents(TEXTS)
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+    np.testing.assert_allclose(cosines(blend), 0.5 * cosines(bare) + 0.5 * cosines(head_only), atol=1e-5)
+    # Weight 0 is the head alone again, with the original fingerprint.
+    export_checkpoint(tmp_path / "blend", tmp_path / "unblended", head_input_weight=0.0)
+    assert InstEmbEncoder.from_pretrained(tmp_path / "unblended", device="cpu").fingerprint == head_only.fingerprint
+    tiny_encoder.save(tmp_path / "plain", trained=[])
+    with pytest.raises(CheckpointError, match="no projection head"):
+        export_checkpoint(tmp_path / "plain", tmp_path / "x", head_input_weight=0.5)
+    with pytest.raises(CheckpointError, match=r"\[0, 1\)"):
+        export_checkpoint(tmp_path / "geometry", tmp_path / "x", head_input_weight=1.0)
+    assert not (tmp_path / "x").exists()

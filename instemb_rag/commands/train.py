@@ -173,6 +173,12 @@ def export_command(
         None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."
     ),
     pooling: PoolingMode | None = typer.Option(None, "--pooling", help="Default pooling of the exported encoder."),
+    head_input_weight: float | None = typer.Option(
+        None,
+        "--head-input-weight",
+        help="For a checkpoint with a projection head: the share (0-1) of its own pooled geometry "
+        "the embedding keeps beside the head's (cosine = w * pooled + (1 - w) * head).",
+    ),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
     from ..checkpoint import export_checkpoint
@@ -180,7 +186,11 @@ def export_command(
 
     options = {
         key: value
-        for key, value in {"max_length": max_length, "pooling": pooling and pooling.value}.items()
+        for key, value in {
+            "max_length": max_length,
+            "pooling": pooling and pooling.value,
+            "head_input_weight": head_input_weight,
+        }.items()
         if value is not None
     }
     try:
