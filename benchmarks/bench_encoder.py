@@ -8,7 +8,7 @@
     repetition with a 1024^3 GEMM burst timed just before (robust on a shared machine);
 (c) DAAP with L = 8 against plain last-token pooling (L = 0) of the same text, timed in
     alternation so load from other processes hits both alike;
-(d) on the CPU, precision="int8" (instemb_rag/quantize.py) against fp32: one query and the
+(d) on the CPU, precision="int8" (instemb_rag/encoder/quantize.py) against fp32: one query and the
     documents, the two encoders timed in alternation, and the cosine of their embeddings; the
     int8 load time with the layer plan calibrated and cached, the layer counts, and the CPU flags
     that chose the int8 kernel. ``--only-int8`` runs (d) alone.
@@ -175,7 +175,7 @@ def int8_loads(model: str | None, device: str) -> dict:
 
 def cpu_info() -> dict:
     """The CPU flags that choose the int8 kernel, and any kernel limits in force."""
-    from instemb_rag.cpu_flags import RELEVANT_FLAGS, cpu_kind, read_cpu_flags
+    from instemb_rag.encoder.cpu_flags import RELEVANT_FLAGS, cpu_kind, read_cpu_flags
 
     limits = {name: os.environ[name] for name in AVX2_ENVIRONMENT if name in os.environ}
     hardware = sorted(flag for flag in read_cpu_flags(overridable=False) if flag in RELEVANT_FLAGS)

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     encoder = InstEmbEncoder.from_pretrained(device=args.device, precision=args.precision)
     first_call_s = None
     if args.compile:
-        from instemb_rag.fast.compiled import compile_encoder
+        from instemb_rag.encoder.fast.compiled import compile_encoder
 
         compile_encoder(encoder)
         started = time.perf_counter()

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.fast.shared_prefix import shared_prefix_length
+    from instemb_rag.encoder.fast.shared_prefix import shared_prefix_length
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)

@@ -48,7 +48,7 @@ class Setup:
         import torch
 
         from instemb_rag.training.args import load_config
-        from instemb_rag.training.trainer import build_optimizer, load_student, make_trainable
+        from instemb_rag.training.student import build_optimizer, load_student, make_trainable
 
         values = {
             "data.train_file": str(train_file),

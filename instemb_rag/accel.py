@@ -1,7 +1,6 @@
-"""Accelerator helpers: what the CUDA path uses, importable (and answering False) everywhere.
+"""FAISS on a GPU: what the CUDA search path uses, importable (and answering False) everywhere.
 
-The encoder already picks CUDA for device="auto" and bf16 there (encoder.resolve_device /
-default_dtype), and the backbone loads with PyTorch SDPA attention. FAISS GPU support comes
+The encoder's device choices are in encoder/device.py. FAISS GPU support comes
 from the optional extras ``instemb-rag[gpu]`` (faiss-gpu, CUDA 12) or ``[gpu-cu13]``
 (faiss-gpu-cuvs, CUDA 13); a CPU faiss build lacks StandardGpuResources and reports 0 GPUs.
 """
@@ -13,14 +12,6 @@ from functools import cache
 from .errors import InstEmbError
 
 GPU_EXTRA_HINT = 'pip install "instemb-rag[gpu]" (CUDA 12) or "instemb-rag[gpu-cu13]" (CUDA 13)'
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def faiss_gpu_available() -> bool:
@@ -76,9 +67,3 @@ def to_cpu_index(index):
     if hasattr(faiss, "index_gpu_to_cpu") and type(index).__name__.startswith("Gpu"):
         return faiss.index_gpu_to_cpu(index)
     return index
-
-
-def attention_implementation(model) -> str | None:
-    """The attention kernel the loaded backbone runs ('sdpa' is expected)."""
-    config = getattr(model, "config", None)
-    return getattr(config, "_attn_implementation", None)

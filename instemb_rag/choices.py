@@ -33,7 +33,7 @@ class QdrantQuantization(str, Enum):
 
 
 class PoolingMode(str, Enum):
-    """``--pooling``: how hidden states become one embedding (instemb_rag/models/pooling.py)."""
+    """``--pooling``: how hidden states become one embedding (instemb_rag/encoder/modules/pooling.py)."""
 
     daap = "daap"
     input_last = "input_last"

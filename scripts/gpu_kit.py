@@ -110,7 +110,7 @@ def backbone_source(model: Path | None) -> tuple[Path, dict]:
     """The folder to ship and its manifest record: the converted default (INSTEMB_HOME) or ``model``."""
     if model is not None:
         return model, {"name": model.name, "default": False, "dest": "models/backbone"}
-    from instemb_rag.backbone import DEFAULT_BACKBONE, convert_default_model
+    from instemb_rag.encoder.backbone import DEFAULT_BACKBONE, convert_default_model
 
     print("gpu_kit: the default model's converted folder (converted once if absent; INSTEMB_HOME)", flush=True)
     return convert_default_model(), {

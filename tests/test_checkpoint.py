@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.checkpoint import CONFIG_FILE, export_checkpoint, read_config
-from instemb_rag.encoder import SHIPPED_CHECKPOINT
+from instemb_rag.encoder.checkpoint import CONFIG_FILE, export_checkpoint, read_config
+from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
 from instemb_rag.testing import build_tiny_model_folder
 
@@ -178,7 +178,7 @@ def test_export_with_head_input_weight_writes_a_blended_view_of_the_head(tiny_en
     from typer.testing import CliRunner
 
     from instemb_rag.cli import app
-    from instemb_rag.models.projection import Projection
+    from instemb_rag.encoder.modules.projection import Projection
 
     torch.manual_seed(0)
     headed = tiny_encoder.with_projection(Projection(tiny_encoder.hidden_size, 8))

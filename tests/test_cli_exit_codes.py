@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.commands.common import ExitCode, exit_code_for
-from instemb_rag.encoder import SHIPPED_CHECKPOINT
+from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError, ModelNotFoundError
 from instemb_rag.index import BadInputError, IndexBusyError, IndexFolderError
 from instemb_rag.index.errors import RayWorkerError

@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-CONVERT = "from instemb_rag.backbone import convert_default_model;print(convert_default_model())"
+CONVERT = "from instemb_rag.encoder.backbone import convert_default_model;print(convert_default_model())"
 
 
 def test_two_processes_convert_once(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from instemb_rag import accel
-from instemb_rag.encoder import default_dtype, resolve_device
+from instemb_rag.encoder.device import attention_implementation, default_dtype, resolve_device
 from instemb_rag.errors import InstEmbError
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
@@ -31,7 +31,7 @@ def test_dtype_is_bf16_on_cuda_and_fp32_on_cpu():
 
 
 def test_backbone_runs_sdpa_attention(tiny_encoder):
-    assert accel.attention_implementation(tiny_encoder.model) == "sdpa"
+    assert attention_implementation(tiny_encoder.model) == "sdpa"
 
 
 def test_bf16_encoder_matches_fp32_and_shared_prefix_works(tiny_model_dir):

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from instemb_rag import backbone
+from instemb_rag.encoder import backbone
 from instemb_rag.errors import ModelNotFoundError
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def test_later_load_is_fast_and_reports_its_time(default_encoder):
     # second process loads from the safetensors cache rather than converting again.
     code = (
         "import time; t=time.perf_counter();"
-        "from instemb_rag.backbone import load_backbone; b=load_backbone();"
+        "from instemb_rag.encoder.backbone import load_backbone; b=load_backbone();"
         "print(round(time.perf_counter()-t, 3), b.folder)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

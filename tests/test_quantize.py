@@ -7,8 +7,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from instemb_rag import InstEmbEncoder, quantize, quantize_plan
+from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
+from instemb_rag.encoder import quantize, quantize_plan
 from instemb_rag.errors import InstEmbError
 
 TEXTS = [

@@ -18,9 +18,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from instemb_rag import InstEmbEncoder, cpu_flags, quantize
+from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
-from instemb_rag.quantize_plan import Int8ShortfallWarning, describe_int8
+from instemb_rag.encoder import cpu_flags, quantize
+from instemb_rag.encoder.quantize_plan import Int8ShortfallWarning, describe_int8
 
 TEXTS = ["the tent is light and durable in rain and wind", "which backpack is good for a long trip ?"]
 INSTRUCTIONS = [None, "focus on durability"]
@@ -164,7 +165,7 @@ def test_fewest_float_groups_bisects_what_doubling_overshot():
 KERNEL_SCRIPT = textwrap.dedent(
     """
     import json, torch
-    from instemb_rag import cpu_flags, quantize
+    from instemb_rag.encoder import cpu_flags, quantize
     quantize.select_engine()
     linear = torch.nn.Linear(64, 8, bias=False)
     torch.nn.init.ones_(linear.weight)

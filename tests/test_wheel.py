@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instemb_rag.encoder import SHIPPED_CHECKPOINT
+from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 
 pytestmark = pytest.mark.slow
 

@@ -129,7 +129,7 @@ def load_encoder(
         encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
     report_precision(encoder, strict_precision, time.perf_counter() - started)
     if compile:
-        from ..fast.compiled import compile_encoder
+        from ..encoder.fast.compiled import compile_encoder
 
         compile_encoder(encoder)
     return encoder
@@ -140,7 +140,7 @@ def int8_warnings_reported_here():
     """The library's Int8ShortfallWarning, silenced: ``report_precision`` says the same, once."""
     import warnings
 
-    from ..quantize_plan import Int8ShortfallWarning
+    from ..encoder.quantize_plan import Int8ShortfallWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Int8ShortfallWarning)
@@ -156,7 +156,7 @@ def report_precision(encoder, strict: bool, load_seconds: float) -> dict | None:
         return None
     from rich.console import Console
 
-    from ..quantize_plan import describe_int8, int8_shortfall
+    from ..encoder.quantize_plan import describe_int8, int8_shortfall
 
     report["load_seconds"] = round(load_seconds, 3)  # the whole load, int8 preparation included
     console = Console(stderr=True)

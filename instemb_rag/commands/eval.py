@@ -123,7 +123,7 @@ def eval_command(
                 )
         report_precision(encoder, strict_precision, time.perf_counter() - started)
         if compile:
-            from ..fast.compiled import compile_encoder
+            from ..encoder.fast.compiled import compile_encoder
 
             compile_encoder(encoder)
         results, extra = [], {}

@@ -45,8 +45,8 @@ def train_command(
     """Train an InstEmb encoder (look-ahead distillation + multi-view contrastive loss).
 
     Runs unchanged under torchrun (multi-GPU, multi-node): see docs/training-at-scale.md."""
+    from ..encoder.quantize import check_precision, refuse_training
     from ..errors import InstEmbError
-    from ..quantize import check_precision, refuse_training
     from ..training.args import load_config, parse_set_option
 
     try:
@@ -66,8 +66,8 @@ def train_command(
             overrides["training.resume"] = True
         train_config = load_config(config, overrides)
         if dry_run:
-            from ..training.distributed import detect_env
-            from ..training.memory import dry_run_report
+            from ..training.parallel import detect_env
+            from ..training.sizing import dry_run_report
 
             typer.echo(dry_run_report(train_config, world_size or detect_env().world_size))
             return
@@ -81,7 +81,7 @@ def train_command(
             final = train(train_config)
     except InstEmbError as exc:
         fail(exc)
-    from ..training.distributed import detect_env
+    from ..training.parallel import detect_env
 
     if detect_env().is_main:  # under torchrun, one line for the run, not one a rank
         typer.echo(f"Final checkpoint: {final}")
@@ -181,7 +181,7 @@ def export_command(
     ),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
-    from ..checkpoint import export_checkpoint
+    from ..encoder.checkpoint import export_checkpoint
     from ..errors import InstEmbError
 
     options = {

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..models.pooling import Pooling
+from ..encoder.modules.pooling import Pooling
 
 Variant = tuple[str, int]  # (pooling mode, look-ahead length at inference)
 
@@ -113,7 +113,7 @@ class VariantView:
         return self.shared.encoder.dimension
 
     def encode(self, texts: Sequence[str], instructions=None, batch_size: int = 16, **_ignored) -> np.ndarray:
-        from ..encoder import _per_item_instructions
+        from ..encoder.model import _per_item_instructions
 
         texts = list(texts)
         per_item = _per_item_instructions(instructions, len(texts))

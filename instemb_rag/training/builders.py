@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import InstEmbError
+from .args import TrainConfig
 from .contrast_sets import (
     build_climate_fever_stance,
     build_medquad_facets,
@@ -305,3 +306,17 @@ def build_data_folder(
         "train": write_records(out / "train.jsonl", train),
         "heldout": write_records(out / "heldout.jsonl", heldout),
     }
+
+
+def resolve_train_file(config: TrainConfig) -> Path:
+    """The records file: ``data.train_file``, or records built from ``data.build_sets`` once."""
+    data = config.data
+    if data.train_file:
+        return Path(data.train_file)
+    build_dir = Path(data.build_dir or Path(config.training.output_dir) / "data")
+    train_file = build_dir / "train.jsonl"
+    if not train_file.is_file():
+        build_data_folder(
+            build_dir, data.data_root, data.build_sets, data.heldout_fraction, data.data_seed, data.max_per_set
+        )
+    return train_file

@@ -2,7 +2,7 @@
 
 When only the top K decoder layers (fully or through LoRA) and the final norm train, and the
 look-ahead vectors are frozen, the states entering layer N - K are a fixed function of the input
-(models/layer_split.py). ``prepare_student`` computes them once per distinct input every loss
+(encoder/modules/layer_split.py). ``prepare_student`` computes them once per distinct input every loss
 reads (query with its instruction, answer, flipped instruction, negative answers), stored by
 training/prefix_cache.py; each step then runs only the top K layers (``CachedStudent``). Up to
 the cache's dtype (float32: rounding; float16, the default: ~1e-2 on the states) every loss
@@ -25,12 +25,12 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..encoder.modules.layer_split import run_top
 from ..errors import InstEmbError
-from ..models.layer_split import run_top
 from ..paths import instemb_home
 from .args import TrainConfig
 from .data_order import DataOrder
-from .distributed import DistributedEnv
+from .parallel import DistributedEnv
 from .prefix_cache import PrefixCache
 from .records import TrainingRecord
 from .student import StudentPass, at_last_valid, needs_output_pass

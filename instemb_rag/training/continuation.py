@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
+from ..encoder.checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
+from ..encoder.modules.lora import apply_lora, load_adapter_weights, read_adapter_config
 from ..errors import InstEmbError
-from ..models.lora import apply_lora, load_adapter_weights, read_adapter_config
 
 
 @dataclass(frozen=True)

@@ -24,27 +24,19 @@ from pathlib import Path
 
 import torch
 
+from ..encoder.modules.forward import States
+from ..encoder.modules.layer_split import run_top
+from ..encoder.modules.projection import Projection
 from ..losses.geometry import dense_cosine, group_infonce, relational_kl
-from ..models.forward import States
-from ..models.layer_split import run_top
-from ..models.projection import Projection
 from ..paths import instemb_home
 from .args import TrainConfig
 from .distill_items import DistillItem, read_items
 from .geometry_data import GeometryOrder
 from .prefix_cache import PrefixCache, input_key
+from .run_files import FINAL_DIR, MetricsLog, prune_checkpoints, resume_step, save_checkpoint, write_run_info
 from .state import latest_checkpoint
-from .trainer import (
-    FINAL_DIR,
-    MetricsLog,
-    _progress,
-    load_student,
-    make_trainable,
-    prune_checkpoints,
-    resume_step,
-    save_checkpoint,
-    write_run_info,
-)
+from .student import load_student, make_trainable
+from .trainer import training_progress as _progress
 
 TERMS = ("dense", "relational", "group")
 

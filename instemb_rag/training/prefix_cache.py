@@ -2,7 +2,7 @@
 
 When a run trains only the top K decoder layers (fully or through LoRA) and the final norm, with
 the look-ahead vectors and every layer below ``N - K`` frozen, the states entering layer
-``N - K`` are a fixed function of the input (models/layer_split.py). They are computed once per
+``N - K`` are a fixed function of the input (encoder/modules/layer_split.py). They are computed once per
 distinct input (text + instruction) and stored here, so each step runs only the top K layers.
 
 Layout of ``<root>/<key>/``:
@@ -32,8 +32,8 @@ from safetensors import safe_open
 from safetensors.torch import save as save_tensors
 
 from ..atomic import write_atomically, write_text_atomically
+from ..encoder.modules.layer_split import layer_count, states_below
 from ..errors import InstEmbError
-from ..models.layer_split import layer_count, states_below
 
 CACHE_FORMAT = 1
 SHARD_TOKENS = 200_000  # ~230 MB of float16 states at d=576

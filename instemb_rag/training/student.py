@@ -1,4 +1,10 @@
-"""The student's forward passes inside the trainer's losses, behind one small interface.
+"""The student: its set-up for a run (load, what trains, optimizer) and its forward passes
+inside the trainer's losses, behind one small interface.
+
+``load_student`` loads the encoder in float32 (a starting checkpoint's LoRA live through peft),
+``make_trainable`` opens the top layers (fully or through LoRA), the final norm and the
+look-ahead vectors and names every trainable tensor (``TrainableParts``), ``build_optimizer``
+makes AdamW and the warm-up schedule over them.
 
 ``compute_losses`` asks a *student runner* for two things:
 
@@ -19,7 +25,13 @@ from typing import Protocol, Sequence
 
 import torch
 
-from ..models.pooling import anchor_positions, last_valid_positions
+from ..encoder.checkpoint import is_checkpoint
+from ..encoder.modules.lora import apply_lora, plain_parameters
+from ..encoder.modules.pooling import anchor_positions, last_valid_positions
+from ..errors import InstEmbError
+from . import parallel
+from .args import TrainConfig
+from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
 from .records import TrainingRecord
 from .teacher_cache import input_ids_without_slots
 
@@ -84,3 +96,145 @@ class FullStudent:
         x_ids = [input_ids_without_slots(self.encoder, record, self.length) for record in records]
         states = self.encoder.states(self.encoder.collate(x_ids, padding_side="right"), embed_dropout=dropout)
         return at_last_valid(states.hidden, states.attention_mask)
+
+
+# ---------------------------------------------------------------------------- set-up
+def load_student(config: TrainConfig, device: torch.device):
+    """Float32 master weights (bf16 only inside autocast), on ``device``.
+
+    A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
+    start (the teacher included) and goes on training as an adapter (continuation.py).
+    """
+    from ..encoder import InstEmbEncoder, load_checkpoint
+
+    model_args = config.model
+    reference = model_args.model_name_or_path
+    if reference and is_checkpoint(reference):
+        encoder = load_checkpoint(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
+        start = starting_checkpoint(reference)
+        top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
+        check_continuation(
+            start, model_args.lora_rank, model_args.lora_alpha, list(model_args.lora_target_modules), top
+        )
+        if encoder.lookahead.length != model_args.lookahead_length:
+            raise InstEmbError(
+                f"{reference} has {encoder.lookahead.length} look-ahead vectors but the config asks for "
+                f"model.lookahead_length={model_args.lookahead_length}; make them equal."
+            )
+        attach_starting_adapter(
+            encoder,
+            start,
+            top,
+            model_args.lora_rank,
+            model_args.lora_alpha,
+            model_args.lora_dropout,
+            list(model_args.lora_target_modules),
+        )
+    else:
+        encoder = InstEmbEncoder.from_backbone(
+            reference,
+            lookahead_length=model_args.lookahead_length,
+            pooling=model_args.pooling,
+            max_length=model_args.max_length,
+            device="cpu",
+        )
+    return encoder.to(device)
+
+
+@dataclass
+class TrainableParts:
+    named: dict[str, torch.nn.Parameter]  # every trainable tensor (for trainer state)
+    adapted_names: list[str]  # plain backbone tensors written to adapted.safetensors
+    peft_model: object | None  # set when LoRA is on
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    return model.base_model.layers
+
+
+def _top_layers(layer_count: int, trainable_top_layers: int) -> list[int]:
+    return list(range(max(0, layer_count - trainable_top_layers), layer_count))
+
+
+def _trained_layers(layer_count: int, model_args) -> list[int]:
+    """The decoder layers that train: the top ones, or every one for LoRA on all layers."""
+    if model_args.lora_all_layers and model_args.lora_rank > 0:
+        return list(range(layer_count))
+    return _top_layers(layer_count, model_args.trainable_top_layers)
+
+
+def enable_gradient_checkpointing(encoder) -> None:
+    """Recompute decoder layers in backward (non-reentrant, so frozen inputs need no requires_grad)."""
+    encoder.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
+    """Freeze the backbone, then open the top layers (fully or through LoRA) and the final norm."""
+    model_args = config.model
+    model = encoder.model
+    for param in model.parameters():
+        param.requires_grad_(False)
+    layer_count = len(decoder_layers(model))
+    top = _trained_layers(layer_count, model_args)
+    start = starting_checkpoint(model_args.model_name_or_path)
+    peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
+    if model_args.lora_rank > 0 and top:
+        if peft_model is None:
+            peft_model = apply_lora(
+                model,
+                top,
+                model_args.lora_rank,
+                model_args.lora_alpha,
+                model_args.lora_dropout,
+                model_args.lora_target_modules,
+            )
+            encoder.attach_adapter(peft_model)
+        for name, param in model.named_parameters():
+            if "lora_" in name:
+                param.requires_grad_(True)
+    elif top:
+        for index in top:
+            for param in decoder_layers(model)[index].parameters():
+                param.requires_grad_(True)
+    if model_args.train_final_norm:
+        model.base_model.norm.weight.requires_grad_(True)
+    # Frozen look-ahead vectors (training on from a checkpoint that has them) mean no input of the
+    # frozen lower layers needs a gradient, so backward stops at the first trainable layer.
+    encoder.lookahead.vectors.requires_grad_(model_args.train_lookahead)
+    named = {f"lookahead.{n}": p for n, p in encoder.lookahead.named_parameters() if p.requires_grad}
+    backbone_named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    named.update({f"model.{n}": p for n, p in backbone_named.items()})
+    adapted = [n for n in backbone_named if "lora_" not in n]
+    # What the starting checkpoint adapted is written again even where this run leaves it alone.
+    adapted += [n for n in (start.adapted_names if start else []) if n not in adapted]
+    return TrainableParts(named, adapted, peft_model)
+
+
+def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
+    """Rank 0 writes checkpoints alone, so every tensor it writes must be whole on it: a tensor a
+    starting checkpoint adapted in a layer this run freezes (and FSDP shards) cannot be."""
+    params = plain_parameters(encoder.model)
+    missing = [name for name in parts.adapted_names if name not in params]
+    if missing:
+        raise InstEmbError(f"The starting checkpoint adapted {missing[0]}, which this model lacks.")
+    sharded = [name for name in parts.adapted_names if parallel.is_sharded(params[name])]
+    if sharded:
+        raise InstEmbError(
+            f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
+            "this run freezes; train that layer too (model.trainable_top_layers) or use ddp."
+        )
+
+
+def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
+    from transformers import get_linear_schedule_with_warmup
+
+    t = config.training
+    backbone = [p for n, p in parts.named.items() if not n.startswith("lookahead.")]
+    groups = []
+    if encoder.lookahead.vectors.requires_grad:
+        groups.append({"params": [encoder.lookahead.vectors], "lr": t.lookahead_learning_rate, "weight_decay": 0.0})
+    if backbone:
+        groups.append({"params": backbone, "lr": t.learning_rate, "weight_decay": t.weight_decay})
+    optimizer = torch.optim.AdamW(groups)
+    scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
+    return optimizer, scheduler

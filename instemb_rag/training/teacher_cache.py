@@ -19,9 +19,11 @@ a resumed one computes only the inputs it has not seen (``TeacherCache``). The S
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +34,12 @@ from safetensors.torch import load_file
 from safetensors.torch import save as save_tensors
 
 from ..atomic import write_atomically, write_text_atomically
+from ..encoder.checkpoint import is_checkpoint
 from ..errors import InstEmbError
 from ..hashing import file_sha256
+from .args import TrainConfig
+from .data_order import DataOrder
+from .parallel import SINGLE_PROCESS, DistributedEnv, local_indices
 from .prefix_cache import read_shard_index
 from .records import TrainingRecord
 
@@ -244,3 +250,75 @@ def _progress(enabled: bool, total: int):
 
     with counting_progress("teacher targets", enabled=enabled and total > 0) as bar:
         yield bar, bar.add_task("teacher", total=total)
+
+
+# ---------------------------------------------------------------------------- a run's teacher
+def teacher_identity(config: TrainConfig, encoder) -> str:
+    """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
+    reference = config.model.model_name_or_path
+    identity = encoder.backbone.fingerprint
+    if reference and is_checkpoint(reference):
+        for path in sorted(Path(reference).rglob("*.safetensors")):
+            if path.name != "lookahead.safetensors":
+                identity += ":" + file_digest(path)[:16]
+    return identity
+
+
+def reads_teacher(config: TrainConfig) -> bool:
+    """Whether any loss term reads the teacher: distillation, or SupCon's teacher_input view. A
+    retrieval-only run (e.g. a fit diagnostic) then skips the teacher pass entirely."""
+    t = config.training
+    return t.distill_weight > 0 or (t.contrastive_weight > 0 and "teacher_input" in t.views)
+
+
+def prepare_teacher(
+    config: TrainConfig,
+    encoder,
+    records,
+    order: DataOrder,
+    run_info: dict,
+    env: DistributedEnv = SINGLE_PROCESS,
+):
+    """(cache, None) with every target the run will need computed up front, or, without the
+    cache, (None, a frozen copy of the initial model) to run at every step.
+
+    Under data parallelism each rank computes and caches the targets of its own slices only
+    (one cache folder per rank and world size, as ranks write at once), so the teacher pass is
+    split over the ranks too."""
+    t = config.training
+    length = encoder.lookahead.length
+    if not reads_teacher(config):
+        run_info["teacher_cache"] = {
+            "skipped": "no loss term reads the teacher (distill_weight 0, no teacher_input view)"
+        }
+        return None, None
+    if not t.teacher_cache:
+        teacher = copy.deepcopy(encoder).eval()
+        for param in teacher.parameters():
+            param.requires_grad_(False)
+        return None, teacher
+    key_fields = cache_key_fields(encoder, teacher_identity(config, encoder), length, t.distill_content_words)
+    if env.enabled:
+        key_fields["rank_shard"] = f"{env.rank}/{env.world_size}"
+    folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
+    needed = sorted(
+        {i for step in range(t.max_steps) for batch in order.step(step) for i in local_indices(batch, env)[0]}
+    )
+    cache = TeacherCache(folder, key_fields, length, encoder.hidden_size)
+    encoder.eval()
+    started = time.perf_counter()
+    cache.ensure(
+        encoder,
+        records,
+        needed,
+        batch_size=t.batch_size,
+        bf16=t.bf16,
+        show_progress=t.show_progress and env.is_main,
+        strip_stopwords=t.distill_content_words,
+    )
+    run_info["teacher_cache"] = {
+        "path": str(cache.path),
+        "computed_records": cache.computed_last,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    return cache, None

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from helpers import QUERIES, write_beir_folder
 
+from instemb_rag.encoder.modules.pooling import POOLING_MODES
 from instemb_rag.eval import evaluate
 from instemb_rag.eval.seen import SeenTexts
 from instemb_rag.eval.shared_forward import SharedForward, truncate_lookahead_mask
-from instemb_rag.models.pooling import POOLING_MODES
 
 TEXTS = [
     "this tent is light and packed size is compact .",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from instemb_rag.models.template import LOOKAHEAD_SLOT
+from instemb_rag.encoder.modules.template import LOOKAHEAD_SLOT
 from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
 

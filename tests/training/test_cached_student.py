@@ -101,10 +101,11 @@ def test_training_on_from_a_lora_checkpoint_cached_equals_full(setting, tmp_path
 def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path):
     from instemb_rag.training.cached_student import prepare_student
     from instemb_rag.training.data_order import DataOrder
-    from instemb_rag.training.distributed import SINGLE_PROCESS
+    from instemb_rag.training.objective import compute_losses
+    from instemb_rag.training.parallel import SINGLE_PROCESS
     from instemb_rag.training.records import read_records
+    from instemb_rag.training.student import load_student, make_trainable
     from instemb_rag.training.teacher_cache import compute_teacher_targets
-    from instemb_rag.training.trainer import compute_losses, load_student, make_trainable
 
     config = _config(setting, tmp_path, "run", **{"model.frozen_prefix": True})
     records = read_records(setting["train"])
@@ -157,9 +158,9 @@ def test_a_resumed_run_reuses_the_prefix_cache_and_matches_the_whole_run(setting
 def test_another_k_gets_its_own_cache_and_says_why(setting, tmp_path):
     from instemb_rag.training.cached_student import prepare_student
     from instemb_rag.training.data_order import DataOrder
-    from instemb_rag.training.distributed import SINGLE_PROCESS
+    from instemb_rag.training.parallel import SINGLE_PROCESS
     from instemb_rag.training.records import read_records
-    from instemb_rag.training.trainer import load_student
+    from instemb_rag.training.student import load_student
 
     records = read_records(setting["train"])
     order = DataOrder([None] * len(records), 4, 1, 0)

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from instemb_rag.training.args import load_config
-from instemb_rag.training.distributed import KILL_AFTER_STEP_ENV
+from instemb_rag.training.parallel import KILL_AFTER_STEP_ENV
 from instemb_rag.training.records import TrainingRecord, write_records
 from instemb_rag.training.trainer import train
 
@@ -198,7 +198,7 @@ def test_killed_two_rank_fsdp_run_resumes_in_one_process(tiny_model_dir, train_f
 
 
 def test_slices_cover_the_micro_batch_in_order():
-    from instemb_rag.training.distributed import DistributedEnv, local_indices, slice_bounds
+    from instemb_rag.training.parallel import DistributedEnv, local_indices, slice_bounds
 
     for size in range(1, 12):
         for world in (1, 2, 3, 8):

@@ -92,11 +92,11 @@ def geometry_config(setting, tmp_path: Path, **overrides):
 
 
 def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_path):
-    from instemb_rag.models.projection import Projection
+    from instemb_rag.encoder.modules.projection import Projection
     from instemb_rag.training.distill_items import read_items
     from instemb_rag.training.geometry import student_embeddings
     from instemb_rag.training.prefix_cache import PrefixCache
-    from instemb_rag.training.trainer import load_student, make_trainable
+    from instemb_rag.training.student import load_student, make_trainable
 
     config = geometry_config(setting, tmp_path)
     student = load_student(config, torch.device("cpu"))

@@ -13,9 +13,10 @@ from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.steering import medquad_focus_and_facet
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
+from instemb_rag.training.data_order import DataOrder
+from instemb_rag.training.objective import shared_targets
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
 from instemb_rag.training.teacher_cache import content_words
-from instemb_rag.training.trainer import DataOrder, shared_targets
 
 
 # ---------------------------------------------------------------------------- data order

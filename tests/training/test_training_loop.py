@@ -12,9 +12,11 @@ from safetensors.torch import load_file
 from instemb_rag import InstEmbEncoder
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
+from instemb_rag.training.objective import compute_losses
 from instemb_rag.training.records import TrainingRecord, read_records, write_records
+from instemb_rag.training.student import load_student
 from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
-from instemb_rag.training.trainer import compute_losses, load_student, train
+from instemb_rag.training.trainer import train
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
 
@@ -166,7 +168,7 @@ def test_lora_checkpoint_merges_on_load_and_matches_the_trained_model(tiny_model
     # ...and equals peft's own merge of the same adapter, for every weight.
     from peft import PeftModel
 
-    from instemb_rag.models.lora import peft_wrapping
+    from instemb_rag.encoder.modules.lora import peft_wrapping
 
     with peft_wrapping():
         reference = PeftModel.from_pretrained(base.model, str(final / "lora")).merge_and_unload()
@@ -207,7 +209,7 @@ def _check_teacher_aligns_with_student(encoder, records, length):
     batch = encoder.collate(ids)
     with torch.no_grad():
         hidden = encoder.hidden_states(batch)
-    from instemb_rag.models.pooling import anchor_positions
+    from instemb_rag.encoder.modules.pooling import anchor_positions
 
     input_last, _ = anchor_positions(batch["attention_mask"], length)
     student_anchor = hidden[torch.arange(len(records)), input_last]

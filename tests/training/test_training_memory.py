@@ -9,14 +9,14 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.training.args import load_config
-from instemb_rag.training.memory import (
+from instemb_rag.training.sizing import (
     KNOWN_CONFIGS,
     ModelShape,
     count_parameters,
     estimate_memory,
     model_config_dict,
 )
-from instemb_rag.training.trainer import load_student, make_trainable
+from instemb_rag.training.student import load_student, make_trainable
 
 TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 LLAMA_8B = "instemb_rag/training/recipes/llama3-8b-8gpu.yaml"

@@ -31,11 +31,11 @@ from typing import Callable
 
 import typer
 
+from ...encoder.modules.pooling import POOLING_MODES
 from ...eval.results import write_results_json
 from ...eval.seen import SeenTexts
 from ...eval.shared_forward import SharedForward
 from ...eval.tasks import TASKS, evaluate
-from ...models.pooling import POOLING_MODES
 from .findings import findings_markdown
 
 DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
@@ -161,7 +161,7 @@ def _lazy(build):
 
 
 def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
-    from ...checkpoint import is_checkpoint
+    from ...encoder.checkpoint import is_checkpoint
 
     folder = args.checkpoints_dir
     if folder is None or not Path(folder).is_dir():

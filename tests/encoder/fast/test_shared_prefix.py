@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from instemb_rag.encoder.fast.shared_prefix import common_prefix_length, shared_prefix_length
 from instemb_rag.errors import InstEmbError
-from instemb_rag.fast.shared_prefix import common_prefix_length, shared_prefix_length
 
 TEXT = "the tent is light and durable in rain and wind . the frame uses poles and a nylon floor"
 INSTRUCTIONS = [

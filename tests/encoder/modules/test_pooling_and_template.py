@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
+from instemb_rag.encoder.modules.pooling import POOLING_MODES, Pooling, anchor_positions
+from instemb_rag.encoder.modules.template import LOOKAHEAD_SLOT
 from instemb_rag.errors import InstEmbError
-from instemb_rag.models.pooling import POOLING_MODES, Pooling, anchor_positions
-from instemb_rag.models.template import LOOKAHEAD_SLOT
 
 
 def test_anchor_positions_right_and_left_padding():

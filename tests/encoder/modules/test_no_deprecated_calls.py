@@ -13,8 +13,8 @@ import warnings
 import pytest
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.fast.shared_prefix import encode_instructions
-from instemb_rag.models.forward import cache_keyword
+from instemb_rag.encoder.fast.shared_prefix import encode_instructions
+from instemb_rag.encoder.modules.forward import cache_keyword
 
 TEXT = "The Ridgeline 2 tent weighs 1.9 kg; its fly is 70D ripstop nylon with taped seams."
 

@@ -51,9 +51,9 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from ..errors import InstEmbError
 from . import quantize_plan
 from .cpu_flags import cpu_kind, int8_kernel
-from .errors import InstEmbError
 from .quantize_plan import Int8Plan
 
 PRECISIONS = ("fp32", "int8")

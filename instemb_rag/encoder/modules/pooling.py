@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..choices import PoolingMode, values
+from ...choices import PoolingMode, values
 
 POOLING_MODES = values(PoolingMode)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import InstEmbError
-from .models.pooling import Pooling
+from ..errors import InstEmbError
+from .modules.pooling import Pooling
 from .quantize import DEFAULT_PRECISION
 
 

@@ -12,33 +12,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import InstEmbError
+from ..instructions import Instructions
+from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
-from .errors import InstEmbError
-from .instructions import Instructions
-from .instructions import per_item_instructions as _per_item_instructions
-from .models.forward import States, embed_inputs, run_backbone
-from .models.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
-from .models.pooling import Pooling
-from .models.projection import Projection
-from .models.template import PromptTemplate
+from .device import default_dtype, resolve_device
+from .modules.forward import States, embed_inputs, run_backbone
+from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
+from .modules.pooling import Pooling
+from .modules.projection import Projection
+from .modules.template import PromptTemplate
 from .settings import EncoderSettings
 
 DEFAULT_LOOKAHEAD = 8
-SHIPPED_CHECKPOINT = Path(__file__).parent / "default_checkpoint"
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    """'auto' means CUDA when present, else CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA (tensor cores, half the memory); fp32 on CPU, where bf16 is slower."""
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+# The package folder holds the shipped checkpoint (package data), one level above this module.
+SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
 
 
 class InstEmbEncoder(nn.Module):
@@ -397,7 +387,7 @@ class InstEmbEncoder(nn.Module):
     def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
         """One text under K instructions [K, d]: the text's key/value cache is computed once.
 
-        Equals ``encode_queries([text] * K, instructions)``; see instemb_rag/fast/shared_prefix.py.
+        Equals ``encode_queries([text] * K, instructions)``; see instemb_rag/encoder/fast/shared_prefix.py.
         """
         from .fast.shared_prefix import encode_instructions
 
@@ -450,7 +440,7 @@ def _progress(starts, enabled: bool, total_items: int, batch_size: int):
     if not enabled:
         yield from starts
         return
-    from .progress import counting_progress
+    from ..progress import counting_progress
 
     with counting_progress("embedding") as bar:
         task = bar.add_task("embed", total=total_items)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import CheckpointError, FingerprintMismatchError
+from ..errors import CheckpointError, FingerprintMismatchError
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "instemb_config.json"
@@ -269,10 +269,10 @@ def load_parts(
     import); ``merge_lora=False`` leaves it out (training on from the checkpoint runs it live).
     """
     from . import backbone as backbone_lib
-    from .models.lookahead import LookAheadTokens
-    from .models.lora import merge_adapter
-    from .models.projection import Projection
-    from .models.template import PromptTemplate
+    from .modules.lookahead import LookAheadTokens
+    from .modules.lora import merge_adapter
+    from .modules.projection import Projection
+    from .modules.template import PromptTemplate
 
     folder = Path(folder)
     loaded = backbone_lib.load_backbone(config.base_model, dtype=dtype, device=device)
@@ -322,7 +322,7 @@ def save(
     from safetensors.torch import save_file
 
     from . import quantize
-    from .models.lora import plain_parameters, save_adapter
+    from .modules.lora import plain_parameters, save_adapter
 
     quantize.refuse_training(encoder.precision, "saved as a checkpoint")
     dtype = dtype or torch.float32

@@ -74,7 +74,7 @@ def start(device_request: str) -> tuple[DistributedEnv, torch.device, bool]:
     whether this call created the group (a launcher such as Ray's TorchTrainer may have made it).
 
     CUDA ranks use NCCL and the GPU ``cuda:LOCAL_RANK``; CPU ranks use gloo."""
-    from ..encoder import resolve_device
+    from ..encoder.device import resolve_device
 
     env = detect_env()
     device = resolve_device(device_request)

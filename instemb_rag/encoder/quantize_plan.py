@@ -24,9 +24,9 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .atomic import write_atomically, write_text_atomically
+from ..atomic import write_atomically, write_text_atomically
+from ..paths import instemb_home
 from .cpu_flags import cpu_kind, describe_cpu
-from .paths import instemb_home
 
 PLAN_FORMAT = 1
 PLAN_FOLDER = "int8_plans"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.fast.compiled import CACHE_ENV, compile_cache_dir, compile_encoder, is_compiled
+from instemb_rag.encoder.fast.compiled import CACHE_ENV, compile_cache_dir, compile_encoder, is_compiled
 
 
 @pytest.fixture()

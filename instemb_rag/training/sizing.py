@@ -135,8 +135,8 @@ def _read_json(path: Path) -> dict:
 
 def model_config_dict(reference: str | None) -> tuple[str, dict]:
     """(label, config.json fields) of a model folder, an InstEmb checkpoint (its base) or a known name."""
-    from ..backbone import DEFAULT_BACKBONE
-    from ..checkpoint import CONFIG_FILE
+    from ..encoder.backbone import DEFAULT_BACKBONE
+    from ..encoder.checkpoint import CONFIG_FILE
 
     reference = reference or DEFAULT_BACKBONE
     folder = Path(reference).expanduser()
@@ -214,7 +214,7 @@ def tokens_per_device(config: TrainConfig, world_size: int) -> int:
 
 
 def shardable_params(shape: ModelShape, counts: ParameterCounts) -> int:
-    """What FSDP shards (distributed.shard_frozen_weights): every frozen weight of the decoder layers
+    """What FSDP shards (parallel.shard_frozen_weights): every frozen weight of the decoder layers
     (LoRA layers' base weights included) and untied embeddings and head; norms stay replicated."""
     frozen = counts.total - counts.trainable
     replicated_norms = shape.layers * 2 * shape.hidden + shape.hidden

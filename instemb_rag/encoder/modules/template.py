@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import InstEmbError
+from ...errors import InstEmbError
 
 LOOKAHEAD_SLOT = -1  # placeholder id, replaced by a look-ahead vector in inputs_embeds
 

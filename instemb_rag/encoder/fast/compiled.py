@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..paths import instemb_home
+from ...paths import instemb_home
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
