@@ -98,7 +98,7 @@ def faiss_search(dimension: int, vectors: int, queries: int, device: str) -> dic
     import faiss
     import numpy as np
 
-    from instemb_rag import accel
+    from instemb_rag.index.stores import faiss_gpu as accel
 
     rng = np.random.default_rng(0)
     base = rng.standard_normal((vectors, dimension), dtype=np.float32)

@@ -70,9 +70,10 @@ def main(argv: list[str] | None = None) -> dict:
         return emit({"benchmark": "index", "skipped": f"{DATA} is absent (development data)"}, args.json_out)
 
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.index import Indexer, IndexOptions, StoreOptions, faiss_store
+    from instemb_rag.index import Indexer, IndexOptions, StoreOptions
     from instemb_rag.index.catalog import Catalog
-    from instemb_rag.index.qdrant_store import QdrantStore
+    from instemb_rag.index.stores import faiss as faiss_store
+    from instemb_rag.index.stores.qdrant import QdrantStore
 
     encoder = InstEmbEncoder.from_pretrained(device=args.device, precision=args.precision)
     first_call_s = None

@@ -84,7 +84,8 @@ def driver_ceiling(dimension: int, chunks: int = 2000, chunks_per_file: int = 4)
     """Chunks/s the driver commits (catalog + embedded Qdrant shard) with the vectors given."""
     from instemb_rag.index.catalog import Catalog
     from instemb_rag.index.documents import Chunk
-    from instemb_rag.index.stores import StoreOptions, open_store
+    from instemb_rag.index.options import StoreOptions
+    from instemb_rag.index.stores import open_store
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(chunks, dimension)).astype(np.float32)
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         import ray  # noqa: F401
 
-        from instemb_rag.index.distributed import RayOptions
+        from instemb_rag.index.options import RayOptions
     except ImportError:
         return emit({"skipped": "ray is not installed: pip install 'instemb-rag[ray]'"}, args.json_out)
     from instemb_rag import InstEmbEncoder

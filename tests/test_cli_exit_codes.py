@@ -86,7 +86,7 @@ def test_help_does_not_load_torch_faiss_or_ray():
 
 def test_store_choice_errors_say_whose_fault_they_are(tmp_path):
     from instemb_rag.index.manifest import Manifest
-    from instemb_rag.index.stores import StoreOptions, resolve_options
+    from instemb_rag.index.options import StoreOptions, resolve_options
 
     with pytest.raises(BadInputError, match="--store must be one of faiss, qdrant, got 'bogus'"):
         resolve_options(StoreOptions(store="bogus"), None, tmp_path)

@@ -14,10 +14,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from instemb_rag.accel import GPU_EXTRA_HINT, faiss_gpu_available
 from instemb_rag.cli import app
 from instemb_rag.commands.common import ExitCode, say
-from instemb_rag.index.faiss_store import FaissStore
+from instemb_rag.index.stores.faiss import FaissStore
+from instemb_rag.index.stores.faiss_gpu import GPU_EXTRA_HINT, faiss_gpu_available
 
 runner = CliRunner()
 

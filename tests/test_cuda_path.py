@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from instemb_rag import accel
 from instemb_rag.encoder.device import attention_implementation, default_dtype, resolve_device
 from instemb_rag.errors import InstEmbError
+from instemb_rag.index.stores import faiss_gpu as accel
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 needs_faiss_gpu = pytest.mark.skipif(

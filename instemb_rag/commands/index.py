@@ -167,7 +167,8 @@ def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, 
     try:
         import ray  # noqa: F401
 
-        from ..index.distributed import RayOptions, check_ray_reachable, resolve_auto
+        from ..index.options import RayOptions
+        from ..index.ray_embedding import check_ray_reachable, resolve_auto
     except ImportError as error:  # the `ray` extra is not installed
         raise ValueError(f"--ray needs Ray: pip install 'instemb-rag[ray]' ({error}).") from None
     if address != RAY_LOCAL:

@@ -25,10 +25,10 @@ shard); a Qdrant server index keeps its points in the named collection.
 
 from .documents import SUPPORTED_SUFFIXES
 from .errors import BadInputError, IndexBusyError, IndexFolderError
-from .indexer import DEFAULT_MAX_FILE_BYTES, Indexer, IndexOptions, IndexReport
+from .indexer import Indexer, IndexReport
 from .manifest import FORMAT_VERSION, Manifest, read_manifest
+from .options import DEFAULT_MAX_FILE_BYTES, IndexOptions, StoreOptions
 from .search import Index, SearchHit, parse_filters
-from .stores import StoreOptions
 
 __all__ = [
     "BadInputError",

@@ -60,10 +60,6 @@ def content_chunk_id(source: str, position: int, text: str, extra: dict, salt: i
     return value or 1
 
 
-def content_chunk_ids(source: str, chunks: Sequence) -> list[int]:
-    return [content_chunk_id(source, chunk.position, chunk.text, chunk.extra) for chunk in chunks]
-
-
 @dataclass
 class ChunkRow:
     id: int

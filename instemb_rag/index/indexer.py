@@ -6,12 +6,12 @@ Order of work, chosen so that a `kill -9` at any point leaves a state the next r
 2. wipe on --rebuild (manifest first), open the catalog and store, write the manifest;
 3. repair: a store whose generation lags the catalog is reconciled (Qdrant: by chunk id);
 4. remove files that disappeared; plan the new or changed files (content hash); read, split
-   and embed them (in this process, or on a Ray cluster: distributed.py), and commit each
+   and embed them (in this process, or on a Ray cluster: ray_embedding.py), and commit each
    file in its own transaction (its old chunks go in the same transaction), mirroring each
    commit into the store and syncing it after each group of files;
 5. bring the vector store up to the catalog's generation (FAISS: rewrite the cache file).
 
-The store is any ``VectorStore`` (stores.py); nothing here depends on which one.
+The store is any ``VectorStore`` (stores/base.py); nothing here depends on which one.
 """
 
 from __future__ import annotations
@@ -27,17 +27,10 @@ from .documents import ChunkSplitter, Skipped, content_hash, discover
 from .errors import BadInputError, IndexFolderError
 from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: also imported from here)
 from .manifest import Manifest, check_encoder, read_manifest, write_manifest
-from .run_parts import (  # noqa: F401  (DEFAULT_MAX_FILE_BYTES: also imported from here)
-    DEFAULT_MAX_FILE_BYTES,
-    EMBED_GROUP_CHUNKS,
-    EmbeddedFile,
-    FileTask,
-    IndexOptions,
-    IndexReport,
-    chunk_file,
-    file_outcome,
-)
-from .stores import VectorStore, open_store, resolve_options, wipe_index
+from .options import IndexOptions, resolve_options
+from .run_parts import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
+from .stores import open_store, wipe_index
+from .stores.base import VectorStore
 
 
 class NullProgress:
@@ -166,7 +159,7 @@ class Indexer:
         """Where chunks are embedded: this process, or a Ray cluster (``options.ray``)."""
         if self.options.ray is None:
             return LocalEmbedding(self.encoder, self.options)
-        from .distributed import RayEmbedding  # ray is imported on this path only
+        from .ray_embedding import RayEmbedding  # ray is imported on this path only
 
         return RayEmbedding(self.encoder, self.options)
 

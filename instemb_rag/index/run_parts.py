@@ -1,6 +1,6 @@
 """The parts of an index run that the indexer (indexer.py) and its Ray embedding step
-(distributed.py) share: the run's options and report, the files to embed and what comes back,
-and the one reading-and-splitting rule both paths apply to a file.
+(ray_embedding.py) share: the run's report, the files to embed and what comes back, and the one
+reading-and-splitting rule both paths apply to a file (the run's options are in options.py).
 
 Nothing here imports the indexer or the Ray path, so both depend on this module and the
 indexer alone depends on the Ray path.
@@ -14,37 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .documents import ChunkSplitter, Skipped, read_texts, unusable_reason
-from .stores import StoreOptions
 
-DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 EMBED_GROUP_CHUNKS = 64  # chunks embedded together before their files are committed
-
-
-@dataclass
-class RayOptions:
-    """How `index --ray` runs. ``encoder_kwargs`` are what each actor passes to
-    ``InstEmbEncoder.from_pretrained`` (the model reference, never the model)."""
-
-    address: str | None = None  # None / "local": start a local Ray runtime; "auto", "HOST:PORT", "ray://HOST:PORT"
-    workers: int | None = None  # encoder actors; None: one per GPU, else one per CPU left after the readers
-    gpus_per_worker: float | None = None  # None: 1 where the cluster has GPUs, else 0 (CPU actors)
-    cpus_per_worker: float = 1.0
-    files_per_task: int = 8  # files read and split per Ray Data task
-    encoder_kwargs: dict = field(default_factory=dict)
-
-
-@dataclass
-class IndexOptions:
-    index_dir: Path = Path(".instemb")
-    stores: StoreOptions = field(default_factory=StoreOptions)
-    chunk_size: int = 256  # tokens of the encoder's tokenizer
-    chunk_overlap: int = 32
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    rebuild: bool = False
-    wait_seconds: float = 0.0
-    batch_size: int = 16
-    model_label: str = "default"
-    ray: RayOptions | None = None  # embed on a Ray cluster (distributed.py); None: in this process
 
 
 @dataclass

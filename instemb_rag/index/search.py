@@ -11,7 +11,8 @@ import numpy as np
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
 from .manifest import Manifest, check_encoder, read_manifest
-from .stores import StoreOptions, open_store
+from .options import StoreOptions
+from .stores import open_store
 
 FILTER_KEYS = ("source",)
 
@@ -44,7 +45,7 @@ def parse_filters(expressions: list[str] | None) -> dict[str, str]:
 
 
 class Index:
-    """An index folder opened for search, through its ``VectorStore`` (stores.py).
+    """An index folder opened for search, through its ``VectorStore`` (stores/base.py).
 
     FAISS: the cache file of the catalog's current generation is loaded, or rebuilt in
     memory from the catalog when an `index` run has moved past it. Embedded Qdrant: the

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instemb_rag.accel import GPU_EXTRA_HINT, faiss_gpu_available
 from instemb_rag.index import Index, Indexer, IndexOptions
+from instemb_rag.index.stores.faiss_gpu import GPU_EXTRA_HINT, faiss_gpu_available
 
 DOCS = {
     "tent.md": "the tent is durable nylon . good in rain and wind .",

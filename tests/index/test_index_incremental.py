@@ -11,7 +11,7 @@ from helpers import indexed_state
 
 from instemb_rag.index import Index, Indexer, IndexFolderError, IndexOptions, StoreOptions
 from instemb_rag.index.manifest import FORMAT_VERSION, MANIFEST_FILE
-from instemb_rag.index.qdrant_store import QdrantStore
+from instemb_rag.index.stores.qdrant import QdrantStore
 
 STORES = ["faiss", "qdrant"]
 

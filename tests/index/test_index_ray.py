@@ -24,7 +24,7 @@ from instemb_rag.commands.common import ExitCode, exit_code_for  # noqa: E402
 from instemb_rag.errors import ModelNotFoundError  # noqa: E402
 from instemb_rag.index import Indexer, IndexOptions  # noqa: E402
 from instemb_rag.index.catalog import Catalog  # noqa: E402
-from instemb_rag.index.distributed import RayOptions  # noqa: E402
+from instemb_rag.index.options import RayOptions  # noqa: E402
 from instemb_rag.testing import WORDS, LocalRayCluster  # noqa: E402
 
 pytestmark = pytest.mark.ray

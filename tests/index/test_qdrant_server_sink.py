@@ -20,13 +20,8 @@ from instemb_rag.index import StoreOptions
 from instemb_rag.index.catalog import Catalog, content_chunk_id
 from instemb_rag.index.documents import Chunk
 from instemb_rag.index.manifest import Manifest
-from instemb_rag.index.qdrant_store import (
-    UPSERT_BATCH,
-    CollectionOptions,
-    QdrantStore,
-    collection_request,
-)
-from instemb_rag.index.stores import resolve_options
+from instemb_rag.index.options import CollectionOptions, resolve_options
+from instemb_rag.index.stores.qdrant import UPSERT_BATCH, QdrantStore, collection_request
 from instemb_rag.testing import free_port
 
 runner = CliRunner()
@@ -123,7 +118,7 @@ def test_upserts_are_batched_and_a_retried_batch_does_not_duplicate():
 
 
 def test_workers_write_the_points_and_the_driver_keeps_the_catalog(tiny_encoder, tmp_path):
-    from instemb_rag.index.distributed import EmbedChunks, WorkerWrittenStore
+    from instemb_rag.index.ray_embedding import EmbedChunks, WorkerWrittenStore
 
     client = memory_client()
     store = QdrantStore.server("http://qdrant:6333", None, "docs", tiny_encoder.dimension, client=client)
@@ -272,7 +267,7 @@ def test_content_chunk_ids_are_json_safe():
 
 
 def test_ray_addresses_are_parsed_and_auto_is_resolved(monkeypatch, tmp_path):
-    from instemb_rag.index.distributed import RayUnreachableError, resolve_auto, split_address
+    from instemb_rag.index.ray_embedding import RayUnreachableError, resolve_auto, split_address
 
     assert split_address("10.0.0.5") == ("10.0.0.5", 6379)
     assert split_address("10.0.0.5:6380") == ("10.0.0.5", 6380)

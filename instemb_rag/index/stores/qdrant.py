@@ -24,50 +24,23 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..net import unreachable_reason
-from .errors import BadInputError, IndexBusyError, IndexFolderError
-from .lock import hold_index_lock
+from ...net import unreachable_reason
+from ..errors import BadInputError, IndexBusyError, IndexFolderError
+from ..lock import hold_index_lock
+from ..options import CollectionOptions
 
 SHARD_DIR = "qdrant"
-DEFAULT_COLLECTION = "instemb"
 SCROLL_PAGE = 1000
 UPSERT_BATCH = 256  # points per upsert request to a server
 BUSY_NOTE = "an index run is in progress: exact search over the last committed chunks"
 LAG_NOTE = "the Qdrant store lags the catalog: exact search over the committed chunks"
 CONNECT_TIMEOUT_S = 5.0  # TCP reachability of --qdrant-url, and qdrant-client's request timeout floor
 REQUEST_TIMEOUT_S = 60
-
-
-@dataclass(frozen=True)
-class CollectionOptions:
-    """How a new server collection is laid out (Qdrant distributed mode). None: the server's default.
-
-    shard_number: shards the points are split over (spread across the cluster's nodes);
-    replication_factor: copies of each shard; write_consistency_factor: replicas that must
-    acknowledge a write; on_disk: vectors memory-mapped from disk instead of RAM;
-    quantization "int8": scalar int8 copies of the vectors kept in RAM for search (4x smaller),
-    the float32 originals used to rescore."""
-
-    shard_number: int | None = None
-    replication_factor: int | None = None
-    write_consistency_factor: int | None = None
-    on_disk: bool = False
-    quantization: str = "none"
-
-    def recorded(self) -> dict:
-        """The non-default options, as the manifest records them."""
-        default = CollectionOptions()
-        return {key: value for key, value in asdict(self).items() if value != getattr(default, key)}
-
-    @classmethod
-    def from_recorded(cls, recorded: dict) -> CollectionOptions:
-        return cls(**{key: recorded[key] for key in asdict(cls()) if key in recorded})
 
 
 def collection_request(collection: str, dimension: int, options: CollectionOptions, models) -> dict:
@@ -255,7 +228,7 @@ class ServerCollection:
 
 
 class QdrantStore:
-    """A ``VectorStore`` (see stores.py) over either transport, kept in step with ``catalog``.
+    """A ``VectorStore`` (see base.py) over either transport, kept in step with ``catalog``.
 
     ``transport`` is None when the store cannot be used right now (an index run holds the
     embedded shard); search then answers None and the caller searches the catalog exactly.

@@ -17,8 +17,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..choices import FaissIndexKind, values
-from .crash import crash_point
+from ...choices import FaissIndexKind, values
+from ..crash import crash_point
 
 FAISS_KINDS = values(FaissIndexKind)
 CACHE_PATTERN = re.compile(r"^vectors-g(\d+)\.faiss$")
@@ -99,7 +99,7 @@ def search(index: faiss.Index, vector: np.ndarray, k: int, allowed_ids: np.ndarr
 
 
 class FaissStore:
-    """A ``VectorStore`` (see stores.py): the FAISS cache file of ``catalog``'s current generation.
+    """A ``VectorStore`` (see base.py): the FAISS cache file of ``catalog``'s current generation.
 
     Nothing is written while files are committed; ``finish`` writes the cache of the final
     generation. Search loads that cache, or rebuilds the index in memory from the catalog when
@@ -155,7 +155,7 @@ class FaissStore:
     def place_on_gpu(self, device: int) -> str | None:
         """Search on CUDA GPU ``device`` from now on; returns a notice (and stays on the CPU) when
         the installed faiss has no GPU support or sees no GPU, so the user learns how to get it."""
-        from ..accel import GPU_EXTRA_HINT, faiss_gpu_available
+        from .faiss_gpu import GPU_EXTRA_HINT, faiss_gpu_available
 
         if not faiss_gpu_available():
             return (
@@ -173,7 +173,7 @@ class FaissStore:
 
     def _current_gpu_index(self):
         """The GPU copy of the current generation's index (the CPU index stays for saving and filters)."""
-        from ..accel import to_gpu_index
+        from .faiss_gpu import to_gpu_index
 
         cpu_index = self._current_index()
         if self._gpu_index is None or self._gpu_generation != self._index_generation:

@@ -39,6 +39,7 @@ from .catalog import Catalog, content_chunk_id
 from .crash import crash_point
 from .documents import Chunk, ChunkSplitter
 from .errors import BadInputError, RayWorkerError
+from .options import IndexOptions, RayOptions
 from .ray_failures import (
     RAY_AUTH_HINT,
     RAY_AUTH_LOGGER,
@@ -47,16 +48,7 @@ from .ray_failures import (
     quiet_ray_data_console,
     worker_failure,
 )
-from .run_parts import (
-    EMBED_GROUP_CHUNKS,
-    EmbeddedFile,
-    FileTask,
-    IndexOptions,
-    IndexReport,
-    RayOptions,
-    chunk_file,
-    file_outcome,
-)
+from .run_parts import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
 
 CHUNK_TASK_CPUS = 0.25  # reading + splitting is light next to embedding
 CONNECT_TIMEOUT_S = 5.0
@@ -155,12 +147,6 @@ def resolve_auto(address: str = "auto") -> str:
     return found
 
 
-def cluster_gpus() -> float:
-    import ray
-
-    return float(ray.cluster_resources().get("GPU", 0))
-
-
 def pool_size(options: RayOptions, gpus: float, cpus: float) -> int:
     if options.workers:
         return options.workers
@@ -219,7 +205,7 @@ class EmbedChunks:
         self.batch_size = batch_size
         self.sink = None
         if sink is not None:
-            from .qdrant_store import ServerCollection
+            from .stores.qdrant import ServerCollection
 
             self.sink = ServerCollection(
                 sink["url"],
@@ -297,7 +283,7 @@ class RayEmbedding:
         self.sink = None
 
     def bind_store(self, store, catalog: Catalog):
-        from .qdrant_store import ServerCollection
+        from .stores.qdrant import ServerCollection
 
         transport = getattr(store, "transport", None)
         if isinstance(transport, ServerCollection):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .errors import InstEmbError
+from ...errors import InstEmbError
 
 GPU_EXTRA_HINT = 'pip install "instemb-rag[gpu]" (CUDA 12) or "instemb-rag[gpu-cu13]" (CUDA 13)'
 
