@@ -8,9 +8,14 @@ param, code}}.
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+# The variable that holds the API key: the server reads its key from it, a client its default.
+API_KEY_ENV = "INSTEMB_API_KEY"
 
 # ------------------------------------------------------------------ /v1/embeddings
 
@@ -168,3 +173,17 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
+
+
+# ------------------------------------------------------------------ vectors on the wire
+
+
+def encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        return base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+def decode_vector(encoded: str) -> np.ndarray:
+    """The inverse of ``encode_vector(vector, "base64")``: little-endian float32 bytes, base64-encoded."""
+    return np.frombuffer(base64.b64decode(encoded), dtype="<f4")

@@ -7,7 +7,6 @@ answered by a running `instemb-rag serve` over HTTP, so an app embeds without to
 
 from __future__ import annotations
 
-import base64
 import os
 from typing import Sequence
 
@@ -16,7 +15,9 @@ import numpy as np
 
 from instemb_rag.errors import InstEmbError
 
-API_KEY_ENV = "INSTEMB_API_KEY"
+# The server's wire contract (bodies, the API-key variable, the vector codec): one definition on
+# both sides, so the client cannot drift from the server. It needs neither FastAPI nor torch.
+from instemb_rag.serve.schemas import API_KEY_ENV, decode_vector
 
 
 class RemoteEncoder:
@@ -69,7 +70,7 @@ class RemoteEncoder:
                 },
             )
             for item in body["data"]:
-                output[start + item["index"]] = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
+                output[start + item["index"]] = decode_vector(item["embedding"])
         return output
 
     def encode_queries(self, queries: Sequence[str], instructions=None, batch_size: int = 64, **_) -> np.ndarray:

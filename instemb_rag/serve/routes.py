@@ -1,0 +1,298 @@
+"""The endpoints of `instemb-rag serve` and the checks of their requests.
+
+    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`
+    POST /v1/search       {query, instruction, k, filter} over the index (= `instemb-rag query --json`)
+    GET  /v1/models       the one model served (id, dimension, fingerprint)
+    GET  /health          status, model, batching counters (no API key needed)
+
+Each endpoint reads the server's state (state.py) from the app it is mounted on (``server_state``),
+so the routes are plain functions and app.py only wires them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..errors import InstEmbError
+from ..index.errors import BadInputError, IndexBusyError
+from ..index.search import FILTER_KEYS
+from .batching import BatcherClosedError, QueueFullError
+from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
+from .schemas import (
+    API_KEY_ENV,
+    EmbeddingRequest,
+    EmbeddingResponse,
+    Health,
+    ModelCard,
+    ModelList,
+    SearchRequest,
+    SearchResponse,
+    encode_vector,
+)
+from .state import ServeOptions, ServerState
+
+__all__ = ["check_search", "input_texts", "per_input_instructions", "router", "server_state"]
+
+router = APIRouter()
+bearer = HTTPBearer(auto_error=False, description=f"Needed when the server was started with {API_KEY_ENV} set.")
+
+
+def server_state(request: Request) -> ServerState:
+    """The state of the app serving this request (create_app puts it on ``app.state.instemb``)."""
+    return request.app.state.instemb
+
+
+async def check_api_key(
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer), state: ServerState = Depends(server_state)
+) -> None:
+    options = state.options
+    if options.api_key is None:
+        return
+    if credentials is None:
+        raise APIError(
+            401,
+            f"No API key: send the header 'Authorization: Bearer <key>' with the key the server "
+            f"was started with ({API_KEY_ENV}).",
+            code="invalid_api_key",
+        )
+    if not secrets.compare_digest(credentials.credentials.encode(), options.api_key.encode()):
+        raise APIError(
+            401, f"Wrong API key: use the key the server was started with ({API_KEY_ENV}).", code="invalid_api_key"
+        )
+
+
+async def encode(state: ServerState, texts: list[str], instructions: list[str | None], kind: str):
+    try:
+        return await state.batcher.submit(texts, instructions, kind)
+    except (QueueFullError, BatcherClosedError) as error:
+        raise unavailable(str(error)) from None
+    except InstEmbError as error:
+        raise bad_request(str(error)) from None
+
+
+@router.post(
+    "/v1/embeddings",
+    response_model=EmbeddingResponse,
+    responses=ERROR_RESPONSES,
+    tags=["embeddings"],
+    dependencies=[Depends(check_api_key)],
+)
+async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
+    """Embed `input` (a string or a list) under `instruction` (one for all, or one per input)."""
+    options = state.options
+    check_model(state.options, body.model)
+    texts = input_texts(body.input, options)
+    instructions = per_input_instructions(body.instruction, len(texts), options)
+    if body.dimensions is not None and body.dimensions != state.encoder.dimension:
+        raise bad_request(
+            f"dimensions={body.dimensions}, but this model's embeddings have "
+            f"{state.encoder.dimension} dimensions; leave dimensions out or send "
+            f"{state.encoder.dimension}.",
+            param="dimensions",
+        )
+    result = await encode(state, texts, instructions, body.input_type)
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
+        for i, vector in enumerate(result.vectors)
+    ]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": data,
+            "model": options.model_id,
+            "usage": {"prompt_tokens": result.tokens, "total_tokens": result.tokens},
+        }
+    )
+
+
+@router.post(
+    "/v1/search",
+    response_model=SearchResponse,
+    responses=ERROR_RESPONSES,
+    tags=["search"],
+    dependencies=[Depends(check_api_key)],
+)
+async def search(body: SearchRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
+    """Top-k chunks of the index for `query` under `instruction` (same JSON as `instemb-rag query --json`)."""
+    options = state.options
+    if state.index is None:
+        raise APIError(
+            404,
+            "This server has no index: start it with --index-dir DIR (a folder built by "
+            "`instemb-rag index`), or use /v1/embeddings.",
+            type="not_found_error",
+            code="no_index",
+        )
+    check_search(body, options)
+    result = await encode(state, [body.query], [body.instruction], "query")
+    try:
+        hits = await state.on_index_thread(state.index.search, result.vectors[0], None, body.k, body.filter or None)
+    except BadInputError as error:
+        raise bad_request(str(error)) from None
+    except IndexBusyError as error:
+        raise unavailable(str(error)) from None
+    except InstEmbError as error:
+        raise APIError(500, str(error), type="server_error") from None
+    return JSONResponse({"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]})
+
+
+@router.get(
+    "/v1/models",
+    response_model=ModelList,
+    responses=ERROR_RESPONSES,
+    tags=["models"],
+    dependencies=[Depends(check_api_key)],
+)
+async def list_models(state: ServerState = Depends(server_state)) -> dict:
+    return {"object": "list", "data": [model_card(state)]}
+
+
+@router.get(
+    "/v1/models/{model_id}",
+    response_model=ModelCard,
+    responses=ERROR_RESPONSES,
+    tags=["models"],
+    dependencies=[Depends(check_api_key)],
+)
+async def get_model(model_id: str, state: ServerState = Depends(server_state)) -> dict:
+    check_model(state.options, model_id)
+    return model_card(state)
+
+
+@router.get("/health", response_model=Health, tags=["health"])
+async def health(state: ServerState = Depends(server_state)) -> dict:
+    """Liveness and load: no API key needed."""
+    options = state.options
+    index = None
+    if state.index is not None:
+        chunks = await state.on_index_thread(state.index.catalog.chunk_count)
+        index = {"index_dir": str(state.index.index_dir), "store": state.index.manifest.store, "chunks": chunks}
+    batcher = state.batcher
+    return {
+        "status": "shutting_down" if batcher.closed else "ok",
+        "model": options.model_id,
+        "dimension": state.encoder.dimension,
+        "fingerprint": state.encoder.fingerprint,
+        "in_flight": state.in_flight,
+        "index": index,
+        "batching": {
+            "enabled": batcher.options.enabled,
+            "max_batch_size": batcher.options.max_batch_size,
+            "max_wait_ms": batcher.options.max_wait_ms,
+            "max_queue": batcher.options.max_queue,
+            "queued_inputs": batcher.queued_inputs,
+            "forward_batches": batcher.forward_batches,
+            "inputs_embedded": batcher.inputs_embedded,
+            "largest_batch": batcher.largest_batch,
+        },
+    }
+
+
+def model_card(state: ServerState) -> dict:
+    encoder, options = state.encoder, state.options
+    return {
+        "id": options.model_id,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "instemb-rag",
+        "dimension": encoder.dimension,
+        "fingerprint": encoder.fingerprint,
+        "max_length": encoder.max_length,
+    }
+
+
+def check_model(options: ServeOptions, model: str | None) -> None:
+    if model is not None and model != options.model_id:
+        raise APIError(
+            404,
+            f"The model '{model}' is not served here; this server serves '{options.model_id}' "
+            "(GET /v1/models). Send that id, or leave model out.",
+            type="not_found_error",
+            param="model",
+            code="model_not_found",
+        )
+
+
+# ------------------------------------------------------------------ request checks
+
+
+def input_texts(value: Any, options: ServeOptions) -> list[str]:
+    """`input` as a list of non-empty strings within the limits (413 for size, 400 otherwise)."""
+    texts = [value] if isinstance(value, str) else list(value)
+    if not texts:
+        raise bad_request("input is an empty list: send at least one string.", param="input")
+    if len(texts) > options.max_inputs:
+        raise too_large(
+            f"input has {len(texts)} items; this server takes at most {options.max_inputs} per request "
+            "(--max-inputs). Split it into several requests.",
+            param="input",
+        )
+    for position, text in enumerate(texts):
+        if isinstance(text, (int, list)):
+            raise bad_request(
+                "input holds token ids: this server embeds text only (its tokenizer is not "
+                "OpenAI's); send the strings themselves.",
+                param="input",
+                code="token_input_unsupported",
+            )
+        if not isinstance(text, str):
+            raise bad_request(f"input[{position}] is {type(text).__name__}, not a string.", param="input")
+        if not text.strip():
+            raise bad_request(f"input[{position}] is empty: every input needs some text.", param="input")
+        if len(text) > options.max_chars:
+            raise too_large(
+                f"input[{position}] has {len(text):,} characters; this server takes at most "
+                f"{options.max_chars:,} per input (--max-chars). Split the text into chunks.",
+                param="input",
+            )
+    return texts
+
+
+def per_input_instructions(value: Any, count: int, options: ServeOptions) -> list[str | None]:
+    """One instruction per input: a single string applies to all; null or '' means none."""
+    if value is None or isinstance(value, str):
+        instructions = [value or None] * count
+    else:
+        if len(value) != count:
+            raise bad_request(
+                f"instruction is a list of {len(value)}, but input has {count} items: give one "
+                "instruction per input, a single string for all, or leave it out.",
+                param="instruction",
+            )
+        instructions = [item or None for item in value]
+    for position, instruction in enumerate(instructions):
+        if instruction is not None and len(instruction) > options.max_chars:
+            raise too_large(
+                f"instruction #{position} has {len(instruction):,} characters; at most "
+                f"{options.max_chars:,} (--max-chars).",
+                param="instruction",
+            )
+    return instructions
+
+
+def check_search(body: SearchRequest, options: ServeOptions) -> None:
+    if not body.query.strip():
+        raise bad_request("query is empty: give the text to search for.", param="query")
+    if body.instruction is not None and not body.instruction.strip():
+        raise bad_request("instruction is empty: leave it out (or null) or give an instruction.", param="instruction")
+    for name, text in (("query", body.query), ("instruction", body.instruction or "")):
+        if len(text) > options.max_chars:
+            raise too_large(
+                f"{name} has {len(text):,} characters; at most {options.max_chars:,} (--max-chars).", param=name
+            )
+    if not 1 <= body.k <= options.max_k:
+        raise bad_request(f"k={body.k}: ask for between 1 and {options.max_k} hits (--max-k).", param="k")
+    for key, pattern in (body.filter or {}).items():
+        if key not in FILTER_KEYS:
+            raise bad_request(
+                f"filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)} "
+                '(e.g. {"source": "tents/*.md"}).',
+                param="filter",
+            )
+        if not pattern.strip():
+            raise bad_request(f"filter['{key}'] is empty: give a value or glob, e.g. \"tents/*.md\".", param="filter")
