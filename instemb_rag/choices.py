@@ -55,6 +55,14 @@ class FacetBaseline(str, Enum):
     bm25 = "bm25"
 
 
+class Precision(str, Enum):
+    """``--precision`` and ``precision=``: fp32 (default), or int8 (dynamic int8 linear layers on the
+    CPU, inference only; instemb_rag/encoder/quantize.py)."""
+
+    fp32 = "fp32"
+    int8 = "int8"
+
+
 class ParallelMode(str, Enum):
     """``--parallel`` (under torchrun): ddp replicates the model on every rank; fsdp shards the
     decoder layers (full shard, bf16 compute) for models that do not fit one device."""

@@ -1,4 +1,4 @@
-"""One exit-code table for every command (instemb_rag/commands/common.py, README "Exit codes")."""
+"""One exit-code table for every command (instemb_rag/cli/common.py, README "Exit codes")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.commands.common import ExitCode, exit_code_for
+from instemb_rag.cli.common import ExitCode, exit_code_for
 from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError, ModelNotFoundError
 from instemb_rag.index import BadInputError, IndexBusyError, IndexFolderError

@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.commands.common import ExitCode, say
+from instemb_rag.cli.common import ExitCode, say
 from instemb_rag.index.stores.faiss import FaissStore
 from instemb_rag.index.stores.faiss_gpu import GPU_EXTRA_HINT, faiss_gpu_available
 
@@ -47,7 +47,7 @@ def test_ray_install_hint_keeps_its_extra(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(faiss_gpu_available(), reason="this faiss has GPU support: no install hint to print")
 def test_gpu_install_hint_keeps_its_extras(tmp_path):
-    """The note `query` prints (commands/query.py: say(console, "note", ...)) when the encoder
+    """The note `query` prints (cli/query.py: say(console, "note", ...)) when the encoder
     runs on CUDA but faiss cannot follow it there."""
     note = FaissStore(tmp_path, None, "flat", 8).place_on_gpu(0)
     assert note and GPU_EXTRA_HINT in note

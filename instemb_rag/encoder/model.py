@@ -400,7 +400,7 @@ def load_checkpoint(
     pooling: str | None = None,
     lookahead_length: int | None = None,
     max_length: int | None = None,
-    precision: str = "fp32",
+    precision: str = quantize.DEFAULT_PRECISION,
     merge_lora: bool = True,
 ) -> InstEmbEncoder:
     """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.

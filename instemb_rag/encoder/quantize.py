@@ -51,13 +51,14 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from ..choices import Precision, values
 from ..errors import InstEmbError
 from . import quantize_plan
 from .cpu_flags import cpu_kind, int8_kernel
 from .quantize_plan import Int8Plan
 
-PRECISIONS = ("fp32", "int8")
-DEFAULT_PRECISION = "fp32"
+PRECISIONS = values(Precision)
+DEFAULT_PRECISION = Precision.fp32.value
 SMOOTHING_ALPHA = 0.5
 # Version of the int8 recipe (per-token 8-bit activations since 2); part of the fingerprint.
 RECIPE = 2

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..atomic import write_atomically, write_text_atomically
+from ..choices import Precision
 from ..paths import instemb_home
 from .cpu_flags import cpu_kind, describe_cpu
 
@@ -76,7 +77,7 @@ class Int8Plan:
     @property
     def effective_precision(self) -> str:
         """``fp32`` when no layer is int8: the encoder is then the fp32 one, weights untouched."""
-        return "int8" if self.int8_layers else "fp32"
+        return (Precision.int8 if self.int8_layers else Precision.fp32).value
 
     def to_json(self) -> dict:
         data = {name: value for name, value in asdict(self).items() if name not in ("source", "maxima")}

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.commands.index import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INDEX_FOLDER
+from instemb_rag.cli.index import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INDEX_FOLDER
 from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.indexer import hold_index_lock
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from instemb_rag.commands.demo import DEMO_INSTRUCTIONS, DEMO_QUERY, SAMPLE_DOCS
+from instemb_rag.cli.demo import DEMO_INSTRUCTIONS, DEMO_QUERY, SAMPLE_DOCS
 from instemb_rag.index import Index, Indexer, IndexOptions, StoreOptions
 
 pytestmark = pytest.mark.slow

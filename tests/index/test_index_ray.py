@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip i
 
 from helpers import index_cli_args  # noqa: E402
 
-from instemb_rag.commands.common import ExitCode, exit_code_for  # noqa: E402
+from instemb_rag.cli.common import ExitCode, exit_code_for  # noqa: E402
 from instemb_rag.errors import ModelNotFoundError  # noqa: E402
 from instemb_rag.index import Indexer, IndexOptions  # noqa: E402
 from instemb_rag.index.catalog import Catalog  # noqa: E402

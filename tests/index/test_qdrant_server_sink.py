@@ -244,7 +244,7 @@ def test_unreachable_ray_address_fails_in_seconds_before_loading_a_model(docs, t
 
 
 def test_bare_ray_flag_means_a_local_runtime_and_ray_options_need_it(docs, tmp_path, monkeypatch):
-    from instemb_rag.commands import index as index_module
+    from instemb_rag.cli import index as index_module
 
     seen = {}
 

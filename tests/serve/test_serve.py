@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.commands.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
+from instemb_rag.cli.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
 from instemb_rag.testing import start_server
 
 KEY = "test-key-15"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.commands.common import ExitCode
+from instemb_rag.cli.common import ExitCode
 from instemb_rag.teachers import install as install_module
 from instemb_rag.teachers import registry
 from instemb_rag.teachers.errors import TeacherError

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ...choices import Precision
 from ...paths import instemb_home
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -36,9 +37,11 @@ CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 def compile_cache_dir(encoder) -> Path:
     """Where this encoder's compiled graphs live: one folder per (torch, device, dtype, fingerprint)."""
     dtype = str(encoder.model.dtype).replace("torch.", "")
-    precision = getattr(encoder, "precision", "fp32")
+    precision = getattr(encoder, "precision", Precision.fp32.value)
     version = torch.__version__.replace("+", "_")
-    kind = f"torch-{version}-{encoder.device.type}-{dtype}" + ("" if precision == "fp32" else f"-{precision}")
+    kind = f"torch-{version}-{encoder.device.type}-{dtype}" + (
+        "" if precision == Precision.fp32.value else f"-{precision}"
+    )
     return instemb_home() / "compile" / kind / encoder.fingerprint
 
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from ..choices import FaissIndexKind, QdrantQuantization, StoreKind
+from ..choices import FaissIndexKind, Precision, QdrantQuantization, StoreKind
 from .common import (  # noqa: F401
     ExitCode,
-    Precision,
     compile_option,
     device_option,
     exit_code_for,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
+from ..choices import Precision
 from .common import (
-    Precision,
     compile_option,
     device_option,
     fail,

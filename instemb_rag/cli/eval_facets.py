@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..choices import FacetBaseline
-from .common import Precision
+from ..choices import FacetBaseline, Precision
 
 FACET_TASK = "facet-groups"
 

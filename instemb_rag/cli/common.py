@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from enum import Enum, IntEnum
+from enum import IntEnum
 from typing import NoReturn
 
 import typer
+
+from ..choices import Precision
 
 
 class ExitCode(IntEnum):
@@ -79,11 +81,6 @@ def check_device(value: str | None) -> str | None:
 
 def device_option(default: str | None = "auto", help: str = "auto | cpu | cuda | cuda:N | mps"):
     return typer.Option(default, "--device", help=help, callback=check_device)
-
-
-class Precision(str, Enum):
-    fp32 = "fp32"
-    int8 = "int8"
 
 
 def precision_option():

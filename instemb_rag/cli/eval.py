@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ..choices import FacetBaseline, PoolingMode, SteeringSplit
+from ..choices import FacetBaseline, PoolingMode, Precision, SteeringSplit
 from .common import (
-    Precision,
     compile_option,
     device_option,
     fail,
