@@ -110,7 +110,8 @@ def measure(
 
     import httpx
 
-    from instemb_rag.testing import start_server
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test helpers: not in the package
+    from testing import start_server
 
     results: dict = {mode: {"levels": {}} for mode in MODES}
     with contextlib.ExitStack() as stack:

@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from enum import Enum
 
+__all__ = [
+    "FacetBaseline",
+    "FaissIndexKind",
+    "ParallelMode",
+    "PoolingMode",
+    "Precision",
+    "QdrantQuantization",
+    "SteeringSplit",
+    "StoreKind",
+    "values",
+]
+
 
 class StoreKind(str, Enum):
     """``--store``: faiss (FAISS file + SQLite catalog) or qdrant (embedded, or a server with --qdrant-url)."""

@@ -1,3 +1,4 @@
+__all__ = ["CheckpointError", "FingerprintMismatchError", "InstEmbError", "ModelNotFoundError"]
 """Exceptions whose messages tell the user what went wrong and what to do about it."""
 
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from .errors import InstEmbError
 
+__all__ = ["Instructions", "normalize_instruction", "per_item_instructions"]
+
 Instructions = str | Sequence[str | None] | None
 
 

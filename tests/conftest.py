@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from instemb_rag.testing import build_tiny_model_folder, shared_data_or_skip  # noqa: F401
+from testing import build_tiny_model_folder, shared_data_or_skip  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +32,7 @@ def default_encoder():
 @pytest.fixture()
 def shared_data_dir_or_skip() -> Path:
     """The development data root (../shared/data); skips where it is absent."""
-    from instemb_rag.testing import shared_data_dir
+    from testing import shared_data_dir
 
     folder = shared_data_dir()
     if not folder.is_dir():

@@ -90,9 +90,8 @@ def build_tiny_teacher_folder(folder: Path, dimension: int = 24, seed: int = 0) 
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from testing import WORDS, word_level_tokenizer
     from transformers import BertConfig, BertModel
-
-    from instemb_rag.testing import WORDS, word_level_tokenizer
 
     tokenizer = word_level_tokenizer(
         WORDS + [":", ",", "?", "!"],

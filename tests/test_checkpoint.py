@@ -4,12 +4,12 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from testing import build_tiny_model_folder
 
 from instemb_rag import InstEmbEncoder
 from instemb_rag.encoder.checkpoint import CONFIG_FILE, export_checkpoint, read_config
 from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
-from instemb_rag.testing import build_tiny_model_folder
 
 TEXTS = ["a durable tent for rain", "light stove"]
 INSTRUCTIONS = ["focus on durability", None]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from testing import shared_data_or_skip
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.testing import shared_data_or_skip
 
 pytestmark = pytest.mark.slow
 

@@ -30,6 +30,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import CheckpointError, FingerprintMismatchError
 
+__all__ = [
+    "ADAPTED_FILE",
+    "CONFIG_FILE",
+    "ENCODER_FILES",
+    "FORMAT_VERSION",
+    "LORA_DIR",
+    "NOT_IN_FINGERPRINT",
+    "CheckpointParts",
+    "EncoderConfig",
+    "blended_projection",
+    "check_complete",
+    "export_checkpoint",
+    "is_checkpoint",
+    "load_parts",
+    "overlay_adapted",
+    "read_config",
+    "record_weight_files",
+    "save",
+    "trained_names",
+    "weight_files",
+    "write_folder_atomically",
+]
+
 FORMAT_VERSION = 1
 CONFIG_FILE = "instemb_config.json"
 ADAPTED_FILE = "adapted.safetensors"

@@ -26,6 +26,8 @@ from .modules.projection import Projection
 from .modules.template import PromptTemplate
 from .settings import EncoderSettings
 
+__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "load_checkpoint"]
+
 DEFAULT_LOOKAHEAD = 8
 # The package folder holds the shipped checkpoint (package data), one level above this module.
 SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"

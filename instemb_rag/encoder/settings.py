@@ -14,6 +14,8 @@ from ..errors import InstEmbError
 from .modules.pooling import Pooling
 from .quantize import DEFAULT_PRECISION
 
+__all__ = ["EncoderSettings"]
+
 
 @dataclass(frozen=True)
 class EncoderSettings:

@@ -32,6 +32,8 @@ from .run_parts import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, 
 from .stores import open_store, wipe_index
 from .stores.base import VectorStore
 
+__all__ = ["Indexer", "LocalEmbedding", "NullProgress"]
+
 
 class NullProgress:
     def start(self, total_chunks: int | None) -> None: ...  # None: not known in advance (Ray)

@@ -15,6 +15,17 @@ from pydantic import BaseModel, ValidationError
 from ..atomic import write_text_atomically
 from .errors import IndexFolderError
 
+__all__ = [
+    "FORMAT_VERSION",
+    "MANIFEST_FILE",
+    "Manifest",
+    "check_encoder",
+    "manifest_path",
+    "model_label",
+    "read_manifest",
+    "write_manifest",
+]
+
 FORMAT_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 

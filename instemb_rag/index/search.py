@@ -14,6 +14,8 @@ from .manifest import Manifest, check_encoder, read_manifest
 from .options import StoreOptions
 from .stores import open_store
 
+__all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters"]
+
 FILTER_KEYS = ("source",)
 
 

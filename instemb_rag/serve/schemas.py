@@ -14,6 +14,26 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "API_KEY_ENV",
+    "BatchingStats",
+    "EmbeddingObject",
+    "EmbeddingRequest",
+    "EmbeddingResponse",
+    "ErrorBody",
+    "ErrorResponse",
+    "Health",
+    "IndexInfo",
+    "ModelCard",
+    "ModelList",
+    "SearchHitModel",
+    "SearchRequest",
+    "SearchResponse",
+    "Usage",
+    "decode_vector",
+    "encode_vector",
+]
+
 # The variable that holds the API key: the server reads its key from it, a client its default.
 API_KEY_ENV = "INSTEMB_API_KEY"
 

@@ -18,6 +18,18 @@ import yaml
 from ..choices import ParallelMode, values
 from ..errors import InstEmbError
 
+__all__ = [
+    "VIEW_NAMES",
+    "DataArguments",
+    "GeometryArguments",
+    "ModelArguments",
+    "TrainConfig",
+    "TrainingArguments",
+    "config_from_dict",
+    "load_config",
+    "parse_set_option",
+]
+
 VIEW_NAMES = ("student_input", "student_input_dropout", "teacher_input", "student_output")
 
 

@@ -35,6 +35,21 @@ from .continuation import attach_starting_adapter, check_continuation, starting_
 from .records import TrainingRecord
 from .teacher_cache import input_ids_without_slots
 
+__all__ = [
+    "FullStudent",
+    "StudentPass",
+    "StudentRunner",
+    "TrainableParts",
+    "at_last_valid",
+    "build_optimizer",
+    "decoder_layers",
+    "enable_gradient_checkpointing",
+    "load_student",
+    "make_trainable",
+    "needs_output_pass",
+    "refuse_sharded_adapted_tensors",
+]
+
 
 def needs_output_pass(config) -> bool:
     """Whether a loss reads the student's pass over the answers (the retrieval loss's documents,

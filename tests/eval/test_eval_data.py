@@ -122,7 +122,7 @@ def test_stance_and_sts_loaders_validate(tmp_path):
 
 
 def test_real_stance_file_loads():
-    from instemb_rag.testing import shared_data_or_skip
+    from testing import shared_data_or_skip
 
     records = load_stance(shared_data_or_skip("scifact") / "stance.jsonl")
     assert len(records) == 564
@@ -252,7 +252,7 @@ def test_unknown_task_and_missing_data_give_clear_errors(tmp_path, tiny_encoder)
 
 @pytest.mark.slow
 def test_default_model_on_real_scifact_stance_and_stsb(default_encoder, tmp_path):
-    from instemb_rag.testing import shared_data_or_skip
+    from testing import shared_data_or_skip
 
     root = shared_data_or_skip("scifact").parent
     stance = evaluate(

@@ -19,13 +19,13 @@ import pytest
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install 'instemb-rag[ray]')")
 
 from helpers import index_cli_args  # noqa: E402
+from testing import WORDS, LocalRayCluster  # noqa: E402
 
 from instemb_rag.cli.common import ExitCode, exit_code_for  # noqa: E402
 from instemb_rag.errors import ModelNotFoundError  # noqa: E402
 from instemb_rag.index import Indexer, IndexOptions  # noqa: E402
 from instemb_rag.index.catalog import Catalog  # noqa: E402
 from instemb_rag.index.options import RayOptions  # noqa: E402
-from instemb_rag.testing import WORDS, LocalRayCluster  # noqa: E402
 
 pytestmark = pytest.mark.ray
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from testing import free_port
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
@@ -22,7 +23,6 @@ from instemb_rag.index.documents import Chunk
 from instemb_rag.index.manifest import Manifest
 from instemb_rag.index.options import CollectionOptions, resolve_options
 from instemb_rag.index.stores.qdrant import UPSERT_BATCH, QdrantStore, collection_request
-from instemb_rag.testing import free_port
 
 runner = CliRunner()
 

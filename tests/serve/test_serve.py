@@ -13,11 +13,11 @@ import threading
 import httpx
 import numpy as np
 import pytest
+from testing import start_server
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.cli.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
-from instemb_rag.testing import start_server
 
 KEY = "test-key-15"
 TIMEOUT = 300  # generous: the machine may be shared with heavy jobs; nothing here is timed

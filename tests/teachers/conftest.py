@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from testing import WORDS
 
 from instemb_rag.teachers.registry import TeacherPart, TeacherSpec
-from instemb_rag.testing import WORDS
 
 FAKE_VERSION = "0.0.1"
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from helpers import tiny_train_config
 from safetensors.torch import load_file
+from testing import build_tiny_model_folder
 
 from instemb_rag.errors import InstEmbError
-from instemb_rag.testing import build_tiny_model_folder
 from instemb_rag.training.records import TrainingRecord, write_records
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 from helpers import build_tiny_teacher_folder
+from testing import build_tiny_model_folder
 
 from instemb_rag.errors import InstEmbError
-from instemb_rag.testing import build_tiny_model_folder
 
 pytest.importorskip("sentence_transformers")
 

@@ -2,10 +2,10 @@
 
 import json
 
+from testing import shared_data_or_skip
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.testing import shared_data_or_skip
 
 runner = CliRunner()
 

@@ -3,8 +3,8 @@
 import json
 
 import pytest
+from testing import shared_data_or_skip
 
-from instemb_rag.testing import shared_data_or_skip
 from instemb_rag.training.builders import build_data_folder, build_records
 from instemb_rag.training.records import RecordError, TrainingRecord, read_records, write_records
 

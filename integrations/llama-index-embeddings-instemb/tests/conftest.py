@@ -1,13 +1,18 @@
-"""Fixtures for the integration's tests. The tiny random Llama comes from
-`instemb_rag.testing`, so both test suites build the same model."""
+"""Fixtures for the integration's tests. The tiny random Llama comes from the project's
+tests/testing.py, so both test suites build the same model."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from instemb_rag.testing import build_tiny_model_folder
+# The project's test helpers live beside its tests, not in the installed package: put that folder
+# on the path (the whole suite has it already; this makes the integration's tests run alone too).
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+
+from testing import build_tiny_model_folder  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from testing import start_server  # tests/testing.py, put on the path by conftest.py
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.errors import InstEmbError
-from instemb_rag.testing import start_server
 from llama_index.embeddings.instemb import InstEmbEmbedding, InstEmbRetriever
 
 KEY = "remote-key"

@@ -1,8 +1,10 @@
 """Helpers for tests of instemb-rag and of packages built on it: a tiny random Llama model
-folder (built in seconds, no download) and the location of the development data.
+folder (built in seconds, no download), the location of the development data, a real `serve`
+process on an ephemeral port and a local Ray cluster.
 
-Both test suites (tests/ and the LlamaIndex integration's tests/) import from here, so the
-tiny model is the same everywhere.
+Both test suites (tests/ and the LlamaIndex integration's tests/) and benchmarks/bench_serve.py
+import from here (``from testing import ...``), so the tiny model is the same everywhere. It
+lives beside the tests, not in the package, so the wheel carries no test code.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2
 def shared_data_dir() -> Path:
     """The development data: ``instemb_rag.paths.data_root()`` ($INSTEMB_DATA_ROOT, else
     ../shared/data beside the checkout)."""
-    from .paths import data_root
+    from instemb_rag.paths import data_root
 
     return data_root()
 
@@ -123,7 +125,7 @@ def start_server(
     import time
     import urllib.request
 
-    from .serve.server import READY_PREFIX
+    from instemb_rag.serve.server import READY_PREFIX
 
     command = [sys.executable, "-m", "instemb_rag.cli", "serve", "--host", "127.0.0.1", "--port", "0", *args]
     log = open(log_path, "w")
