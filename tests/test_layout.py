@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     # the HTTP server over an index or an encoder
     {"serve"},
     # entry points and tooling over everything below
-    {"commands", "cli", "tools"},
+    {"cli", "tools"},
 ]
 
 
