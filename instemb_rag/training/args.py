@@ -156,6 +156,24 @@ class GeometryArguments:
     head_bias: bool = True
     head_ridge: float = 0.01  # the closed-form start of the head (ridge regression)
     head_fit_items: int = 4000
+    # Anchor: KL between the batch's similarity rows of the student's pooled embedding and those of
+    # the starting checkpoint (computed once, training/geometry_anchor.py): the pooled geometry
+    # the blend keeps stays the one the starting checkpoint learned from its labels.
+    anchor_weight: float = 0.0
+    anchor_temperature: float = 0.05
+    # Instruction-contrast records (training/records.py format, e.g. an instruction-steering run's
+    # data/train.jsonl) ranked with losses/retrieval.py on the embedding that ships
+    # (training/geometry_contrast.py): the labels a sentence-encoder teacher cannot give (stance,
+    # negation), the query under its negative instruction as a hard negative.
+    contrast_file: str | None = None
+    contrast_sets: list[str] | None = None  # the record sets to read (source up to ":"); None = every set
+    contrast_max_per_set: int | None = None  # a seeded sample of whole groups, per set
+    contrast_batch_size: int = 8  # records a step, beside training.batch_size items
+    contrast_weight: float = 0.0
+    contrast_temperature: float = 0.05
+    # The blend the group and contrast terms rank with: cosine = w * pooled + (1 - w) * head
+    # (models/projection.py); export the checkpoint with the same --head-input-weight.
+    train_input_weight: float = 0.0
 
 
 @dataclass
@@ -269,6 +287,17 @@ class TrainConfig:
                 "geometry temperatures must be > 0",
             ),
             (m.trainable_top_layers > 0 and not m.lora_all_layers, "geometry needs model.trainable_top_layers > 0"),
+            (
+                min(g.anchor_weight, g.contrast_weight) >= 0 and g.anchor_temperature > 0 and g.contrast_temperature > 0,
+                "geometry.anchor_weight and contrast_weight must be >= 0, their temperatures > 0",
+            ),
+            (
+                (g.contrast_weight > 0) == (g.contrast_file is not None),
+                "geometry.contrast_file and contrast_weight go together: name the records file and give "
+                "contrast_weight > 0, or leave both unset",
+            ),
+            (g.contrast_batch_size >= 2, "geometry.contrast_batch_size must be >= 2 (records rank against each other)"),
+            (0.0 <= g.train_input_weight < 1.0, "geometry.train_input_weight must lie in [0, 1)"),
         ]
 
 

@@ -13,6 +13,11 @@ A run (``geometry.teacher_encoder`` set in the config; ``instemb-rag train`` dis
 4. trains: each step runs the top K layers on cached states, pools, projects, and adds the
    weighted terms of losses/geometry.py; checkpoints (encoder + head + trainer state) every
    ``save_steps``, resumable with ``--resume`` at the same step, batch for batch.
+
+Two optional terms keep what the starting checkpoint learned from labels while the head learns
+the teacher's space: the anchor (its pooled similarity rows, training/geometry_anchor.py) and the
+instruction-contrast records (training/geometry_contrast.py), both ranked on the blend that
+ships (``geometry.train_input_weight``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from ..losses.geometry import dense_cosine, group_infonce, relational_kl
 from ..paths import instemb_home
 from .args import TrainConfig
 from .distill_items import DistillItem, read_items
+from .geometry_anchor import anchor_targets
+from .geometry_contrast import ContrastOrder, contrast_term, load_contrast_order
 from .geometry_data import GeometryOrder
 from .prefix_cache import PrefixCache, input_key
 from .run_files import FINAL_DIR, MetricsLog, prune_checkpoints, resume_step, save_checkpoint, write_run_info
@@ -38,7 +45,7 @@ from .state import latest_checkpoint
 from .student import load_student, make_trainable
 from .trainer import training_progress as _progress
 
-TERMS = ("dense", "relational", "group")
+TERMS = ("dense", "relational", "group", "anchor", "contrast")
 
 
 def teacher_embeddings(config: TrainConfig, items: list[DistillItem], log=print) -> tuple[torch.Tensor, dict]:
@@ -55,6 +62,13 @@ def teacher_embeddings(config: TrainConfig, items: list[DistillItem], log=print)
     log(f"teacher {teacher.name}: {len(texts)} embeddings ready in {time.perf_counter() - started:.0f} s")
     identity = {"name": teacher.name, "fingerprint": teacher.fingerprint, "dimension": teacher.dimension}
     return torch.as_tensor(vectors, dtype=torch.float32), identity
+
+
+def pooled_embeddings(encoder, cache: PrefixCache, inputs: list[tuple[str, str | None]]) -> torch.Tensor:
+    """The student's pooled (un-projected) embeddings of cached inputs: the top K layers, then pooling."""
+    batch = cache.batch(inputs, encoder.device)
+    hidden = run_top(encoder.model, batch["hidden"], batch["attention_mask"], batch["position_ids"], cache.split)
+    return encoder.pooling(hidden, batch["attention_mask"], encoder.lookahead_length)
 
 
 def student_embeddings(encoder, cache: PrefixCache, items: list[DistillItem], indices: list[int]) -> torch.Tensor:
@@ -85,9 +99,24 @@ def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: 
     return head.to(encoder.device)
 
 
-def compute_terms(encoder, cache, items, batch: list[int], targets: torch.Tensor, config: TrainConfig) -> dict:
+def compute_terms(
+    encoder,
+    head: Projection,
+    cache,
+    items,
+    batch: list[int],
+    targets: torch.Tensor,
+    config: TrainConfig,
+    anchors: torch.Tensor | None = None,
+    contrast_records: list | None = None,
+) -> dict:
+    """The weighted terms of one step. The teacher terms compare the head's map with the teacher;
+    the ranking terms (group, contrast) rank with the embedding that ships (the head blended with
+    the pooled embedding at ``train_input_weight``); the anchor holds the pooled embedding."""
     g = config.geometry
-    student = student_embeddings(encoder, cache, items, batch)
+    shipped = head.with_input_weight(g.train_input_weight) if g.train_input_weight > 0 else head
+    pooled = pooled_embeddings(encoder, cache, [items[i].student_input for i in batch])
+    student = head.teacher_space(pooled)
     teacher = targets[batch].to(student.device)
     terms: dict[str, torch.Tensor] = {}
     if g.dense_weight > 0:
@@ -95,7 +124,12 @@ def compute_terms(encoder, cache, items, batch: list[int], targets: torch.Tensor
     if g.relational_weight > 0:
         terms["relational"] = relational_kl(student, teacher, g.relational_temperature)
     if g.group_weight > 0:
-        terms["group"] = _group_term(student, [items[i] for i in batch], g.group_temperature)
+        terms["group"] = _group_term(shipped(pooled), [items[i] for i in batch], g.group_temperature)
+    if g.anchor_weight > 0 and anchors is not None:
+        terms["anchor"] = relational_kl(pooled.float(), anchors[batch].to(pooled.device), g.anchor_temperature)
+    if g.contrast_weight > 0 and contrast_records:
+        embed = lambda inputs: shipped(pooled_embeddings(encoder, cache, inputs))  # noqa: E731
+        terms["contrast"] = contrast_term(embed, contrast_records, g.contrast_temperature)
     terms["loss"] = sum(getattr(g, f"{name}_weight") * value for name, value in terms.items())
     return terms
 
@@ -121,7 +155,9 @@ def build_optimizer(parts, head: Projection, config: TrainConfig):
     return optimizer, get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
 
 
-def prepare_prefix_cache(config: TrainConfig, encoder, items: list[DistillItem], log=print) -> PrefixCache:
+def prepare_prefix_cache(
+    config: TrainConfig, encoder, items: list[DistillItem], log=print, extra_inputs: list | None = None
+) -> PrefixCache:
     g, m = config.geometry, config.model
     root = Path(g.prefix_cache_dir) if g.prefix_cache_dir else instemb_home() / "prefix_cache"
     cache = PrefixCache(root, encoder, m.trainable_top_layers, getattr(torch, g.prefix_cache_dtype))
@@ -131,7 +167,7 @@ def prepare_prefix_cache(config: TrainConfig, encoder, items: list[DistillItem],
             f"prefix cache: {len(others)} other cache(s) under {root} belong to another model, K or length; building {cache.key}"
         )
     started = time.perf_counter()
-    cache.build([item.student_input for item in items], log=log)
+    cache.build([item.student_input for item in items] + list(extra_inputs or []), log=log)
     log(f"prefix cache ready ({len(cache.index)} inputs, {time.perf_counter() - started:.0f} s this run)")
     return cache
 
@@ -151,7 +187,8 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
     encoder = load_student(config, device)
     parts = make_trainable(encoder, config)
     encoder.eval()  # no dropout layers; eval keeps the fingerprint cache semantics simple
-    cache = prepare_prefix_cache(config, encoder, items, log)
+    contrast = _contrast_order(config)
+    cache = prepare_prefix_cache(config, encoder, items, log, contrast.inputs() if contrast else None)
     lengths = [cache.index[_key(item)][2] for item in items]
     order = GeometryOrder(items, lengths, t.batch_size, t.seed)
     data_info = {
@@ -162,6 +199,14 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
         "batches_per_epoch": order.per_epoch,
         "teacher": teacher_identity,
     }
+    if contrast is not None:
+        data_info["contrast"] = {
+            "file": str(g.contrast_file),
+            "sha256": file_sha256(g.contrast_file),
+            "records": len(contrast.records),
+            "batches_per_epoch": contrast.per_epoch,
+        }
+    anchors = _anchors(encoder, cache, items, lengths, data_info, output_dir, log) if g.anchor_weight > 0 else None
     resuming = t.resume and latest_checkpoint(output_dir) is not None
     head = Projection(encoder.hidden_size, targets.shape[1], bias=g.head_bias).to(device)
     if not resuming:
@@ -178,9 +223,8 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
     log(
         f"training steps {start_step}..{t.max_steps} ({t.max_steps / order.per_epoch:.1f} epochs of {order.per_epoch} batches)"
     )
-    _loop(
-        encoder, parts, head, optimizer, scheduler, cache, items, targets, order, config, start_step, metrics, data_info
-    )
+    batches = Batches(items, targets, order, anchors, contrast)
+    _loop(encoder, parts, head, optimizer, scheduler, cache, batches, config, start_step, metrics, data_info)
     encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
     final = output_dir / FINAL_DIR
     save_checkpoint(final, encoder, parts, config)
@@ -192,9 +236,45 @@ def _key(item: DistillItem) -> str:
     return input_key(*item.student_input)
 
 
-def _loop(
-    encoder, parts, head, optimizer, scheduler, cache, items, targets, order, config, start_step, metrics, data_info
-):
+def _contrast_order(config: TrainConfig) -> ContrastOrder | None:
+    g = config.geometry
+    if g.contrast_file is None:
+        return None
+    return load_contrast_order(
+        g.contrast_file, g.contrast_sets, g.contrast_max_per_set, g.contrast_batch_size, config.training.seed
+    )
+
+
+def _anchors(encoder, cache, items, lengths, data_info, output_dir: Path, log) -> torch.Tensor:
+    """The starting checkpoint's pooled embeddings of every item (before any step or head)."""
+    by_length = sorted(range(len(items)), key=lengths.__getitem__)
+    batches = [by_length[start : start + 64] for start in range(0, len(by_length), 64)]
+    inputs_key = f"{data_info['data_sha256']}:{len(items)}"
+    return anchor_targets(
+        output_dir,
+        inputs_key,
+        lambda batch: pooled_embeddings(encoder, cache, [items[i].student_input for i in batch]),
+        len(items),
+        batches,
+        log,
+    )
+
+
+class Batches:
+    """What one step reads: the items' batch (with teacher and anchor targets) and the contrast records."""
+
+    def __init__(self, items, targets, order: GeometryOrder, anchors, contrast: ContrastOrder | None):
+        self.items, self.targets, self.order, self.anchors, self.contrast = items, targets, order, anchors, contrast
+
+    def terms(self, encoder, head, cache, step: int, config: TrainConfig) -> tuple[list[int], dict]:
+        batch = self.order.step(step)
+        records = self.contrast.step(step) if self.contrast is not None else None
+        return batch, compute_terms(
+            encoder, head, cache, self.items, batch, self.targets, config, self.anchors, records
+        )
+
+
+def _loop(encoder, parts, head, optimizer, scheduler, cache, batches: Batches, config, start_step, metrics, data_info):
     t = config.training
     params = list(parts.named.values())
     started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics.rows else 0.0)
@@ -202,8 +282,7 @@ def _loop(
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
             optimizer.zero_grad(set_to_none=True)
-            batch = order.step(step)
-            terms = compute_terms(encoder, cache, items, batch, targets, config)
+            batch, terms = batches.terms(encoder, head, cache, step, config)
             terms["loss"].backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
             optimizer.step()

@@ -212,3 +212,126 @@ def test_order_walks_epochs_of_different_batch_counts():
     order = GeometryOrder(items, lengths, batch_size=8, seed=3)
     flat = [batch for batches in epochs for batch in batches]
     assert [order.step(step) for step in range(len(flat))] == flat
+
+
+CONTRAST_RECORDS = [
+    # one claim, two stances: the same text under opposite instructions wants different passages
+    ("tents keep rain out", "find a passage that supports this", "the tent stayed dry in heavy rain", "find a passage that refutes this", "c1"),
+    ("tents keep rain out", "find a passage that refutes this", "water leaked through the tent seams", "find a passage that supports this", "c1"),
+    ("stoves are compact", "find a passage that supports this", "the stove folds to the size of a fist", "find a passage that refutes this", "c2"),
+    ("stoves are compact", "find a passage that refutes this", "the stove is bulky and heavy to carry", "find a passage that supports this", "c2"),
+    ("nylon is warm", "what follows from this", "the fabric holds heat", None, "c3"),
+    ("nylon is warm", "what cannot be true if this is", "the fabric is always cold", None, "c3"),
+]
+
+
+def write_contrast_records(path: Path) -> Path:
+    rows = [
+        {"text": t, "instruction": i, "output": o, "negative_instruction": n, "group": g, "source": f"stance_test:{k}"}
+        for k, (t, i, o, n, g) in enumerate(CONTRAST_RECORDS)
+    ]
+    rows.append({"text": "a camp trip", "instruction": None, "output": "bring a stove", "source": "other_set:0"})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def contrast_overrides(tmp_path: Path) -> dict:
+    return {
+        "geometry.contrast_file": str(write_contrast_records(tmp_path / "contrast.jsonl")),
+        "geometry.contrast_sets": ["stance_test"],
+        "geometry.contrast_batch_size": 4,
+        "geometry.contrast_weight": 1.0,
+        "geometry.anchor_weight": 1.0,
+        "geometry.train_input_weight": 0.25,
+    }
+
+
+def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(setting, tmp_path):
+    from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.training.geometry import _anchors, _contrast_order, compute_terms, prepare_prefix_cache
+    from instemb_rag.training.distill_items import read_items
+    from instemb_rag.training.student import load_student, make_trainable
+
+    config = geometry_config(setting, tmp_path, **contrast_overrides(tmp_path))
+    items = read_items(setting["items"])
+    encoder = load_student(config, torch.device("cpu"))
+    make_trainable(encoder, config)
+    contrast = _contrast_order(config)
+    assert {r.source.split(":")[0] for r in contrast.records} == {"stance_test"}  # other sets left out
+    cache = prepare_prefix_cache(config, encoder, items, lambda _: None, contrast.inputs())
+    lengths = [cache.index[input_key_of(item)][2] for item in items]
+    (tmp_path / "run").mkdir()
+    info = {"data_sha256": "x"}
+    anchors = _anchors(encoder, cache, items, lengths, info, tmp_path / "run", lambda _: None)
+    assert anchors.shape == (len(items), 64)
+    head = Projection(64, 24)
+    targets = torch.randn(len(items), 24)
+    terms = compute_terms(encoder, head, cache, items, [0, 1, 6, 7], targets, config, anchors, contrast.step(0))
+    # Before any step the student is the starting checkpoint: the anchor has nothing to pull.
+    assert float(terms["anchor"].detach()) == pytest.approx(0.0, abs=1e-6)
+    assert float(terms["contrast"].detach()) > 0 and terms["contrast"].requires_grad
+    # The anchor targets are kept for the run; other inputs in the same folder are refused.
+    again = _anchors(encoder, cache, items, lengths, info, tmp_path / "run", lambda _: None)
+    assert torch.equal(again, anchors)
+    with pytest.raises(InstEmbError, match="other inputs"):
+        _anchors(encoder, cache, items, lengths, {"data_sha256": "y"}, tmp_path / "run", lambda _: None)
+
+
+def input_key_of(item):
+    from instemb_rag.training.prefix_cache import input_key
+
+    return input_key(*item.student_input)
+
+
+def test_contrast_run_learns_the_stance_and_resumes_batch_for_batch(setting, tmp_path):
+    from safetensors.torch import load_file
+
+    from instemb_rag.training.geometry import train_geometry
+
+    # All six records each step (one batch an epoch), so the contrast term of step 1 and step 6 compare.
+    overrides = {
+        **contrast_overrides(tmp_path),
+        "geometry.contrast_batch_size": 6,
+        "training.max_steps": 6,
+        "training.save_steps": 3,
+    }
+    whole = train_geometry(geometry_config(setting, tmp_path / "a", **overrides), log=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all("contrast" in row and "anchor" in row for row in rows)
+    assert rows[-1]["contrast"] < rows[0]["contrast"]  # the labelled stance is being learned
+    resumed_dir = tmp_path / "b" / "run"
+    resumed_dir.mkdir(parents=True)
+    shutil.copytree(tmp_path / "a" / "run" / "checkpoint-3", resumed_dir / "checkpoint-3")
+    shutil.copy(tmp_path / "a" / "run" / "anchor_targets.safetensors", resumed_dir)
+    resumed = train_geometry(
+        geometry_config(setting, tmp_path / "b", **overrides, **{"training.resume": True}), log=lambda _: None
+    )
+    first, second = load_file(str(whole / "projection.safetensors")), load_file(str(resumed / "projection.safetensors"))
+    for key in first:
+        assert torch.allclose(first[key], second[key], atol=1e-6), key
+
+
+def test_contrast_order_keeps_groups_together_and_errors_name_the_fix(tmp_path):
+    from instemb_rag.training.geometry_contrast import load_contrast_order
+
+    path = write_contrast_records(tmp_path / "records.jsonl")
+    assert len(load_contrast_order(str(path), None, None, 2, seed=3).records) == 7  # None: every set
+    order = load_contrast_order(str(path), ["stance_test"], None, 2, seed=3)
+    assert order.per_epoch == 3 and all(len(order.step(s)) == 2 for s in range(7))
+    again = load_contrast_order(str(path), ["stance_test"], None, 2, seed=3)
+    assert [r.output for r in order.step(4)] == [r.output for r in again.step(4)]  # a resumed run reads the same
+    groups = [r.group for s in range(order.per_epoch) for r in order.step(s)]
+    for group in ("c1", "c2", "c3"):
+        where = [n for n, g in enumerate(groups) if g == group]
+        assert where == list(range(where[0], where[0] + 2)), groups  # a group's records sit together
+    with pytest.raises(InstEmbError, match="no_such_set"):
+        load_contrast_order(str(path), ["no_such_set"], None, 2, 0)
+    with pytest.raises(InstEmbError, match="contrast_batch_size"):
+        load_contrast_order(str(path), ["stance_test"], 2, 4, 0)  # one whole group of two fits
+
+
+def test_contrast_settings_are_checked_before_any_work(setting, tmp_path):
+    with pytest.raises(InstEmbError, match="contrast_file and contrast_weight"):
+        geometry_config(setting, tmp_path, **{"geometry.contrast_weight": 1.0})
+    with pytest.raises(InstEmbError, match="train_input_weight"):
+        geometry_config(setting, tmp_path, **{"geometry.train_input_weight": 1.0})
