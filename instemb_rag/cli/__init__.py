@@ -1,6 +1,6 @@
 """The `instemb-rag` command line: the typer app, one module per sub-command.
 
-    train.py, eval.py (+ eval_facets.py), index.py, query.py, serve.py, demo.py, teachers.py
+    train.py, eval.py (+ eval_facets.py), compare.py, index.py, query.py, serve.py, demo.py, teachers.py
     common.py   the one exit-code table, error reporting and the options several commands share
 
 Each command module exposes ``register(app)`` and imports its heavy parts (torch, faiss) inside
@@ -16,7 +16,7 @@ import typer
 __all__ = ["COMMAND_MODULES", "app", "register_all"]
 
 # Add a module name here when you add a command module.
-COMMAND_MODULES: list[str] = ["train", "eval", "index", "query", "serve", "demo", "teachers"]
+COMMAND_MODULES: list[str] = ["train", "eval", "compare", "index", "query", "serve", "demo", "teachers"]
 
 app = typer.Typer(
     name="instemb-rag",

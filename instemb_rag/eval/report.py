@@ -83,6 +83,31 @@ def facet_comparison_table(comparisons: list[dict]) -> Table:
     return table
 
 
+def paired_gains_table(rows: list[dict]) -> Table:
+    """``instemb-rag compare``: each task and metric, both means and the paired gain with its 95 %
+    interval; '>0' / '<0' mark an interval wholly above / below zero."""
+    table = _compact_table(
+        "paired gains (candidate - baseline)",
+        "paired per item, [..]: 95 % bootstrap interval; >0 / <0: the whole interval above / below 0",
+    )
+    for name, justify in (("task", "left"), ("metric", "left"), ("n", "right"), ("candidate", "right"),
+                          ("baseline", "right"), ("gain", "right")):
+        table.add_column(name, justify=justify, no_wrap=name != "task")
+    for position, row in enumerate(rows):
+        low, high = row["interval"]
+        mark = " >0" if low > 0 else (" <0" if high < 0 else "")
+        new_task = position == 0 or rows[position - 1]["task"] != row["task"]
+        table.add_row(
+            Text(row["task"]) if new_task else "",
+            row["metric"],
+            str(row["items"]),
+            f"{row['candidate']:.4f}",
+            f"{row['baseline']:.4f}",
+            f"{row['gain']:+.4f} [{low:+.4f}, {high:+.4f}]{mark}",
+        )
+    return table
+
+
 def facet_split_table(details: list[dict]) -> Table:
     """first_in_group of each embedder (columns) per domain and per group kind (rows)."""
     table = _compact_table("facet groups: first_in_group by domain and kind", "n: instructions (groups)")

@@ -26,6 +26,9 @@ class TaskResult:
     seconds: float = 0.0
     format_version: int = RESULT_FORMAT_VERSION
     intervals: dict[str, list[float]] = field(default_factory=dict)  # metric -> bootstrap 95 % [low, high]
+    # metric -> one value per item (query, stance record, focus), in an order the data and limits
+    # fix, so two encoders' results of the same task and limits pair item by item (eval/compare.py).
+    per_item: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def main_score(self) -> float:

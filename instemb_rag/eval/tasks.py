@@ -208,17 +208,20 @@ def evaluate(
     }
     if spec.kind == "steering":
         limits["split"] = steering_split
+    per_item: dict[str, list[float]] = {}  # metric -> one value per item, in an order fixed by the data and limits
     if spec.kind == "retrieval":
         data = load_beir(location, instruction=query_instruction, name=spec.name)
-        metrics, counts, notes, from_cache, intervals = _run_retrieval(context, data, max_queries, max_docs)
+        metrics, counts, notes, from_cache, per_item = _run_retrieval(context, data, max_queries, max_docs)
     elif spec.kind == "paired-instruction":
-        metrics, counts, notes, from_cache, intervals = _run_stance(context, location, max_queries, max_docs)
+        metrics, counts, notes, from_cache, per_item = _run_stance(context, location, max_queries, max_docs)
     elif spec.kind == "steering":
         run = STEERING_RUNS[spec.name]
         metrics, counts, notes, per_item = run(context, location.parent, max_queries)
-        from_cache, intervals = False, intervals_for(per_item, seed)
-    else:
+        from_cache = False
+    else:  # Spearman is not a mean over items: an interval, no per-item values to pair
         metrics, counts, notes, from_cache, intervals = _run_sts(context, location, max_queries, query_instruction)
+    if per_item:
+        intervals = intervals_for(per_item, seed)
     result = TaskResult(
         task=spec.name,
         kind=spec.kind,
@@ -232,6 +235,7 @@ def evaluate(
         corpus_from_cache=from_cache,
         seconds=round(time.perf_counter() - started, 2),
         intervals=intervals,
+        per_item={name: [round(float(value), 6) for value in values] for name, values in per_item.items()},
     )
     return result.to_dict()
 
@@ -286,8 +290,8 @@ def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_d
     run = _top_k_run(query_ids, doc_ids, query_matrix @ doc_matrix.T, RUN_DEPTH)
     qrels = {qid: data.qrels[qid] for qid in query_ids}
     metrics = metric_lib.retrieval_metrics(qrels, run)
-    intervals = intervals_for(metric_lib.retrieval_metrics_per_query(qrels, run), context.seed)
-    return metrics, {"queries": len(query_ids), "documents": len(doc_ids)}, notes, from_cache, intervals
+    per_query = metric_lib.retrieval_metrics_per_query(qrels, run)
+    return metrics, {"queries": len(query_ids), "documents": len(doc_ids)}, notes, from_cache, per_query
 
 
 def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, dict[str, float]]:
@@ -339,8 +343,7 @@ def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
     notes = seen_notes + ([note] if note else [])
     if max_records is not None:
         notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
-    intervals = intervals_for(per_item, context.seed)
-    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache, intervals
+    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache, per_item
 
 
 def _pairwise_accuracy_by_label(records, matching: np.ndarray, mismatching: np.ndarray) -> dict[str, float]:
