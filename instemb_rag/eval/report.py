@@ -90,9 +90,10 @@ def paired_gains_table(rows: list[dict]) -> Table:
         "paired gains (candidate - baseline)",
         "paired per item, [..]: 95 % bootstrap interval; >0 / <0: the whole interval above / below 0",
     )
-    for name, justify in (("task", "left"), ("metric", "left"), ("n", "right"), ("candidate", "right"),
-                          ("baseline", "right"), ("gain", "right")):
-        table.add_column(name, justify=justify, no_wrap=name != "task")
+    table.add_column("task", overflow="fold", min_width=8)
+    table.add_column("metric", overflow="fold", min_width=12)
+    for name in ("n", "candidate", "baseline", "gain"):
+        table.add_column(name, justify="right", no_wrap=True)
     for position, row in enumerate(rows):
         low, high = row["interval"]
         mark = " >0" if low > 0 else (" <0" if high < 0 else "")
@@ -101,9 +102,10 @@ def paired_gains_table(rows: list[dict]) -> Table:
             Text(row["task"]) if new_task else "",
             row["metric"],
             str(row["items"]),
-            f"{row['candidate']:.4f}",
-            f"{row['baseline']:.4f}",
-            f"{row['gain']:+.4f} [{low:+.4f}, {high:+.4f}]{mark}",
+            f"{row['candidate']:.3f}",
+            f"{row['baseline']:.3f}",
+            f"{row['gain']:+.3f} [{low:+.3f}, {high:+.3f}]{mark}",
+            end_section=position + 1 < len(rows) and rows[position + 1]["task"] != row["task"],
         )
     return table
 
