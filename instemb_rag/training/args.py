@@ -288,7 +288,9 @@ class TrainConfig:
             ),
             (m.trainable_top_layers > 0 and not m.lora_all_layers, "geometry needs model.trainable_top_layers > 0"),
             (
-                min(g.anchor_weight, g.contrast_weight) >= 0 and g.anchor_temperature > 0 and g.contrast_temperature > 0,
+                min(g.anchor_weight, g.contrast_weight) >= 0
+                and g.anchor_temperature > 0
+                and g.contrast_temperature > 0,
                 "geometry.anchor_weight and contrast_weight must be >= 0, their temperatures > 0",
             ),
             (

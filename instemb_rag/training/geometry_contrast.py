@@ -110,7 +110,10 @@ def shared_pairs(records: list[TrainingRecord]) -> torch.Tensor:
     outputs = [record.output for record in records]
     queries = [(record.text, record.instruction) for record in records]
     return torch.tensor(
-        [[outputs[i] == outputs[j] or queries[i] == queries[j] for j in range(len(records))] for i in range(len(records))]
+        [
+            [outputs[i] == outputs[j] or queries[i] == queries[j] for j in range(len(records))]
+            for i in range(len(records))
+        ]
     )
 
 

@@ -216,10 +216,34 @@ def test_order_walks_epochs_of_different_batch_counts():
 
 CONTRAST_RECORDS = [
     # one claim, two stances: the same text under opposite instructions wants different passages
-    ("tents keep rain out", "find a passage that supports this", "the tent stayed dry in heavy rain", "find a passage that refutes this", "c1"),
-    ("tents keep rain out", "find a passage that refutes this", "water leaked through the tent seams", "find a passage that supports this", "c1"),
-    ("stoves are compact", "find a passage that supports this", "the stove folds to the size of a fist", "find a passage that refutes this", "c2"),
-    ("stoves are compact", "find a passage that refutes this", "the stove is bulky and heavy to carry", "find a passage that supports this", "c2"),
+    (
+        "tents keep rain out",
+        "find a passage that supports this",
+        "the tent stayed dry in heavy rain",
+        "find a passage that refutes this",
+        "c1",
+    ),
+    (
+        "tents keep rain out",
+        "find a passage that refutes this",
+        "water leaked through the tent seams",
+        "find a passage that supports this",
+        "c1",
+    ),
+    (
+        "stoves are compact",
+        "find a passage that supports this",
+        "the stove folds to the size of a fist",
+        "find a passage that refutes this",
+        "c2",
+    ),
+    (
+        "stoves are compact",
+        "find a passage that refutes this",
+        "the stove is bulky and heavy to carry",
+        "find a passage that supports this",
+        "c2",
+    ),
     ("nylon is warm", "what follows from this", "the fabric holds heat", None, "c3"),
     ("nylon is warm", "what cannot be true if this is", "the fabric is always cold", None, "c3"),
 ]
@@ -248,8 +272,8 @@ def contrast_overrides(tmp_path: Path) -> dict:
 
 def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(setting, tmp_path):
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.training.geometry import _anchors, _contrast_order, compute_terms, prepare_prefix_cache
     from instemb_rag.training.distill_items import read_items
+    from instemb_rag.training.geometry import _anchors, _contrast_order, compute_terms, prepare_prefix_cache
     from instemb_rag.training.student import load_student, make_trainable
 
     config = geometry_config(setting, tmp_path, **contrast_overrides(tmp_path))
