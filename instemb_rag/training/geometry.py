@@ -99,9 +99,17 @@ def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: 
     return head.to(encoder.device)
 
 
+def shipped_head(head: Projection, config: TrainConfig) -> Projection:
+    """The embedding that ships during training: the head blended with the pooled embedding at
+    ``train_input_weight``. A view sharing the head's weights, so one is built per run."""
+    weight = config.geometry.train_input_weight
+    return head.with_input_weight(weight) if weight > 0 else head
+
+
 def compute_terms(
     encoder,
     head: Projection,
+    shipped: Projection,
     cache,
     items,
     batch: list[int],
@@ -111,10 +119,9 @@ def compute_terms(
     contrast_records: list | None = None,
 ) -> dict:
     """The weighted terms of one step. The teacher terms compare the head's map with the teacher;
-    the ranking terms (group, contrast) rank with the embedding that ships (the head blended with
-    the pooled embedding at ``train_input_weight``); the anchor holds the pooled embedding."""
+    the ranking terms (group, contrast) rank with the embedding that ships (``shipped_head``);
+    the anchor holds the pooled embedding."""
     g = config.geometry
-    shipped = head.with_input_weight(g.train_input_weight) if g.train_input_weight > 0 else head
     pooled = pooled_embeddings(encoder, cache, [items[i].student_input for i in batch])
     student = head.teacher_space(pooled)
     teacher = targets[batch].to(student.device)
@@ -223,7 +230,7 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
     log(
         f"training steps {start_step}..{t.max_steps} ({t.max_steps / order.per_epoch:.1f} epochs of {order.per_epoch} batches)"
     )
-    batches = Batches(items, targets, order, anchors, contrast)
+    batches = Batches(items, targets, order, anchors, contrast, shipped_head(head, config))
     _loop(encoder, parts, head, optimizer, scheduler, cache, batches, config, start_step, metrics, data_info)
     encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
     final = output_dir / FINAL_DIR
@@ -263,14 +270,15 @@ def _anchors(encoder, cache, items, lengths, data_info, output_dir: Path, log) -
 class Batches:
     """What one step reads: the items' batch (with teacher and anchor targets) and the contrast records."""
 
-    def __init__(self, items, targets, order: GeometryOrder, anchors, contrast: ContrastOrder | None):
+    def __init__(self, items, targets, order: GeometryOrder, anchors, contrast: ContrastOrder | None, shipped):
         self.items, self.targets, self.order, self.anchors, self.contrast = items, targets, order, anchors, contrast
+        self.shipped = shipped  # the trained head's blended view (shipped_head), built once per run
 
     def terms(self, encoder, head, cache, step: int, config: TrainConfig) -> tuple[list[int], dict]:
         batch = self.order.step(step)
         records = self.contrast.step(step) if self.contrast is not None else None
         return batch, compute_terms(
-            encoder, head, cache, self.items, batch, self.targets, config, self.anchors, records
+            encoder, head, self.shipped, cache, self.items, batch, self.targets, config, self.anchors, records
         )
 
 

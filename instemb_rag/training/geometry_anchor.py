@@ -44,12 +44,11 @@ def anchor_targets(
             f"{path} holds anchor targets of other inputs (another texts file or count). They belong "
             "to the run that wrote them: start this one in a new training.output_dir."
         )
-    pooled = torch.zeros(0)
+    pooled = None  # its width is the first batch's: the encoder's hidden size
     with torch.no_grad():
         for number, batch in enumerate(batches):
             vectors = pooled_of(batch).float().cpu()
-            if number == 0:
-                pooled = torch.zeros(count, vectors.shape[1])
+            pooled = torch.zeros(count, vectors.shape[1]) if pooled is None else pooled
             pooled[batch] = vectors
             if (number + 1) % 50 == 0:
                 log(f"anchor targets: {number + 1}/{len(batches)} batches")

@@ -273,7 +273,13 @@ def contrast_overrides(tmp_path: Path) -> dict:
 def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(setting, tmp_path):
     from instemb_rag.encoder.modules.projection import Projection
     from instemb_rag.training.distill_items import read_items
-    from instemb_rag.training.geometry import _anchors, _contrast_order, compute_terms, prepare_prefix_cache
+    from instemb_rag.training.geometry import (
+        _anchors,
+        _contrast_order,
+        compute_terms,
+        prepare_prefix_cache,
+        shipped_head,
+    )
     from instemb_rag.training.student import load_student, make_trainable
 
     config = geometry_config(setting, tmp_path, **contrast_overrides(tmp_path))
@@ -290,7 +296,18 @@ def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(
     assert anchors.shape == (len(items), 64)
     head = Projection(64, 24)
     targets = torch.randn(len(items), 24)
-    terms = compute_terms(encoder, head, cache, items, [0, 1, 6, 7], targets, config, anchors, contrast.step(0))
+    terms = compute_terms(
+        encoder,
+        head,
+        shipped_head(head, config),
+        cache,
+        items,
+        [0, 1, 6, 7],
+        targets,
+        config,
+        anchors,
+        contrast.step(0),
+    )
     # Before any step the student is the starting checkpoint: the anchor has nothing to pull.
     assert float(terms["anchor"].detach()) == pytest.approx(0.0, abs=1e-6)
     assert float(terms["contrast"].detach()) > 0 and terms["contrast"].requires_grad
