@@ -230,8 +230,8 @@ def train_geometry(config: TrainConfig, log=print) -> Path:
     log(
         f"training steps {start_step}..{t.max_steps} ({t.max_steps / order.per_epoch:.1f} epochs of {order.per_epoch} batches)"
     )
-    batches = Batches(items, targets, order, anchors, contrast, shipped_head(head, config))
-    _loop(encoder, parts, head, optimizer, scheduler, cache, batches, config, start_step, metrics, data_info)
+    batches = Batches(items, targets, order, anchors, contrast, head, config)
+    _loop(encoder, parts, optimizer, scheduler, cache, batches, config, start_step, metrics, data_info)
     encoder.training_info = {**encoder.training_info, "steps": t.max_steps}
     final = output_dir / FINAL_DIR
     save_checkpoint(final, encoder, parts, config)
@@ -261,7 +261,7 @@ def _anchors(encoder, cache, items, lengths, data_info, output_dir: Path, log) -
         output_dir,
         inputs_key,
         lambda batch: pooled_embeddings(encoder, cache, [items[i].student_input for i in batch]),
-        len(items),
+        (len(items), encoder.hidden_size),
         batches,
         log,
     )
@@ -270,19 +270,19 @@ def _anchors(encoder, cache, items, lengths, data_info, output_dir: Path, log) -
 class Batches:
     """What one step reads: the items' batch (with teacher and anchor targets) and the contrast records."""
 
-    def __init__(self, items, targets, order: GeometryOrder, anchors, contrast: ContrastOrder | None, shipped):
+    def __init__(self, items, targets, order: GeometryOrder, anchors, contrast: ContrastOrder | None, head, config):
         self.items, self.targets, self.order, self.anchors, self.contrast = items, targets, order, anchors, contrast
-        self.shipped = shipped  # the trained head's blended view (shipped_head), built once per run
+        self.head, self.shipped = head, shipped_head(head, config)  # the view shares the head's weights
 
-    def terms(self, encoder, head, cache, step: int, config: TrainConfig) -> tuple[list[int], dict]:
+    def terms(self, encoder, cache, step: int, config: TrainConfig) -> tuple[list[int], dict]:
         batch = self.order.step(step)
         records = self.contrast.step(step) if self.contrast is not None else None
         return batch, compute_terms(
-            encoder, head, self.shipped, cache, self.items, batch, self.targets, config, self.anchors, records
+            encoder, self.head, self.shipped, cache, self.items, batch, self.targets, config, self.anchors, records
         )
 
 
-def _loop(encoder, parts, head, optimizer, scheduler, cache, batches: Batches, config, start_step, metrics, data_info):
+def _loop(encoder, parts, optimizer, scheduler, cache, batches: Batches, config, start_step, metrics, data_info):
     t = config.training
     params = list(parts.named.values())
     started = time.perf_counter() - (metrics.rows[-1]["elapsed_s"] if metrics.rows else 0.0)
@@ -290,7 +290,7 @@ def _loop(encoder, parts, head, optimizer, scheduler, cache, batches: Batches, c
         task = bar.add_task("train", total=t.max_steps, completed=start_step, loss="-")
         for step in range(start_step, t.max_steps):
             optimizer.zero_grad(set_to_none=True)
-            batch, terms = batches.terms(encoder, head, cache, step, config)
+            batch, terms = batches.terms(encoder, cache, step, config)
             terms["loss"].backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
             optimizer.step()

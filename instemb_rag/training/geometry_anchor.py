@@ -27,32 +27,30 @@ def anchor_targets(
     output_dir: Path,
     inputs_key: str,
     pooled_of: Callable[[list[int]], torch.Tensor],
-    count: int,
+    shape: tuple[int, int],
     batches: list[list[int]],
     log=print,
 ) -> torch.Tensor:
-    """[count, hidden] pooled embeddings of the starting checkpoint, read from the run folder when
+    """[count, hidden] (``shape``) pooled embeddings of the starting checkpoint, read from the run folder when
     it holds those of the same inputs (``inputs_key``), computed batch by batch otherwise."""
     path = output_dir / ANCHOR_FILE
     if path.is_file():
         with safe_open(str(path), framework="pt") as stored:
             same = (stored.metadata() or {}).get("inputs_key") == inputs_key
             pooled = stored.get_tensor("pooled")
-        if same and pooled.shape[0] == count:
+        if same and tuple(pooled.shape) == tuple(shape):
             return pooled
         raise InstEmbError(
             f"{path} holds anchor targets of other inputs (another texts file or count). They belong "
             "to the run that wrote them: start this one in a new training.output_dir."
         )
-    pooled = None  # its width is the first batch's: the encoder's hidden size
+    pooled = torch.zeros(shape)
     with torch.no_grad():
         for number, batch in enumerate(batches):
-            vectors = pooled_of(batch).float().cpu()
-            pooled = torch.zeros(count, vectors.shape[1]) if pooled is None else pooled
-            pooled[batch] = vectors
+            pooled[batch] = pooled_of(batch).float().cpu()
             if (number + 1) % 50 == 0:
                 log(f"anchor targets: {number + 1}/{len(batches)} batches")
     payload = save({"pooled": pooled.contiguous()}, metadata={"inputs_key": inputs_key})
     write_atomically(path, lambda stream: stream.write(payload))
-    log(f"anchor targets: {count} pooled embeddings of the starting checkpoint saved to {path}")
+    log(f"anchor targets: {shape[0]} pooled embeddings of the starting checkpoint saved to {path}")
     return pooled
