@@ -24,8 +24,9 @@ DEFAULT_TASKS = ["scifact", "scifact-stance", "vaswani", "stsb"]
 def eval_command(
     tasks: list[str] = typer.Argument(
         None,
-        help="Task names (scifact, scifact-stance, vaswani, stsb, medquad-facets, climate-fever-stance, nli-stance, "
-        "facet-groups) or BEIR folder paths. Default: scifact, scifact-stance, vaswani, stsb.",
+        help="Task names (scifact, scifact-stance, vaswani, stsb, medquad-facets, climate-fever-stance, "
+        "perspectrum-stance, nli-stance, stance-pooled, facet-groups) or BEIR folder paths. "
+        "Default: scifact, scifact-stance, vaswani, stsb.",
     ),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one."
@@ -37,7 +38,9 @@ def eval_command(
     lookahead: int | None = typer.Option(
         None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."
     ),
-    max_queries: int | None = typer.Option(50, help="Queries (stance records, STS pairs) per task; 0 = all."),
+    max_queries: int | None = typer.Option(
+        50, help="Queries (stance records, STS pairs) per task; stance-pooled: items per set; 0 = all."
+    ),
     max_docs: int | None = typer.Option(
         500, help="Corpus size: every judged document + a seeded sample of the rest; 0 = all."
     ),
@@ -77,7 +80,8 @@ def eval_command(
     ),
     split: SteeringSplit = typer.Option(
         SteeringSplit.heldout,
-        help="Groups the steering tasks (medquad-facets, climate-fever-stance, nli-stance) score: heldout (the dev figure) or train (can the model fit the task at all?).",
+        help="Groups the steering tasks (medquad-facets, climate-fever-stance, perspectrum-stance, nli-stance) score: "
+        "heldout (the dev figure) or train (can the model fit the task at all?).",
     ),
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:

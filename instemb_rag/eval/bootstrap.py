@@ -38,9 +38,22 @@ def bootstrap_interval(
     return [round(float(low), 4), round(float(high), 4)]
 
 
-def intervals_for(per_item: dict[str, Sequence[float]], seed: int = 0) -> dict[str, list[float]]:
-    """One interval per metric that has per-item scores whose mean is the metric."""
-    return {name: bootstrap_interval(values, seed=seed) for name, values in per_item.items() if len(values)}
+def intervals_for(
+    per_item: dict[str, Sequence[float]], seed: int = 0, clusters: dict[str, Sequence] | None = None
+) -> dict[str, list[float]]:
+    """One interval per metric that has per-item scores whose mean is the metric. Where
+    ``clusters[metric]`` groups some items together (one claim asked under both stances), whole
+    groups are resampled (clustered_interval); otherwise single items."""
+    intervals = {}
+    for name, values in per_item.items():
+        if not len(values):
+            continue
+        groups = (clusters or {}).get(name)
+        if groups is not None and len(set(groups)) < len(groups):
+            intervals[name] = clustered_interval(values, groups, seed=seed)
+        else:
+            intervals[name] = bootstrap_interval(values, seed=seed)
+    return intervals
 
 
 def cluster_bootstrap_means(

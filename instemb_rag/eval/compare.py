@@ -3,8 +3,10 @@
 ``instemb-rag eval`` writes, for every task whose metric is a mean over items (retrieval
 queries, stance records, facets, NLI claims), one value per item (``per_item``). The items a
 task scores are fixed by its data and limits (seeded samples, ``--exclude-seen``), never by the
-encoder, so two results of the same task and limits list the same items in the same order. A
-paired bootstrap of the difference (eval/bootstrap.py ``paired_gain``) then tells a real gap from
+encoder, so two results of the same task and limits list the same items in the same order. Where a result
+names its items (``item_ids``: the stance and steering tasks, ``stance-pooled`` among them), the
+pairs are made on those ids, not on the order, and the items of one group (a claim under both
+stances) are resampled together. A paired bootstrap of the difference (eval/bootstrap.py ``paired_gain``) then tells a real gap from
 resampling noise far more sharply than two separate intervals: both encoders face the same hard
 queries. Spearman (STS-B) is not a mean over items and has no paired figure here; facet groups
 pair within their own harness (``eval facet-groups --against``).
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from ..errors import InstEmbError
 from .bootstrap import paired_gain
+from .results import item_cluster
 
 __all__ = ["CompareError", "compare_results", "read_results"]
 
@@ -50,6 +53,36 @@ def _same_items(candidate: dict, baseline: dict) -> None:
             )
 
 
+def _paired_values(task: str, metric: str, candidate: dict, baseline: dict) -> tuple[list[float], list | None]:
+    """The baseline's values of ``metric`` in the candidate's item order, and the candidate's item
+    clusters (None where the results name no items: then the two orders must already agree)."""
+    values, theirs = candidate["per_item"][metric], baseline["per_item"][metric]
+    ids = (candidate.get("item_ids") or {}).get(metric)
+    their_ids = (baseline.get("item_ids") or {}).get(metric)
+    if ids is None or their_ids is None:
+        if len(theirs) != len(values):
+            raise CompareError(
+                f"{task} {metric}: {len(values)} items against {len(theirs)}; the data changed between "
+                "the two runs: evaluate both again."
+            )
+        return theirs, None
+    for name, named, scored in (("candidate", ids, values), ("baseline", their_ids, theirs)):
+        if len(named) != len(scored) or len(set(named)) != len(named):
+            raise CompareError(
+                f"{task} {metric}: the {name}'s item ids are not one per value; the file was edited or "
+                "truncated: evaluate again."
+            )
+    only_here, only_there = sorted(set(ids) - set(their_ids)), sorted(set(their_ids) - set(ids))
+    if only_here or only_there:
+        raise CompareError(
+            f"{task} {metric}: the two results scored different items ({len(only_here)} only in the "
+            f"candidate, e.g. {only_here[:2]}; {len(only_there)} only in the baseline, e.g. {only_there[:2]}); "
+            "run both with the same task options and data."
+        )
+    position = {item: index for index, item in enumerate(their_ids)}
+    return [theirs[position[item]] for item in ids], [item_cluster(item) for item in ids]
+
+
 def compare_results(candidate: list[dict], baseline: list[dict], seed: int = 0) -> tuple[list[dict], list[str]]:
     """Paired gains (candidate - baseline) per task and metric, and notes on tasks left out."""
     by_task = {result["task"]: result for result in baseline}
@@ -69,14 +102,9 @@ def compare_results(candidate: list[dict], baseline: list[dict], seed: int = 0) 
             continue
         _same_items(result, other)
         for metric, values in result["per_item"].items():
-            theirs = other["per_item"].get(metric)
-            if theirs is None:
+            if other["per_item"].get(metric) is None:
                 continue
-            if len(theirs) != len(values):
-                raise CompareError(
-                    f"{task} {metric}: {len(values)} items against {len(theirs)}; the data changed between "
-                    "the two runs: evaluate both again."
-                )
+            theirs, clusters = _paired_values(task, metric, result, other)
             rows.append(
                 {
                     "task": task,
@@ -84,7 +112,7 @@ def compare_results(candidate: list[dict], baseline: list[dict], seed: int = 0) 
                     "items": len(values),
                     "candidate": round(sum(values) / len(values), 4),
                     "baseline": round(sum(theirs) / len(theirs), 4),
-                    **paired_gain(values, theirs, seed=seed),
+                    **paired_gain(values, theirs, clusters, seed=seed),
                 }
             )
     if not rows:

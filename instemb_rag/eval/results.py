@@ -29,6 +29,9 @@ class TaskResult:
     # metric -> one value per item (query, stance record, focus), in an order the data and limits
     # fix, so two encoders' results of the same task and limits pair item by item (eval/compare.py).
     per_item: dict[str, list[float]] = field(default_factory=dict)
+    # metric -> the id of each per-item value, same order (stance and steering tasks): compare pairs
+    # on them, and items sharing a group (one claim under both stances) resample together.
+    item_ids: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def main_score(self) -> float:
@@ -40,6 +43,24 @@ class TaskResult:
     @classmethod
     def from_dict(cls, data: dict) -> TaskResult:
         return cls(**data)
+
+
+STANCE_SUFFIXES = (":support", ":refute")
+
+
+def item_cluster(item_id: str) -> str:
+    """The group an item belongs to: a stance item's id less its label (``climate-fever:c7:refute``
+    -> ``climate-fever:c7``: the same claim and passages under the other instruction); any other
+    item is its own group."""
+    for suffix in STANCE_SUFFIXES:
+        if item_id.endswith(suffix):
+            return item_id[: -len(suffix)]
+    return item_id
+
+
+def item_clusters(item_ids: dict[str, list[str]]) -> dict[str, list[str]]:
+    """metric -> the cluster of each item, for the metrics whose items name them."""
+    return {metric: [item_cluster(item) for item in ids] for metric, ids in item_ids.items()}
 
 
 def encoder_description(encoder, label: str | None = None) -> dict:

@@ -20,7 +20,7 @@ _SPACE = re.compile(r"\s+")
 MIN_MATCH_CHARS = 30
 
 
-def _normalise(text: str) -> str:
+def normalise_text(text: str) -> str:
     return _SPACE.sub(" ", text).strip().lower()
 
 
@@ -33,10 +33,10 @@ class SeenTexts:
         for record in read_records(records_path):
             fields += [record.text, record.instruction or "", record.output]
         # One separator-joined haystack: `in` on one large string is a fast C search.
-        self._haystack = "\x00".join(_normalise(field) for field in fields)
+        self._haystack = "\x00".join(normalise_text(field) for field in fields)
 
     def __contains__(self, text: str) -> bool:
-        needle = _normalise(text)
+        needle = normalise_text(text)
         return len(needle) >= MIN_MATCH_CHARS and needle in self._haystack
 
     def note(self, dropped: int, total: int, what: str) -> str:

@@ -15,13 +15,17 @@ different passages, in pools where every competitor shares the query's topic.
   claim, the two labels' accuracies summed minus 1) isolates what the instruction changes: 0 when
   the order of the two sentences is the same under both instructions, 1 when it always flips
   the right way, whatever the documents' own bias towards one label.
+- ``perspectrum-stance``: the same measure on held-out PERSPECTRUM claims (perspectrum.py: the
+  data set's own test split; training reads only its train split), one supporting and one
+  undermining perspective per claim (a seeded choice), asked for with wordings training never
+  uses ("Give me a perspective in favour of / that argues against this position.").
 - ``nli-stance``: the same measure on held-out NLI premises (SICK, the negation NLI sets) asked
   as claims: an entailed sentence supports, a contradicting (or negated) one refutes. Premises
   that share a sentence with a training record are left out. Where the relation is written in
   the sentence (negation, antonyms), this shows whether the model learned it at all; Climate-FEVER
   needs world knowledge on top.
 
-Held-out groups come from the training builders' own split (training/builders.py, seed 0, the
+Held-out groups (but PERSPECTRUM's) come from the training builders' own split (training/builders.py, seed 0, the
 sets' held-out fractions), so no group scored here was read by a model trained on the default
 data settings. ``split="train"`` scores the training groups instead: a diagnostic that tells a
 model that cannot fit the task from one that fits it and does not generalise (a dev figure is
@@ -31,7 +35,9 @@ always the held-out split). Per-item scores go back with the metrics for bootstr
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -116,11 +122,12 @@ def run_medquad_facets(context, data_root: Path, max_queries: int | None):
         "random_steering_accuracy": float(np.mean(chance)),
     }
     per_item = {"steering_accuracy": top1, "pairwise_accuracy": pairwise}
+    ids = [f"medquad:{focus}:{facet}" for focus, facet, _ in passages]
     counts = {"queries": len(passages), "documents": len(passages), "foci": len(foci)}
     notes = seen_notes + [
         f"{_split_word(context.steering_split)} foci: {len(foci)} of {len(by_focus)} (seed {context.seed}); pools are each focus's own passages"
     ]
-    return metrics, counts, notes, per_item
+    return metrics, counts, notes, per_item, {"steering_accuracy": ids, "pairwise_accuracy": ids}
 
 
 def instruction_effect(asked_one: list[float], asked_other: list[float]) -> list[float]:
@@ -172,28 +179,125 @@ def nli_stance_premises(data_root: Path, split: str) -> tuple[dict[str, dict[str
     return clean, {group: texts[group] for group in clean}, len(by_group) - len(clean)
 
 
+@dataclass(frozen=True)
+class StanceSet:
+    """One set of stance groups: ``load(context, data_root)`` -> (group -> label -> sentences,
+    group -> the claim asked, notes on groups left out); ``phrasings`` the evaluation wording per
+    label; ``name`` the set's part of every item id."""
+
+    name: str
+    what: str
+    load: Callable
+    phrasings: dict[str, str]
+
+
+def _load_climate(context, data_root: Path):
+    by_claim, texts = climate_claims(data_root, context.steering_split)
+    return by_claim, texts, []
+
+
+def _load_nli(context, data_root: Path):
+    by_premise, texts, left_out = nli_stance_premises(data_root, context.steering_split)
+    notes = [f"{left_out} held-out premises left out: a sentence of theirs occurs in a training record"]
+    return by_premise, texts, notes if left_out else []
+
+
+def _load_perspectrum(context, data_root: Path):
+    from .perspectrum import PERSPECTRUM_FILE, perspectrum_claims
+
+    return perspectrum_claims(data_root / PERSPECTRUM_FILE, context.steering_split, context.seen)
+
+
+def _stance_sets() -> dict[str, StanceSet]:
+    from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
+    from .perspectrum import EVAL_PHRASINGS
+
+    return {
+        "climate-fever": StanceSet("climate-fever", "Climate-FEVER claims", _load_climate, STANCE_EVAL_PHRASINGS),
+        "perspectrum": StanceSet("perspectrum", "PERSPECTRUM claims", _load_perspectrum, EVAL_PHRASINGS),
+        "nli": StanceSet("nli", "NLI premises", _load_nli, STANCE_EVAL_PHRASINGS),
+    }
+
+
+def stance_set(name: str) -> StanceSet:
+    return _stance_sets()[name]
+
+
 def run_climate_fever_stance(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of claims (each brings one query per label)."""
-    by_claim, texts = climate_claims(data_root, context.steering_split)
-    return _run_stance_groups(context, by_claim, texts, max_queries, "Climate-FEVER claims", [])
+    return _run_stance_set(context, data_root, max_queries, stance_set("climate-fever"))
 
 
 def run_nli_stance(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of premises (each brings one query per label)."""
-    by_premise, texts, left_out = nli_stance_premises(data_root, context.steering_split)
-    notes = [f"{left_out} held-out premises left out: a sentence of theirs occurs in a training record"]
-    return _run_stance_groups(context, by_premise, texts, max_queries, "NLI premises", notes if left_out else [])
+    return _run_stance_set(context, data_root, max_queries, stance_set("nli"))
 
 
-def _run_stance_groups(context, by_group, texts, max_queries, what: str, notes: list[str]):
-    """Per group with both stances, under each stance's evaluation wording: share of (wanted,
-    unwanted) sentence pairs ranked the right way round, per label, and the instruction effect."""
-    from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
+def run_perspectrum_stance(context, data_root: Path, max_queries: int | None):
+    """Held-out PERSPECTRUM claims (perspectrum.py: the data set's test split): per claim one
+    supporting and one undermining perspective (seeded per claim); under "in favour" the
+    supporting one must score higher, under "against" the undermining one. ``max_queries`` limits
+    the number of claims (each brings one query per label)."""
+    chosen = stance_set("perspectrum")
+    return _run_stance_set(context, data_root, max_queries, chosen, one_each=True)
 
-    both = [group for group, labels in by_group.items() if len(labels) == 2]
+
+LABEL_WORDS = {"SUPPORTS": "support", "REFUTES": "refute"}
+
+
+def stance_item_id(set_name: str, group: str, label: str) -> str:
+    """``<set>:<group>:support`` / ``...:refute``: stable across encoders and limits, so
+    ``instemb-rag compare`` pairs on it (results.item_cluster strips the label)."""
+    return f"{set_name}:{group}:{LABEL_WORDS[label]}"
+
+
+def one_per_stance(by_group: dict[str, dict[str, list[str]]], seed: int) -> dict[str, dict[str, list[str]]]:
+    """One sentence per label and group, chosen with a generator seeded by (seed, group): the
+    choice of a group never depends on which other groups are scored, so an item keeps its
+    passages under any ``--max-queries``, and every item is a single 1/0 comparison."""
+    return {
+        group: {
+            label: [random.Random(f"{seed}:{group}:{label}").choice(sorted(sentences))]
+            for label, sentences in labels.items()
+        }
+        for group, labels in by_group.items()
+    }
+
+
+def stance_groups_with_both(context, by_group, max_groups: int | None, what: str) -> tuple[list[str], str]:
+    """The seeded sample of groups holding both stances, and a note saying how many."""
+    both = [
+        group
+        for group, labels in by_group.items()
+        if len(labels.get("SUPPORTS", [])) and len(labels.get("REFUTES", []))
+    ]
     if not both:
         raise EvalDataError(f"No {_split_word(context.steering_split)} {what} have both stances.")
-    groups = _sample_groups(both, max_queries, context.seed)
+    groups = _sample_groups(both, max_groups, context.seed)
+    note = f"{_split_word(context.steering_split)} {what} with both stances: {len(groups)} of {len(both)} (seed {context.seed})"
+    return groups, note
+
+
+@dataclass
+class StanceScores:
+    """Per asked (group, label), in this order: every group under SUPPORTS, then every group under
+    REFUTES (the order saved results have always had), the share of (wanted, unwanted) sentence
+    pairs ranked the right way round: 1/0 where a group has one sentence per label."""
+
+    asked: list[tuple[str, str]]
+    values: list[float]
+    sentences: int
+
+    def label_values(self, label: str) -> list[float]:
+        return [value for (_, asked), value in zip(self.asked, self.values) if asked == label]
+
+    def ids(self, set_name: str, label: str | None = None) -> list[str]:
+        return [stance_item_id(set_name, group, asked) for group, asked in self.asked if label in (None, asked)]
+
+
+def score_stance_groups(context, by_group, texts, groups: list[str], phrasings: dict[str, str]) -> StanceScores:
+    """The one pairwise-by-label scorer of the stance sets: each group's claim under each label's
+    wording, against that group's sentences of both labels."""
     sentences = [
         (group, label, sentence)
         for group in groups
@@ -203,32 +307,43 @@ def _run_stance_groups(context, by_group, texts, max_queries, what: str, notes: 
     doc_matrix = context.encoder.encode_documents(
         [s for _, _, s in sentences], batch_size=context.batch_size, show_progress=context.show_progress
     )
-    asked = [(group, label) for group in groups for label in ("SUPPORTS", "REFUTES")]
-    queries = context.queries(
-        [texts[group] for group, _ in asked], [STANCE_EVAL_PHRASINGS[label] for _, label in asked]
-    )
-    per_label: dict[str, list[float]] = {"SUPPORTS": [], "REFUTES": []}
+    asked = [(group, label) for label in ("SUPPORTS", "REFUTES") for group in groups]
+    queries = context.queries([texts[group] for group, _ in asked], [phrasings[label] for _, label in asked])
+    values = []
     for row, (group, label) in enumerate(asked):
         wanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance == label]
         unwanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance != label]
         scores = queries[row] @ doc_matrix.T
-        per_label[label].append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
-    overall = per_label["SUPPORTS"] + per_label["REFUTES"]
-    effect = instruction_effect(per_label["SUPPORTS"], per_label["REFUTES"])
+        values.append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
+    return StanceScores(asked, values, len(sentences))
+
+
+def _run_stance_set(context, data_root: Path, max_queries, chosen: StanceSet, one_each: bool = False):
+    """Pairwise accuracy overall and per label, and the instruction effect, on one stance set."""
+    by_group, texts, notes = chosen.load(context, data_root)
+    if one_each:
+        by_group = one_per_stance(by_group, context.seed)
+    groups, note = stance_groups_with_both(context, by_group, max_queries, chosen.what)
+    scores = score_stance_groups(context, by_group, texts, groups, chosen.phrasings)
+    supports, refutes = scores.label_values("SUPPORTS"), scores.label_values("REFUTES")
+    effect = instruction_effect(supports, refutes)
     metrics = {
-        "pairwise_accuracy": float(np.mean(overall)),
-        "pairwise_accuracy_supports": float(np.mean(per_label["SUPPORTS"])),
-        "pairwise_accuracy_refutes": float(np.mean(per_label["REFUTES"])),
+        "pairwise_accuracy": float(np.mean(scores.values)),
+        "pairwise_accuracy_supports": float(np.mean(supports)),
+        "pairwise_accuracy_refutes": float(np.mean(refutes)),
         "instruction_effect": float(np.mean(effect)),
     }
     per_item = {
-        "pairwise_accuracy": overall,
-        "pairwise_accuracy_supports": per_label["SUPPORTS"],
-        "pairwise_accuracy_refutes": per_label["REFUTES"],
+        "pairwise_accuracy": scores.values,
+        "pairwise_accuracy_supports": supports,
+        "pairwise_accuracy_refutes": refutes,
         "instruction_effect": effect,
     }
-    counts = {"queries": len(asked), "documents": len(sentences), "claims": len(groups)}
-    notes = notes + [
-        f"{_split_word(context.steering_split)} {what} with both stances: {len(groups)} of {len(both)} (seed {context.seed})"
-    ]
-    return metrics, counts, notes, per_item
+    item_ids = {
+        "pairwise_accuracy": scores.ids(chosen.name),
+        "pairwise_accuracy_supports": scores.ids(chosen.name, "SUPPORTS"),
+        "pairwise_accuracy_refutes": scores.ids(chosen.name, "REFUTES"),
+        "instruction_effect": [f"{chosen.name}:{group}" for group in groups],
+    }
+    counts = {"queries": len(scores.asked), "documents": scores.sentences, "claims": len(groups)}
+    return metrics, counts, notes + [note], per_item, item_ids

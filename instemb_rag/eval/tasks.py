@@ -17,8 +17,11 @@ Tasks
   the direct comparison: sim(claim + matching instruction, abstract) > sim(claim + mismatching
   instruction, abstract).
 - ``stsb``: STS Benchmark test split, Spearman correlation of cosine similarity with gold scores.
-- ``medquad-facets``, ``climate-fever-stance`` and ``nli-stance``: instruction steering on held-out groups
-  (steering.py): the same query under different instructions must rank different passages first.
+- ``medquad-facets``, ``climate-fever-stance``, ``perspectrum-stance`` and ``nli-stance``: instruction
+  steering on held-out groups (steering.py): the same query under different instructions must rank
+  different passages first.
+- ``stance-pooled``: SciFact stance, Climate-FEVER, PERSPECTRUM and NLI stance items in one 1/0
+  list with per-set and per-label splits (stance_pooled.py), the ship rule's pooled stance figure.
 - ``facet-groups``: the held-out facet groups on general subjects (eval_sets/facet_groups_dev.jsonl in
   the checkout; facet_groups.py): the instructed passage first in its group and in the pool.
   ``instemb-rag eval facet-groups`` adds BM25, teachers and paired comparisons (facet_runs.py).
@@ -38,16 +41,22 @@ from ..instructions import normalize_instruction
 from . import metrics as metric_lib
 from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
-from .data import EvalDataError, RetrievalData, load_beir, load_corpus, load_stance, load_sts
-from .results import TaskResult, encoder_description
+from .data import EvalDataError, RetrievalData, load_beir, load_sts
+from .results import TaskResult, encoder_description, item_clusters
 from .sampling import sample_in_order, subsample_corpus
+from .scifact_stance import run_scifact_stance
 from .seen import SeenTexts
-from .steering import run_climate_fever_stance, run_medquad_facets, run_nli_stance
+from .stance_pooled import run_stance_pooled
+from .steering import run_climate_fever_stance, run_medquad_facets, run_nli_stance, run_perspectrum_stance
 
+# Each takes (context, data root, max_queries) and returns metrics, counts, notes, per-item
+# values and item ids.
 STEERING_RUNS = {
     "medquad-facets": run_medquad_facets,
     "climate-fever-stance": run_climate_fever_stance,
+    "perspectrum-stance": run_perspectrum_stance,
     "nli-stance": run_nli_stance,
+    "stance-pooled": run_stance_pooled,
 }
 RUN_DEPTH = 100  # documents kept per query in the run handed to ranx
 
@@ -60,6 +69,7 @@ class TaskSpec:
     default_instruction: str | None
     main_metric: str
     description: str
+    also_needs: tuple[str, ...] = ()  # further paths under the data root the task reads
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -107,12 +117,29 @@ TASKS: dict[str, TaskSpec] = {
             "Climate-FEVER held-out claims: supporting vs refuting evidence under each instruction",
         ),
         TaskSpec(
+            "perspectrum-stance",
+            "steering",
+            "stance_args/perspectrum.jsonl",
+            None,
+            "pairwise_accuracy",
+            "PERSPECTRUM held-out (test split) claims: supporting vs undermining perspective under each instruction",
+        ),
+        TaskSpec(
             "nli-stance",
             "steering",
             "sick",
             None,
             "pairwise_accuracy",
             "NLI held-out premises as claims: entailed vs contradicting sentence under each instruction",
+        ),
+        TaskSpec(
+            "stance-pooled",
+            "steering",
+            "stance_args/perspectrum.jsonl",
+            None,
+            "pairwise_accuracy",
+            "SciFact, Climate-FEVER, PERSPECTRUM and NLI stance items pooled: the asked stance's passage above the other",
+            also_needs=("scifact/stance.jsonl", "scifact/corpus.jsonl", "climate_fever", "sick"),
         ),
         TaskSpec(
             "facet-groups",
@@ -142,13 +169,14 @@ def resolve_task(task_name: str, data_root: str | Path | None = None) -> tuple[T
             from .facet_groups import resolve_groups_path
 
             return spec, resolve_groups_path()
-        location = Path(data_root or default_data_root()) / spec.relative_path
-        if not location.exists():
-            raise EvalDataError(
-                f"Task '{task_name}' needs {location}, which is absent. Point --data-root "
-                "(or INSTEMB_EVAL_DATA) at the folder holding the evaluation sets."
-            )
-        return spec, location
+        root = Path(data_root or default_data_root())
+        for needed in (spec.relative_path, *spec.also_needs):
+            if not (root / needed).exists():
+                raise EvalDataError(
+                    f"Task '{task_name}' needs {root / needed}, which is absent. Point --data-root "
+                    "(or INSTEMB_DATA_ROOT) at the folder holding the evaluation sets."
+                )
+        return spec, root / spec.relative_path
     folder = Path(task_name).expanduser()
     if folder.is_dir():
         return TaskSpec(folder.name, "retrieval", str(folder), None, "ndcg@10", f"BEIR folder {folder}"), folder
@@ -209,19 +237,22 @@ def evaluate(
     if spec.kind == "steering":
         limits["split"] = steering_split
     per_item: dict[str, list[float]] = {}  # metric -> one value per item, in an order fixed by the data and limits
+    item_ids: dict[str, list[str]] = {}  # metric -> the id of each of those items, where the task names them
     if spec.kind == "retrieval":
         data = load_beir(location, instruction=query_instruction, name=spec.name)
         metrics, counts, notes, from_cache, per_item = _run_retrieval(context, data, max_queries, max_docs)
     elif spec.kind == "paired-instruction":
-        metrics, counts, notes, from_cache, per_item = _run_stance(context, location, max_queries, max_docs)
+        run = run_scifact_stance
+        metrics, counts, notes, from_cache, per_item, item_ids = run(context, location, max_queries, max_docs)
     elif spec.kind == "steering":
         run = STEERING_RUNS[spec.name]
-        metrics, counts, notes, per_item = run(context, location.parent, max_queries)
+        root = Path(data_root or default_data_root())
+        metrics, counts, notes, per_item, item_ids = run(context, root, max_queries)
         from_cache = False
     else:  # Spearman is not a mean over items: an interval, no per-item values to pair
         metrics, counts, notes, from_cache, intervals = _run_sts(context, location, max_queries, query_instruction)
     if per_item:
-        intervals = intervals_for(per_item, seed)
+        intervals = intervals_for(per_item, seed, clusters=item_clusters(item_ids))
     result = TaskResult(
         task=spec.name,
         kind=spec.kind,
@@ -236,6 +267,7 @@ def evaluate(
         seconds=round(time.perf_counter() - started, 2),
         intervals=intervals,
         per_item={name: [round(float(value), 6) for value in values] for name, values in per_item.items()},
+        item_ids=item_ids,
     )
     return result.to_dict()
 
@@ -299,64 +331,6 @@ def _top_k_run(query_ids, doc_ids, scores: np.ndarray, depth: int) -> dict[str, 
     top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
     return {
         qid: {doc_ids[column]: float(scores[row, column]) for column in top[row]} for row, qid in enumerate(query_ids)
-    }
-
-
-def _run_stance(context: _RunContext, stance_path: Path, max_records, max_docs):
-    candidates, seen_notes = context.unseen(load_stance(stance_path), lambda record: record.claim, "stance records")
-    records = sample_in_order(candidates, max_records, context.seed)
-    corpus_path = stance_path.parent / "corpus.jsonl"
-    corpus = load_corpus(corpus_path)
-    missing = sorted({record.doc_id for record in records} - corpus.keys())
-    if missing:
-        raise EvalDataError(f"{stance_path} names abstracts absent from {corpus_path}: {missing[:3]}.")
-    doc_ids, note = subsample_corpus(list(corpus), {record.doc_id for record in records}, max_docs, context.seed)
-    doc_matrix, from_cache = context.documents(corpus, doc_ids, "scifact")
-    claims = [record.claim for record in records]
-    matching = context.queries(claims, [record.instruction_match for record in records])
-    mismatching = context.queries(claims, [record.instruction_mismatch for record in records])
-    position = {doc_id: index for index, doc_id in enumerate(doc_ids)}
-    targets = np.array([position[record.doc_id] for record in records])
-    scores_match, scores_mismatch = matching @ doc_matrix.T, mismatching @ doc_matrix.T
-    rows = np.arange(len(records))
-    original_ranks = [metric_lib.rank_of(scores_match[row], targets[row]) for row in rows]
-    new_ranks = [metric_lib.rank_of(scores_mismatch[row], targets[row]) for row in rows]
-    changes = [
-        (f"{record.claim_id}/{record.doc_id}", og, new) for record, og, new in zip(records, original_ranks, new_ranks)
-    ]
-    wins = scores_match[rows, targets] > scores_mismatch[rows, targets]
-    per_item = {
-        "p-mrr": [metric_lib.pairwise_rank_score(og, new) for _, og, new in changes],
-        "pairwise_accuracy": wins.astype(float).tolist(),
-        **{
-            f"pairwise_accuracy_{label}": [float(wins[i]) for i, r in enumerate(records) if r.label.lower() == label]
-            for label in sorted({r.label.lower() for r in records})
-        },
-    }
-    metrics = {
-        "p-mrr": metric_lib.p_mrr(changes),
-        "pairwise_accuracy": metric_lib.pairwise_accuracy(scores_match[rows, targets], scores_mismatch[rows, targets]),
-        "mrr_matching": float(np.mean(1.0 / np.array(original_ranks))),
-        "mrr_mismatching": float(np.mean(1.0 / np.array(new_ranks))),
-        **_pairwise_accuracy_by_label(records, scores_match[rows, targets], scores_mismatch[rows, targets]),
-    }
-    notes = seen_notes + ([note] if note else [])
-    if max_records is not None:
-        notes.append(f"stance records sub-sampled: {len(records)} (seed {context.seed})")
-    return metrics, {"queries": len(records), "documents": len(doc_ids)}, notes, from_cache, per_item
-
-
-def _pairwise_accuracy_by_label(records, matching: np.ndarray, mismatching: np.ndarray) -> dict[str, float]:
-    """Pairwise accuracy per stance label (``pairwise_accuracy_support``, ...). An encoder that
-    ignores the instruction but scores one instruction wording higher for every claim gets 1.0
-    on that label and 0.0 on the other, while its overall accuracy equals that label's share:
-    the split tells instruction following from a wording bias."""
-    by_label: dict[str, list[int]] = {}
-    for index, record in enumerate(records):
-        by_label.setdefault(record.label.lower(), []).append(index)
-    return {
-        f"pairwise_accuracy_{label}": metric_lib.pairwise_accuracy(matching[rows], mismatching[rows])
-        for label, rows in sorted(by_label.items())
     }
 
 
