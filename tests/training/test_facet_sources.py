@@ -147,3 +147,17 @@ def test_passages_are_cut_at_sentences_and_joined_without_repeats():
     text = "First one here. The battery lasts ten hours. Last one."
     assert sentence_around(text, "lasts ten hours", neighbours=0) == "The battery lasts ten hours."
     assert sentence_around(text, "not there") is None
+
+
+def test_the_command_writes_the_files_and_refuses_an_unknown_source(tmp_path):
+    from typer.testing import CliRunner
+
+    from instemb_rag.cli import app
+
+    root, out = _data_root(tmp_path), tmp_path / "out"
+    result = CliRunner().invoke(app, ["build-facet-groups", "--data-root", str(root), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["heldout_source"] == {"factbook": 3}
+    assert {path.name for path in out.glob("*.jsonl")} >= {"train.jsonl", "dev_factbook.jsonl"}
+    result = CliRunner().invoke(app, ["build-facet-groups", "--data-root", str(root), "--source", "hotels"])
+    assert result.exit_code == 2 and "hotels" in result.output
