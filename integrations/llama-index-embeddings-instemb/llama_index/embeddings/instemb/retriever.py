@@ -77,9 +77,9 @@ class InstEmbIndexBackend:
         return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
 
     async def asearch(self, query: QueryBundle) -> list[NodeWithScore]:
-        # The catalog's SQLite connection belongs to the opening thread, and a search is a
-        # quick vector lookup (the query was embedded off the event loop already).
-        return self.search(query)
+        # The Index may be searched from any thread (its catalog serialises searches), so the
+        # catalog read and vector lookup run off the event loop too.
+        return await asyncio.to_thread(self.search, query)
 
     def close(self) -> None:
         if self._owns_index:
