@@ -1,8 +1,11 @@
 """LlamaIndex integration for InstEmb instruction-following embeddings."""
 
-from .base import DEFAULT_QUERY_INSTRUCTION, InstEmbEmbedding
+from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
+
+from .base import InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
-from .query import InstructionQueryBundle
+from .events import InstructionEmbeddingStartEvent
+from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
 
@@ -10,6 +13,8 @@ __all__ = [
     "DEFAULT_QUERY_INSTRUCTION",
     "InstEmbEmbedding",
     "InstEmbRetriever",
+    "InstructedText",
+    "InstructionEmbeddingStartEvent",
     "InstructionQueryBundle",
     "QueryEmbeddingCache",
     "QueryKey",
