@@ -8,6 +8,7 @@ from .events import InstructionEmbeddingStartEvent
 from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
+from .stores import faiss_vector_store, qdrant_vector_store
 
 __all__ = [
     "DEFAULT_QUERY_INSTRUCTION",
@@ -19,4 +20,6 @@ __all__ = [
     "QueryEmbeddingCache",
     "QueryKey",
     "RemoteEncoder",
+    "faiss_vector_store",
+    "qdrant_vector_store",
 ]
