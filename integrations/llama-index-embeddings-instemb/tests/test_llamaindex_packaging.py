@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from instemb_rag.errors import InstEmbError
 from llama_index.embeddings.instemb import faiss_vector_store, qdrant_vector_store
+
+tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads TOML")
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
