@@ -34,12 +34,12 @@ import llama_index.core.instrumentation as instrument
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding, mean_agg
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 
-from instemb_rag.choices import PoolingMode, Precision
 from instemb_rag.errors import InstEmbError
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction  # torch-free
 
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
+from .loading import check_fingerprint, load_encoder
 from .query import InstructionQueryBundle, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from .remote import RemoteEncoder
 
 DEFAULT_MODEL_NAME = "instemb-default"
-ENCODER_SETTINGS = ("pooling", "lookahead_length", "max_length", "precision")
 
 dispatcher = instrument.get_dispatcher(__name__)
 
@@ -144,24 +143,14 @@ class InstEmbEmbedding(BaseEmbedding):
                 "(keyed on fingerprint, instruction and text) instead."
             )
         model_path = None if model_path is None else str(model_path)
-        settings = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
-        settings["precision"] = precision
-        _check_sources(model_path, encoder, base_url, settings)
+        asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
+        loaded, settings = load_encoder(
+            model_path, encoder, base_url, api_key, timeout, device, precision=precision, **asked
+        )
         if base_url is not None:
-            from .remote import RemoteEncoder
-
-            loaded = RemoteEncoder(base_url, api_key=api_key, timeout=timeout)
             kwargs.setdefault("model_name", loaded.model_id)
-        elif encoder is not None:
-            loaded = encoder
-            settings = _settings_of_given_encoder(encoder, settings)
-        else:
-            from instemb_rag import InstEmbEncoder
-
-            loaded = InstEmbEncoder.from_pretrained(model_path, device=device, **_load_options(settings))
-            settings = loaded.settings.get_config_dict()
         try:
-            _check_fingerprint(fingerprint, loaded.fingerprint, model_path, base_url)
+            check_fingerprint(fingerprint, loaded.fingerprint, model_path, base_url)
             kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
             super().__init__(
                 model_path=model_path,
@@ -448,51 +437,3 @@ class InstEmbEmbedding(BaseEmbedding):
 def _slices(items: list, size: int):
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _check_sources(model_path: str | None, encoder: Any, base_url: str | None, settings: dict[str, Any]) -> None:
-    """One model source, known settings (checked before any model loads), and encoder settings
-    only where this process loads the model."""
-    if base_url is not None and (model_path is not None or encoder is not None):
-        raise InstEmbError(
-            "Give either base_url (embed through a running `instemb-rag serve`) or model_path/encoder "
-            "(load the model here), not both."
-        )
-    for name, choices in (("pooling", PoolingMode), ("precision", Precision)):
-        known = [choice.value for choice in choices]
-        if settings[name] is not None and settings[name] not in known:
-            raise InstEmbError(f"{name}={settings[name]!r} is not one of: {', '.join(known)}.")
-    given = [name for name, value in settings.items() if value is not None]
-    if base_url is not None and given:
-        raise InstEmbError(
-            f"{', '.join(given)} cannot be set with base_url: the server's model is loaded by "
-            "`instemb-rag serve` (start it with the settings you want)."
-        )
-
-
-def _settings_of_given_encoder(encoder: Any, asked: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an embedding over a loaded encoder: its own settings (which must match any asked for)."""
-    actual = encoder.settings.get_config_dict()
-    differing = [name for name in ENCODER_SETTINGS if asked[name] is not None and asked[name] != actual[name]]
-    if differing:
-        raise InstEmbError(
-            f"The encoder runs with {', '.join(f'{n}={actual[n]!r}' for n in differing)}, not "
-            f"{', '.join(f'{n}={asked[n]!r}' for n in differing)}: pass encoder.with_options(...) "
-            "(or leave these settings out)."
-        )
-    return actual
-
-
-def _load_options(settings: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in settings.items() if value is not None}
-
-
-def _check_fingerprint(expected: str | None, actual: str, model_path: str | None, base_url: str | None) -> None:
-    if expected is None or expected == actual:
-        return
-    source = f"the server at {base_url}" if base_url else (model_path or "the default model")
-    raise InstEmbError(
-        f"This embedding was saved for encoder {expected}, but {source} is encoder {actual}: "
-        "its documents would be compared with queries from another model. Load the embedding with "
-        "the model_path (and settings) it was made with, or re-index with this model."
-    )
