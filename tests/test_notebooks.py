@@ -22,7 +22,10 @@ pytest.importorskip("ipykernel")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
-CELL_TIMEOUT_S = 120  # one cell; each notebook is meant to finish in < 60 s on a laptop CPU
+# One cell; each notebook is meant to finish in < 60 s on a laptop CPU. The limit only catches a
+# hung cell: CI and development machines are shared, and a cell that embeds the sample documents
+# with the default model took over 120 s there under load.
+CELL_TIMEOUT_S = 300
 
 
 def test_notebooks_are_stored_with_their_outputs():
