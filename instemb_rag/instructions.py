@@ -3,6 +3,14 @@
 ``normalize_instruction`` is public (``from instemb_rag import normalize_instruction``): the
 encoder, the shared-prefix path, the MTEB adapter and the LlamaIndex integration all apply it,
 so "", whitespace and None mean the same everywhere.
+
+``DEFAULT_QUERY_INSTRUCTION`` is the instruction a query is embedded under when its caller gives
+none: ``instemb-rag query`` without ``--instruction``, ``/v1/search`` and ``/v1/embeddings``
+without ``instruction``, and the LlamaIndex integration's ``query_instruction``. It is None (no
+instruction) because that is how the model is trained to read a plain question: MS MARCO's
+question -> passage direction is trained without one (training/builders.py), and documents are
+embedded without one on every path. One value for all three, so the same index and query rank
+alike from the command line, the server and LlamaIndex.
 """
 
 from __future__ import annotations
@@ -11,9 +19,11 @@ from collections.abc import Sequence
 
 from .errors import InstEmbError
 
-__all__ = ["Instructions", "normalize_instruction", "per_item_instructions"]
+__all__ = ["DEFAULT_QUERY_INSTRUCTION", "Instructions", "normalize_instruction", "per_item_instructions"]
 
 Instructions = str | Sequence[str | None] | None
+
+DEFAULT_QUERY_INSTRUCTION: str | None = None
 
 
 def normalize_instruction(instruction: str | None) -> str | None:

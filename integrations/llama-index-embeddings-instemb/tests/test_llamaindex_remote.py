@@ -130,3 +130,44 @@ def test_an_app_embeds_and_retrieves_without_importing_torch(server, index_dir, 
     assert [source for source, _ in result["hits"]] == [hit.source for hit in hits]
     np.testing.assert_allclose([score for _, score in result["hits"]], [hit.score for hit in hits], atol=1e-5)
     assert InstEmbRetriever  # the same class the app used
+
+
+def test_the_remote_client_closes_and_round_trips(server, local_encoder):
+    with InstEmbEmbedding(base_url=server.url, api_key=KEY, timeout=TIMEOUT) as remote:
+        view = remote.with_instruction("focus on weight")
+        view.close()  # a view shares the connection and leaves it open
+        vector = view.get_query_embedding("which tent is light ?")
+        saved = remote.to_dict()
+        assert "api_key" not in saved and saved["timeout"] == TIMEOUT
+        assert saved["fingerprint"] == local_encoder.fingerprint and saved["base_url"] == server.url
+        with InstEmbEmbedding.from_dict(saved, api_key=KEY) as again:
+            assert again.get_query_embedding_for("which tent is light ?", "focus on weight") == vector
+    assert remote.encoder.closed and again.encoder.closed
+    with pytest.raises(InstEmbError, match="is closed"):
+        remote.get_query_embedding("which tent is light ?")
+    saved["fingerprint"] = "0" * 32
+    with pytest.raises(InstEmbError, match=f"saved for encoder {'0' * 32}, but the server"):
+        InstEmbEmbedding.from_dict(saved, api_key=KEY)
+
+
+def test_an_app_that_forgets_close_exits_without_resource_warnings(server):
+    script = textwrap.dedent(f"""
+        import gc
+        from llama_index.embeddings.instemb import InstEmbEmbedding
+        embed_model = InstEmbEmbedding(base_url={server.url!r}, api_key={KEY!r}, timeout={TIMEOUT!r})
+        embed_model.get_query_embedding_for("which tent is light ?", "focus on weight")
+        short_lived = InstEmbEmbedding(base_url={server.url!r}, api_key={KEY!r}, timeout={TIMEOUT!r})
+        short_lived.get_text_embedding("the tent is light .")
+        del short_lived
+        gc.collect()
+        print("done")
+    """)
+    completed = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-X", "dev", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip().endswith("done")
+    assert "ResourceWarning" not in completed.stderr and "unclosed" not in completed.stderr, completed.stderr

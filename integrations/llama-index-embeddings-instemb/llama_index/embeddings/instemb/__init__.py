@@ -1,17 +1,25 @@
 """LlamaIndex integration for InstEmb instruction-following embeddings."""
 
-from .base import DEFAULT_QUERY_INSTRUCTION, InstEmbEmbedding
+from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
+
+from .base import InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
-from .query import InstructionQueryBundle
+from .events import InstructionEmbeddingStartEvent
+from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
+from .stores import faiss_vector_store, qdrant_vector_store
 
 __all__ = [
     "DEFAULT_QUERY_INSTRUCTION",
     "InstEmbEmbedding",
     "InstEmbRetriever",
+    "InstructedText",
+    "InstructionEmbeddingStartEvent",
     "InstructionQueryBundle",
     "QueryEmbeddingCache",
     "QueryKey",
     "RemoteEncoder",
+    "faiss_vector_store",
+    "qdrant_vector_store",
 ]

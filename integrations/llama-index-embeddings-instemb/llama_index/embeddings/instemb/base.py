@@ -4,16 +4,22 @@ LlamaIndex asks an embedding model for a query embedding with the query string a
 InstEmb embeds a query *together with an instruction*, so this class
 
 * uses ``query_instruction`` for LlamaIndex's ordinary query paths (query engines,
-  ``index.as_retriever()``), and
+  ``index.as_retriever()``); by default that is instemb_rag's ``DEFAULT_QUERY_INSTRUCTION``
+  (none), as for ``instemb-rag query`` and the server;
+* embeds a query string that carries its own instruction (``InstructedText``, what an
+  ``InstructionQueryBundle`` hands a retriever) under that instruction;
 * offers ``get_query_embedding_for(query, instruction)`` / ``query_bundle(query, instruction)``
-  for a per-call instruction: the returned QueryBundle carries the finished embedding, which
-  every LlamaIndex vector retriever uses as is instead of re-embedding ``query_str``.
+  and ``with_instruction(instruction)``: a view with another default instruction that shares
+  the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines.
 
-Documents (``text`` in LlamaIndex's words) are embedded once, under ``text_instruction``
-(normally None: the document side of InstEmb carries no instruction).
+Documents (``text`` in LlamaIndex's words) are embedded under ``text_instruction`` (normally
+None). Every call, query or document, is reported to LlamaIndex's dispatcher and callback
+manager with its instructions (events.py).
 
-With ``base_url`` the embeddings come from a running ``instemb-rag serve`` (RemoteEncoder in
-remote.py) and neither torch nor the model is loaded in this process.
+The fields say which model this is (``model_path``, the encoder settings, and ``fingerprint``),
+so ``to_dict``/``from_dict`` and pickling rebuild the same encoder, and refuse a model whose
+fingerprint differs. With ``base_url`` the embeddings come from a running ``instemb-rag serve``
+(RemoteEncoder in remote.py) and neither torch nor the model is loaded in this process.
 """
 
 from __future__ import annotations
@@ -22,24 +28,28 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+import llama_index.core.instrumentation as instrument
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding, mean_agg
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 
-from instemb_rag import normalize_instruction  # torch-free; the encoder is imported lazily
 from instemb_rag.errors import InstEmbError
+from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction  # torch-free
 
 from .cache import QueryEmbeddingCache, QueryKey
-from .query import InstructionQueryBundle
+from .events import InputType, embedding_call
+from .loading import check_fingerprint, load_encoder
+from .query import InstructionQueryBundle, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
 
     from .remote import RemoteEncoder
 
-DEFAULT_QUERY_INSTRUCTION = "Retrieve passages that answer the question."
 DEFAULT_MODEL_NAME = "instemb-default"
+
+dispatcher = instrument.get_dispatcher(__name__)
 
 
 class InstEmbEmbedding(BaseEmbedding):
@@ -50,39 +60,60 @@ class InstEmbEmbedding(BaseEmbedding):
             the default model shipped with instemb-rag.
         device: "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
         query_instruction: used when LlamaIndex asks for a query embedding without an
-            instruction (e.g. inside a query engine). "" or None means no instruction.
+            instruction (e.g. inside a query engine). "" or None means no instruction; the
+            default is instemb_rag's DEFAULT_QUERY_INSTRUCTION (none), as in the CLI and server.
         text_instruction: instruction for document embeddings; None (the default) means none.
+        pooling, lookahead_length, max_length, precision: the encoder's settings (None: the
+            checkpoint's own); after loading, the fields hold what the encoder uses.
+        fingerprint: the encoder this embedding must be (set by to_dict); a model whose
+            fingerprint differs is refused.
         query_cache_size: how many query embeddings to keep (LRU keyed on encoder
             fingerprint, instruction and text); 0 turns the cache off.
-        encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``.
+        encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``
+            (``model_path`` then says where it can be loaded again, for to_dict and pickling).
         base_url: URL of a running ``instemb-rag serve`` (e.g. "http://127.0.0.1:8000"): embed
             through its /v1/embeddings instead of loading a model here (no torch import).
         api_key: the server's key (Bearer); default: the INSTEMB_API_KEY environment variable.
+        timeout: seconds the server may take to answer (base_url only).
     """
 
     model_path: str | None = Field(
-        default=None, description="Checkpoint or model folder; None means the default model."
+        default=None, frozen=True, description="Checkpoint or model folder; None means the default model."
     )
-    device: str = Field(default="auto", description="Torch device, or 'auto'.")
+    device: str = Field(default="auto", frozen=True, description="Torch device, or 'auto'.")
     query_instruction: str | None = Field(
         default=DEFAULT_QUERY_INSTRUCTION,
-        description="Instruction for query embeddings requested without one.",
+        frozen=True,
+        description="Instruction for query embeddings requested without one (with_instruction gives another).",
     )
     text_instruction: str | None = Field(
-        default=None, description="Instruction for document embeddings (normally None)."
+        default=None, frozen=True, description="Instruction for document embeddings (normally None)."
+    )
+    pooling: str | None = Field(default=None, frozen=True, description="Pooling mode; None: the checkpoint's.")
+    lookahead_length: int | None = Field(
+        default=None, ge=0, frozen=True, description="Look-ahead tokens at inference; None: the checkpoint's."
+    )
+    max_length: int | None = Field(
+        default=None, ge=8, frozen=True, description="Tokens per input; None: the checkpoint's."
+    )
+    precision: str | None = Field(default=None, frozen=True, description="fp32 (None) or int8 (CPU only).")
+    fingerprint: str | None = Field(
+        default=None, frozen=True, description="The encoder's fingerprint; a model that differs is refused."
     )
     query_cache_size: int = Field(
         default=1024, ge=0, description="Query embeddings kept in the LRU cache; 0 disables it."
     )
     base_url: str | None = Field(
-        default=None, description="URL of a running `instemb-rag serve`; None loads the model locally."
+        default=None, frozen=True, description="URL of a running `instemb-rag serve`; None loads the model locally."
     )
     api_key: str | None = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
+    timeout: float = Field(default=60.0, gt=0, description="Seconds the server may take to answer (base_url).")
 
     _encoder: InstEmbEncoder | RemoteEncoder = PrivateAttr()
     _query_cache: QueryEmbeddingCache = PrivateAttr()
     # One forward pass at a time: the async methods run the encoder in worker threads.
     _model_lock: Any = PrivateAttr()
+    _owns_remote: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -96,6 +127,11 @@ class InstEmbEmbedding(BaseEmbedding):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        pooling: str | None = None,
+        lookahead_length: int | None = None,
+        max_length: int | None = None,
+        precision: str | None = None,
+        fingerprint: str | None = None,
         **kwargs: Any,
     ):
         if kwargs.get("embeddings_cache") is not None:
@@ -107,52 +143,74 @@ class InstEmbEmbedding(BaseEmbedding):
                 "(keyed on fingerprint, instruction and text) instead."
             )
         model_path = None if model_path is None else str(model_path)
-        if base_url is not None and (model_path is not None or encoder is not None):
-            raise InstEmbError(
-                "Give either base_url (embed through a running `instemb-rag serve`) or model_path/encoder "
-                "(load the model here), not both."
-            )
-        remote = None
-        if base_url is not None:
-            from .remote import RemoteEncoder
-
-            remote = RemoteEncoder(base_url, api_key=api_key, timeout=timeout)
-            kwargs.setdefault("model_name", remote.model_id)
-        kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
-        super().__init__(
-            model_path=model_path,
-            device=device,
-            query_instruction=query_instruction,
-            text_instruction=text_instruction,
-            embed_batch_size=embed_batch_size,
-            query_cache_size=query_cache_size,
-            base_url=base_url,
-            api_key=api_key,
-            **kwargs,
+        asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
+        loaded, settings = load_encoder(
+            model_path, encoder, base_url, api_key, timeout, device, precision=precision, **asked
         )
-        if remote is not None:
-            self._encoder = remote
-        elif encoder is not None:
-            self._encoder = encoder
-        else:
-            from instemb_rag import InstEmbEncoder
-
-            self._encoder = InstEmbEncoder.from_pretrained(model_path, device=device)
+        if base_url is not None:
+            kwargs.setdefault("model_name", loaded.model_id)
+        try:
+            check_fingerprint(fingerprint, loaded.fingerprint, model_path, base_url)
+            kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
+            super().__init__(
+                model_path=model_path,
+                device=device,
+                query_instruction=query_instruction,
+                text_instruction=text_instruction,
+                embed_batch_size=embed_batch_size,
+                query_cache_size=query_cache_size,
+                base_url=base_url,
+                api_key=api_key,
+                timeout=timeout,
+                fingerprint=loaded.fingerprint,
+                **settings,
+                **kwargs,
+            )
+        except BaseException:
+            if base_url is not None:
+                loaded.close()
+            raise
+        self._encoder = loaded
+        self._owns_remote = base_url is not None
         self._query_cache = QueryEmbeddingCache(query_cache_size)
         # Local: one forward pass at a time. Remote: the server batches concurrent requests itself.
-        self._model_lock = contextlib.nullcontext() if remote is not None else threading.Lock()
+        self._model_lock = contextlib.nullcontext() if base_url is not None else threading.Lock()
+
+    @field_validator("query_instruction", "text_instruction")
+    @classmethod
+    def _instruction_is_text(cls, value: Any) -> str | None:
+        normalize_instruction(value)  # refuses a non-string, naming it
+        return value
 
     @classmethod
-    def from_encoder(cls, encoder: InstEmbEncoder, **kwargs: Any) -> InstEmbEmbedding:
-        """Wrap an encoder that is already loaded (e.g. shared with an indexer)."""
+    def from_encoder(
+        cls, encoder: InstEmbEncoder, model_path: str | os.PathLike | None = None, **kwargs: Any
+    ) -> InstEmbEmbedding:
+        """Wrap an encoder that is already loaded (e.g. shared with an indexer).
+
+        ``model_path`` is where the same encoder can be loaded again (None: the default model);
+        to_dict/from_dict and pickling use it, and refuse a model whose fingerprint differs.
+        """
         kwargs.setdefault("model_name", str(encoder.config.base_model))
-        return cls(encoder=encoder, device=str(encoder.device), **kwargs)
+        return cls(model_path, encoder=encoder, device=str(encoder.device), **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
         return "InstEmbEmbedding"
 
-    # ------------------------------------------------------------------ identity
+    def with_instruction(self, instruction: str | None) -> InstEmbEmbedding:
+        """A view of this embedding whose query_instruction is ``instruction`` ("" or None: none).
+
+        It shares the loaded encoder, its lock and the query cache (keyed on the instruction),
+        so it costs nothing; pass it as ``index.as_retriever(embed_model=...)`` or
+        ``index.as_query_engine(embed_model=...)``. Closing it closes nothing; close the original.
+        """
+        normalize_instruction(instruction)
+        view = self.model_copy(update={"query_instruction": instruction})
+        view._owns_remote = False
+        return view
+
+    # ------------------------------------------------------------------ identity and lifetime
     @property
     def encoder(self) -> InstEmbEncoder | RemoteEncoder:
         """The local InstEmbEncoder, or with base_url the RemoteEncoder (same encode_* API)."""
@@ -163,10 +221,6 @@ class InstEmbEmbedding(BaseEmbedding):
         return self.base_url is not None
 
     @property
-    def fingerprint(self) -> str:
-        return self._encoder.fingerprint
-
-    @property
     def dimension(self) -> int:
         return self._encoder.dimension
 
@@ -174,10 +228,40 @@ class InstEmbEmbedding(BaseEmbedding):
     def query_cache(self) -> QueryEmbeddingCache:
         return self._query_cache
 
+    def close(self) -> None:
+        """Close the connection to the server this embedding opened (base_url); a local model stays."""
+        if self._owns_remote:
+            self._encoder.close()
+
+    def __enter__(self) -> InstEmbEmbedding:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def to_payload(self) -> dict[str, Any]:
         payload = super().to_payload()
-        payload.update(fingerprint=self.fingerprint, query_instruction=self.query_instruction)
+        payload.update(
+            fingerprint=self.fingerprint,
+            query_instruction=self.query_instruction,
+            text_instruction=self.text_instruction,
+        )
         return payload
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The encoder, its lock and the cache are rebuilt from the fields on unpickling (the
+        # fingerprint is checked), so none of them is pickled; LlamaIndex's own __getstate__
+        # would try each one and log a warning for the lock and the client.
+        # The callback manager's handlers belong to this process (the unpickled embedding reports
+        # to its own process's, e.g. Settings.callback_manager).
+        state = BaseModel.__getstate__(self)
+        state["__pydantic_private__"] = None
+        state["__dict__"] = {key: value for key, value in state["__dict__"].items() if key != "callback_manager"}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # LlamaIndex's __setstate__ swallows a failed __init__; a wrong model must fail loudly.
+        self.__init__(**state["__dict__"])
 
     # ------------------------------------------------------------------ instruction-aware queries
     def resolve_instruction(self, instruction: str | None) -> str | None:
@@ -185,6 +269,7 @@ class InstEmbEmbedding(BaseEmbedding):
         chosen = self.query_instruction if instruction is None else instruction
         return normalize_instruction(chosen)
 
+    @dispatcher.span
     def get_query_embeddings(
         self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
     ) -> list[Embedding]:
@@ -195,48 +280,43 @@ class InstEmbEmbedding(BaseEmbedding):
         """
         queries = list(queries)
         per_query = self._per_query_instructions(queries, instructions)
-        keys = [QueryKey(self.fingerprint, instruction, query) for query, instruction in zip(queries, per_query)]
-        results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
-        missing = [position for position, found in enumerate(results) if found is None]
-        if missing:
-            with self._model_lock:
-                fresh = self._encoder.encode_queries(
-                    [queries[i] for i in missing],
-                    [per_query[i] for i in missing],
-                    batch_size=self.embed_batch_size,
-                )
-            for position, vector in zip(missing, fresh.tolist()):
-                self._query_cache.put(keys[position], vector)
-                results[position] = vector
-        return results  # type: ignore[return-value]
+        with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
+            call.vectors = self._embed_queries(queries, per_query)
+        return call.vectors
+
+    @dispatcher.span
+    async def aget_query_embeddings(
+        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
+    ) -> list[Embedding]:
+        queries = list(queries)
+        per_query = self._per_query_instructions(queries, instructions)
+        with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
+            call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query)
+        return call.vectors
 
     def get_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
         """One query under its own instruction (None: ``query_instruction``; "": none)."""
         return self.get_query_embeddings([query], [instruction])[0]
 
     async def aget_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
-        return await asyncio.to_thread(self.get_query_embedding_for, query, instruction)
-
-    async def aget_query_embeddings(
-        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
-    ) -> list[Embedding]:
-        return await asyncio.to_thread(self.get_query_embeddings, queries, instructions)
+        return (await self.aget_query_embeddings([query], [instruction]))[0]
 
     def query_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
         """A QueryBundle whose embedding already reflects ``instruction``.
 
         Pass it to any LlamaIndex retriever or query engine (``retriever.retrieve(bundle)``,
         ``query_engine.query(bundle)``): vector retrievers use a bundle's embedding as given.
+        Its ``instruction`` is the one applied ("" when none), so it embeds the same again.
         """
-        resolved = self.resolve_instruction(instruction)
+        applied = self.resolve_instruction(instruction) or ""
         return InstructionQueryBundle(
-            query_str=query,
-            instruction=resolved,
-            embedding=self.get_query_embedding_for(query, "" if resolved is None else resolved),
+            query_str=query, instruction=applied, embedding=self.get_query_embedding_for(query, applied)
         )
 
     async def aquery_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
-        return await asyncio.to_thread(self.query_bundle, query, instruction)
+        applied = self.resolve_instruction(instruction) or ""
+        embedding = await self.aget_query_embedding_for(query, applied)
+        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding)
 
     def _per_query_instructions(
         self, queries: list[str], instructions: str | None | Sequence[str | None]
@@ -251,22 +331,99 @@ class InstEmbEmbedding(BaseEmbedding):
             )
         return [self.resolve_instruction(instruction) for instruction in instructions]
 
-    # ------------------------------------------------------------------ BaseEmbedding interface
+    def _embed_queries(self, queries: list[str], instructions: list[str | None]) -> list[Embedding]:
+        """The cache, then one encoder call for what it lacks (no events: callers report)."""
+        keys = [
+            QueryKey(self.fingerprint, instruction, str(query)) for query, instruction in zip(queries, instructions)
+        ]
+        results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
+        missing = [position for position, found in enumerate(results) if found is None]
+        if missing:
+            with self._model_lock:
+                fresh = self._encoder.encode_queries(
+                    [str(queries[i]) for i in missing],
+                    [instructions[i] for i in missing],
+                    batch_size=self.embed_batch_size,
+                )
+            for position, vector in zip(missing, fresh.tolist()):
+                self._query_cache.put(keys[position], vector)
+                results[position] = vector
+        return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ BaseEmbedding: queries
+    # LlamaIndex's query paths pass strings only; an InstructedText carries its instruction.
+    @dispatcher.span
+    def get_query_embedding(self, query: str) -> Embedding:
+        return self.get_query_embeddings([query], [instruction_of(query)])[0]
+
+    @dispatcher.span
+    async def aget_query_embedding(self, query: str) -> Embedding:
+        return (await self.aget_query_embeddings([query], [instruction_of(query)]))[0]
+
+    def get_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """Several strings for one query (HyDE, custom_embedding_strs): one batch, then averaged
+        as LlamaIndex does (``mean_agg`` unless ``agg_fn`` is given)."""
+        vectors = self.get_query_embeddings(queries, [instruction_of(query) for query in queries])
+        return (agg_fn or mean_agg)(vectors)
+
+    async def aget_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        vectors = await self.aget_query_embeddings(queries, [instruction_of(query) for query in queries])
+        return (agg_fn or mean_agg)(vectors)
+
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self.get_query_embedding_for(query, None)
+        return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))])[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
-        return await self.aget_query_embedding_for(query, None)
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    # ------------------------------------------------------------------ BaseEmbedding: documents
+    @dispatcher.span
+    def get_text_embedding(self, text: str) -> Embedding:
+        return self.get_text_embedding_batch([text])[0]
+
+    @dispatcher.span
+    async def aget_text_embedding(self, text: str) -> Embedding:
+        return (await self.aget_text_embedding_batch([text]))[0]
+
+    @dispatcher.span
+    def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
+        """Documents in slices of embed_batch_size, one reported call each (the lock is freed
+        between slices, so queries from other threads are not held up by a long ingestion)."""
+        vectors: list[Embedding] = []
+        for batch in _slices(list(texts), self.embed_batch_size):
+            with self._document_call(batch) as call:
+                call.vectors = self._get_text_embeddings(batch)
+            vectors += call.vectors
+        return vectors
+
+    @dispatcher.span
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        vectors: list[Embedding] = []
+        for batch in _slices(list(texts), self.embed_batch_size):
+            with self._document_call(batch) as call:
+                call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
+            vectors += call.vectors
+        return vectors
+
+    def _document_call(self, batch: list[str]):
+        instructions = [normalize_instruction(self.text_instruction)] * len(batch)
+        kind: InputType = "document"
+        return embedding_call(self.callback_manager, self.to_payload(), batch, instructions, kind)
 
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        # LlamaIndex already slices texts into embed_batch_size chunks; the encoder sorts each
-        # chunk by length so padding stays small.
+        # The encoder sorts each slice by length so padding stays small.
         with self._model_lock:
             vectors = self._encoder.encode_documents(
-                texts, instruction=self.text_instruction or None, batch_size=self.embed_batch_size
+                texts, instruction=normalize_instruction(self.text_instruction), batch_size=self.embed_batch_size
             )
         return vectors.tolist()
 
@@ -275,3 +432,8 @@ class InstEmbEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _slices(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,4 +1,11 @@
-"""A QueryBundle that also says which instruction the query is to be read under."""
+"""A QueryBundle that also says which instruction the query is to be read under.
+
+LlamaIndex's retrievers hand an embedding model the bundle's strings only
+(``embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)``), so the instruction rides
+on the strings themselves: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, and
+InstEmbEmbedding embeds each under the instruction it carries. A stock VectorIndexRetriever or
+query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +13,50 @@ from dataclasses import dataclass
 
 from llama_index.core.schema import QueryBundle
 
+from instemb_rag import normalize_instruction
+
+
+class InstructedText(str):
+    """A query string that carries its instruction through code that passes plain strings.
+
+    ``instruction``: None means "the embedding model's query_instruction"; "" means none at all.
+    """
+
+    instruction: str | None
+
+    def __new__(cls, text: str, instruction: str | None) -> InstructedText:
+        made = super().__new__(cls, text)
+        made.instruction = instruction
+        return made
+
+    def __reduce__(self):
+        return InstructedText, (str(self), self.instruction)
+
+
+def instruction_of(text: str) -> str | None:
+    """The instruction a query string carries (None: the embedding model's default)."""
+    return getattr(text, "instruction", None)
+
 
 @dataclass
 class InstructionQueryBundle(QueryBundle):
-    """QueryBundle + ``instruction``.
+    """QueryBundle + ``instruction`` (None: the embedding model's ``query_instruction``; "": none).
 
-    LlamaIndex's vector retrievers embed ``query_str`` alone unless ``embedding`` is set, so
-    a bundle meant for them should carry its embedding (see ``InstEmbEmbedding.query_bundle``).
-    ``InstEmbRetriever`` accepts a bundle without an embedding and embeds it under
-    ``instruction`` itself.
+    Without an embedding, every LlamaIndex retriever over an ``InstEmbEmbedding`` embeds the
+    bundle's strings under ``instruction`` (several strings, e.g. HyDE's, are embedded in one
+    batch and averaged). ``InstEmbEmbedding.query_bundle`` returns one that carries its finished
+    embedding.
     """
 
     instruction: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.instruction is not None:
+            normalize_instruction(self.instruction)  # refuses a non-string with a clear message
+
+    @property
+    def embedding_strs(self) -> list[str]:
+        strings = super().embedding_strs
+        if self.instruction is None:
+            return strings
+        return [InstructedText(text, self.instruction) for text in strings]

@@ -8,6 +8,7 @@ answered by a running `instemb-rag serve` over HTTP, so an app embeds without to
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Sequence
 
 import httpx
@@ -21,7 +22,12 @@ from instemb_rag.serve.schemas import API_KEY_ENV, decode_vector
 
 
 class RemoteEncoder:
-    """Talks to POST /v1/embeddings of an `instemb-rag serve` server (thread-safe)."""
+    """Talks to POST /v1/embeddings of an `instemb-rag serve` server (thread-safe).
+
+    Close it (``close()``, or ``with RemoteEncoder(...) as encoder:``) to release its
+    connections; one still open when it is collected or the interpreter exits is closed then,
+    so an app never leaves an unclosed socket behind (ResourceWarning).
+    """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0):
         self.base_url = base_url.rstrip("/")
@@ -30,12 +36,22 @@ class RemoteEncoder:
         api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
-        card = self._call("GET", "/v1/models")["data"][0]
+        self._closer = weakref.finalize(self, self._client.close)
+        try:
+            card = self._call("GET", "/v1/models")["data"][0]
+        except BaseException:
+            self.close()
+            raise
         self.model_id: str = card["id"]
         self.dimension: int = int(card["dimension"])
         self.fingerprint: str = card["fingerprint"]
 
     def _call(self, method: str, path: str, payload: dict | None = None) -> dict:
+        if self.closed:
+            raise InstEmbError(
+                f"The connection to the instemb-rag server at {self.base_url} is closed: make a new "
+                "InstEmbEmbedding(base_url=...) (or use the embedding inside its `with` block)."
+            )
         try:
             response = self._client.request(method, path, json=payload)
         except httpx.HTTPError as error:
@@ -85,5 +101,15 @@ class RemoteEncoder:
         documents = list(documents)
         return self.embed(documents, [instruction or None] * len(documents), "document", batch_size)
 
+    @property
+    def closed(self) -> bool:
+        return self._client.is_closed
+
     def close(self) -> None:
-        self._client.close()
+        self._closer()  # closes the client once; later calls do nothing
+
+    def __enter__(self) -> RemoteEncoder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

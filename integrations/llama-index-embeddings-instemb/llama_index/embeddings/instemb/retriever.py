@@ -15,6 +15,7 @@ index folder written by ``instemb-rag index``:
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -27,6 +28,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from instemb_rag.errors import InstEmbError
 
 from .base import InstEmbEmbedding
+from .filters import allowed_sources, as_index_filter
 from .query import InstructionQueryBundle
 
 _UNSET: Any = object()
@@ -65,10 +67,17 @@ class InstEmbIndexBackend:
     ``chunk_id`` (plus any extras such as a PDF page).
     """
 
-    def __init__(self, index: Any, similarity_top_k: int, filter: dict[str, str] | None, owns_index: bool):
+    def __init__(
+        self,
+        index: Any,
+        similarity_top_k: int,
+        filter: dict[str, str] | None,
+        owns_index: bool,
+        filters: MetadataFilters | None = None,
+    ):
         self.index = index
         self.similarity_top_k = similarity_top_k
-        self.filter = filter
+        self.filter = _index_filter(filter, filters)
         self._owns_index = owns_index
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
@@ -77,13 +86,26 @@ class InstEmbIndexBackend:
         return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
 
     async def asearch(self, query: QueryBundle) -> list[NodeWithScore]:
-        # The catalog's SQLite connection belongs to the opening thread, and a search is a
-        # quick vector lookup (the query was embedded off the event loop already).
-        return self.search(query)
+        # The Index may be searched from any thread (its catalog serialises searches), so the
+        # catalog read and vector lookup run off the event loop too.
+        return await asyncio.to_thread(self.search, query)
 
     def close(self) -> None:
         if self._owns_index:
             self.index.close()
+
+
+def _index_filter(filter: dict[str, str] | None, filters: MetadataFilters | None) -> dict | None:
+    """Index.search's filter from ``filter={"source": glob}`` or LlamaIndex MetadataFilters."""
+    if filters is None:
+        return filter
+    if filter is not None:
+        raise InstEmbError(
+            "Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters= (LlamaIndex MetadataFilters), "
+            "not both."
+        )
+    sources = allowed_sources(filters)
+    return None if sources is None else as_index_filter(sources)
 
 
 def _hit_node(hit: Any) -> TextNode:
@@ -145,12 +167,15 @@ class InstEmbRetriever(BaseRetriever):
         similarity_top_k: int = 5,
         filter: dict[str, str] | None = None,
         device: str = "auto",
+        filters: MetadataFilters | None = None,
         **kwargs: Any,
     ) -> InstEmbRetriever:
         """Search an ``instemb-rag index`` folder (a path) or an open ``instemb_rag.index.Index``.
 
         Without ``embed_model`` the encoder recorded in the index is loaded; with one, its
-        fingerprint must match the index's. ``filter`` is e.g. ``{"source": "tents/*"}``.
+        fingerprint must match the index's. ``filter`` is e.g. ``{"source": "tents/*"}`` (a glob);
+        ``filters`` LlamaIndex MetadataFilters on ``source`` (``==``, ``in``; AND / OR; filters.py).
+        The retriever may be used from several threads and event loops at once.
         Call ``close()`` (or use ``with``) to release an index folder the retriever opened.
         """
         from instemb_rag.index import Index
@@ -164,8 +189,8 @@ class InstEmbRetriever(BaseRetriever):
         if embed_model is None:
             if index.encoder is None:
                 raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
-            embed_model = InstEmbEmbedding.from_encoder(index.encoder)
-        backend = InstEmbIndexBackend(index, similarity_top_k, filter, owns_index)
+            embed_model = InstEmbEmbedding.from_encoder(index.encoder, model_path=_reloadable_reference(index))
+        backend = InstEmbIndexBackend(index, similarity_top_k, filter, owns_index, filters)
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
@@ -207,36 +232,45 @@ class InstEmbRetriever(BaseRetriever):
     # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
-            query_bundle = self._with_embedding(
-                query_bundle, self.embed_model.get_query_embedding_for(*self._embedding_input(query_bundle))
-            )
+            strings = _embedding_strings(query_bundle)
+            query_bundle = _with_embedding(query_bundle, self.embed_model.get_agg_embedding_from_queries(strings))
         return self.backend.search(query_bundle)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
-            embedding = await self.embed_model.aget_query_embedding_for(*self._embedding_input(query_bundle))
-            query_bundle = self._with_embedding(query_bundle, embedding)
+            strings = _embedding_strings(query_bundle)
+            embedding = await self.embed_model.aget_agg_embedding_from_queries(strings)
+            query_bundle = _with_embedding(query_bundle, embedding)
         return await self.backend.asearch(query_bundle)
 
-    @staticmethod
-    def _embedding_input(query_bundle: QueryBundle) -> tuple[str, str | None]:
-        strings = query_bundle.embedding_strs
-        if len(strings) > 1:
-            raise InstEmbError(
-                "InstEmbRetriever embeds one query string; this QueryBundle has "
-                f"{len(strings)} custom_embedding_strs. Retrieve them one at a time."
-            )
-        if not strings:
-            raise InstEmbError("The query is empty: give a non-empty query string.")
-        return strings[0], getattr(query_bundle, "instruction", None)
 
-    @staticmethod
-    def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> InstructionQueryBundle:
-        return InstructionQueryBundle(
-            query_str=query_bundle.query_str,
-            instruction=getattr(query_bundle, "instruction", None),
-            embedding=embedding,
-        )
+def _embedding_strings(query_bundle: QueryBundle) -> list[str]:
+    """The bundle's strings (an InstructionQueryBundle's carry its instruction); several (HyDE,
+    custom_embedding_strs) are embedded in one batch and averaged, as LlamaIndex does."""
+    strings = query_bundle.embedding_strs
+    if not strings or not all(string.strip() for string in strings):
+        raise InstEmbError("The query is empty: give a non-empty query string (and no empty custom_embedding_strs).")
+    return strings
+
+
+def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> InstructionQueryBundle:
+    return InstructionQueryBundle(
+        query_str=query_bundle.query_str,
+        custom_embedding_strs=query_bundle.custom_embedding_strs,
+        instruction=getattr(query_bundle, "instruction", None),
+        embedding=embedding,
+    )
+
+
+def _reloadable_reference(index: Any) -> str | None:
+    """Where the index's encoder loads from (None: the default), for the embedding's to_dict.
+
+    The manifest records the --model path, resolved, or "default"; a label that is no folder
+    here gives None, and from_dict then refuses the default model by its fingerprint."""
+    reference = index.manifest.encoder_reference
+    if reference == "default" or not Path(reference).exists():
+        return None
+    return reference
 
 
 def _check_same_encoder(embed_model: InstEmbEmbedding, documents_fingerprint: str) -> None:
