@@ -71,6 +71,11 @@ def eval_command(
         help="Score retrieval, stance and facet-groups tasks as `query --hybrid` ranks: dense fused with the "
         "full-text (bm25) ranking of the query and the instruction's content words.",
     ),
+    lexical_rerank: bool = typer.Option(
+        False,
+        "--lexical-rerank",
+        help="Instead of fusing: the full-text side's best 100 re-ranked by the dense score (measured option).",
+    ),
     hybrid_weight: float = typer.Option(
         0.5, min=0.0, max=1.0, help="With --hybrid: the full-text side's share (1.0: the full-text side alone)."
     ),
@@ -115,10 +120,11 @@ def eval_command(
     task_names = list(tasks or DEFAULT_TASKS)
     try:
         hybrid_settings = None
-        if hybrid is not None:
-            from ..eval.hybrid import HybridSettings
+        if hybrid is not None or lexical_rerank:
+            from ..eval.hybrid import RERANK, HybridSettings
 
-            hybrid_settings = HybridSettings(hybrid.value, hybrid_weight, lexical_words, lexical_engine)
+            mode = RERANK if lexical_rerank else hybrid.value
+            hybrid_settings = HybridSettings(mode, hybrid_weight, lexical_words, lexical_engine)
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )

@@ -51,7 +51,7 @@ def run_facet_groups(encoder, model: str | None, facet_groups, others, settings:
 
         from ..eval.facet_runs import hybrid_rankers
 
-        lexical_only = dataclasses.replace(hybrid, weight=1.0)
+        lexical_only = dataclasses.replace(hybrid, mode="rrf", weight=1.0)
         rankers = hybrid_rankers(rankers[0].identity, rankers[0].scores, [hybrid, None, lexical_only])
     for other in against:
         other_encoder = InstEmbEncoder.from_pretrained(

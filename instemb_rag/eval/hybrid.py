@@ -23,6 +23,7 @@ from ..index import fulltext
 from ..index.fusion import CANDIDATE_DEPTH, check_hybrid, fuse
 
 ENGINES = ("fts5", "bm25s")
+RERANK = "rerank"  # measured, not offered by search: the lexical side's candidates ordered by the dense score
 INSTRUCTION_WORDS = ("content", "all", "none")
 
 
@@ -39,7 +40,7 @@ class HybridSettings:
     def __post_init__(self) -> None:
         from .data import EvalDataError
 
-        check_hybrid(self.mode, self.weight)
+        check_hybrid(None if self.mode == RERANK else self.mode, None if self.mode == RERANK else self.weight)
         if self.engine not in ENGINES:
             raise EvalDataError(f"lexical engine {self.engine!r}: use one of {', '.join(ENGINES)}.")
         if self.instruction_words not in INSTRUCTION_WORDS:
@@ -49,6 +50,8 @@ class HybridSettings:
         return asdict(self)
 
     def label(self) -> str:
+        if self.mode == RERANK:
+            return f"lexical {self.engine} ({self.instruction_words}) top {self.depth} re-ranked densely"
         if self.weight == 1.0:
             return f"lexical {self.engine} ({self.instruction_words} instruction words)"
         return f"hybrid {self.mode} w={self.weight} {self.engine} ({self.instruction_words})"
@@ -98,13 +101,26 @@ def fused_matrix(settings: HybridSettings, dense: np.ndarray, lexical: np.ndarra
     count = dense.shape[1]
     scores = np.empty_like(dense)
     for row in range(dense.shape[0]):
-        ranking = fuse(dense[row], lexical[row], settings.mode, settings.weight, settings.depth)
         dense_order = np.argsort(-dense[row], kind="stable")
+        if settings.mode == RERANK:
+            first = _reranked(dense_order, lexical[row], settings.depth)
+        else:
+            first = fuse(dense[row], lexical[row], settings.mode, settings.weight, settings.depth).order
         fused = np.zeros(count, dtype=bool)
-        fused[ranking.order] = True
-        order = np.concatenate([ranking.order, dense_order[~fused[dense_order]]])
+        fused[first] = True
+        order = np.concatenate([first, dense_order[~fused[dense_order]]])
         scores[row, order] = count - np.arange(count)
     return scores
+
+
+def _reranked(dense_order: np.ndarray, lexical: np.ndarray, depth: int) -> np.ndarray:
+    """The lexical side's ``depth`` best (words matched) in dense order; none matched: dense order."""
+    matched = np.flatnonzero(lexical > 0)
+    if not len(matched):
+        return dense_order
+    kept = np.zeros(len(lexical), dtype=bool)
+    kept[matched[np.argsort(-lexical[matched], kind="stable")[:depth]]] = True
+    return dense_order[kept[dense_order]]
 
 
 def hybrid_scores(settings: HybridSettings | None, dense: np.ndarray, documents, queries, instructions) -> np.ndarray:
