@@ -64,3 +64,23 @@ def test_lexical_side_alone_finds_the_shared_word_and_weight_zero_is_dense(tiny_
     assert run("--hybrid", "z", "--hybrid-weight", "0")["per_item"] == dense["per_item"]
     bad = CliRunner().invoke(app, [*base, "--hybrid", "rrf", "--lexical-engine", "lucene"])
     assert bad.exit_code == 2 and "lucene" in bad.output
+
+
+def test_facet_groups_hybrid_scores_fused_dense_and_lexical_from_one_dense_pass(tiny_model_dir, tmp_path):
+    from instemb_rag.facet_groups import DEV_GROUPS
+
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text("".join(DEV_GROUPS.read_text().splitlines(keepends=True)[:3]))
+    output = tmp_path / "facets.json"
+    args = ["eval", "facet-groups", "--groups", str(groups), "--model", str(tiny_model_dir), "--device", "cpu"]
+    result = CliRunner().invoke(app, [*args, "--no-progress", "--hybrid", "rrf", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads(output.read_text())
+    fused, dense, lexical = saved["results"]
+    assert fused["encoder"]["hybrid"]["mode"] == "rrf" and "hybrid" not in dense["encoder"]
+    assert lexical["encoder"]["hybrid"]["weight"] == 1.0
+    pairs = [(c["candidate"], c["baseline"]) for c in saved["facet_groups"]["comparisons"]]
+    assert pairs == [
+        (fused["encoder"]["label"], dense["encoder"]["label"]),
+        (fused["encoder"]["label"], lexical["encoder"]["label"]),
+    ]
