@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (default 300, quick 100).")
     parser.add_argument("--queries", type=int, default=None, help="Queries timed (default 40, quick 15; 93 in all).")
     parser.add_argument("--commit-rounds", type=int, default=5, help="Replays of the commits with and without FTS.")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="Encoder folder (default: the shipped model). A tiny test model isolates what fusion adds to the search.",
+    )
     args = parser.parse_args(argv)
     limit = args.limit or (100 if args.quick else 300)
     query_count = args.queries or (15 if args.quick else 40)
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag import InstEmbEncoder
     from instemb_rag.index import Index, Indexer, IndexOptions
 
-    encoder = InstEmbEncoder.from_pretrained(device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     queries = [row["text"] for row in load_jsonl(DATA / "queries.jsonl")][:query_count]
     modes = {"dense": None, "hybrid_rrf": "rrf", "hybrid_z": "z"}
     end_to_end: dict[str, list[float]] = {name: [] for name in modes}
@@ -91,7 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         corpus_dir, index_dir = Path(scratch) / "corpus", Path(scratch) / "index"
         write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), corpus_dir)
-        report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label="default")).run(corpus_dir)
+        label = str(Path(args.model).resolve()) if args.model else "default"
+        report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label=label)).run(corpus_dir)
         with Index.open(index_dir, encoder=encoder) as index:
             index.search(queries[0], INSTRUCTION, k=10, hybrid="rrf")  # warm-up: first prefill, FAISS load
             for query in queries:
@@ -116,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "benchmark": "hybrid",
         "machine": machine_info(args.device),
+        "model": args.model or "default",
         "threads": threads,
         "corpus": {"documents": limit, "of": 11429, "chunks": chunks},
         "queries_timed": len(queries),

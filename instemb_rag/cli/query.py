@@ -52,7 +52,7 @@ def query_command(
         "--hybrid",
         metavar="[rrf|z]",
         help="Fuse the dense ranking with the index's full-text (bm25) ranking of the query and the instruction's "
-        "content words: rrf (reciprocal ranks, the rule of a bare --hybrid) or z (standardised scores).",
+        "content words: z (standardised scores, the rule of a bare --hybrid) or rrf (reciprocal ranks).",
     ),
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from instemb_rag.cli import app
 from instemb_rag.index import BadInputError, Index, IndexFolderError
 from instemb_rag.index.catalog import CATALOG_FILE
-from instemb_rag.index.fusion import RRF_K
+from instemb_rag.index.fusion import DEFAULT_MODE, RRF_K
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCS = {
@@ -82,8 +82,9 @@ def test_hybrid_query_fuses_both_sides_and_reports_their_ranks(tiny_model_dir, t
     dense = query_json(index_dir, tiny_model_dir, "kerosene lamp", "-k", "5")
     assert all("dense_rank" not in hit for hit in dense["hits"])  # dense output is as it was
 
-    fused = query_json(index_dir, tiny_model_dir, "--hybrid", "kerosene lamp", "-k", "5")
-    assert fused["hybrid"] == {"mode": "rrf", "weight": 0.5}
+    bare = query_json(index_dir, tiny_model_dir, "--hybrid", "kerosene lamp", "-k", "5")
+    assert bare["hybrid"] == {"mode": DEFAULT_MODE, "weight": 0.5}
+    fused = query_json(index_dir, tiny_model_dir, "kerosene lamp", "--hybrid", "rrf", "-k", "5")
     dense_order = [hit["chunk_id"] for hit in dense["hits"]]
     for hit in fused["hits"]:
         assert hit["dense_rank"] == dense_order.index(hit["chunk_id"]) + 1  # the store's own ranking
