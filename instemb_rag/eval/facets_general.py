@@ -1,12 +1,13 @@
 """Facet groups from a source of ../shared/data/facets_general (one row per subject and facet:
 ``subject``, ``facet``, ``passage``), for scoring a held-out source in the facet-groups harness.
 
-No training set reads facets_general, so any of its sources is held out. A group is one subject
+The shipped default read none of facets_general; models trained on its sources (the training
+facet-sources builder) hold ``factbook`` out, so score ``factbook_sections`` for those. A group is one subject
 with one passage per chosen facet (its first ``MAX_PASSAGE_WORDS`` words), the neutral query of
 the source, and one instruction per facet from a few fixed wordings (picked by a seeded hash),
 which name the facet the way a user would, not by the passage's own heading::
 
-    python -m instemb_rag.eval.facets_general manpages OUT.jsonl --subjects 40
+    python -m instemb_rag.eval.facets_general factbook_sections OUT.jsonl --subjects 30
     instemb-rag eval facet-groups --groups OUT.jsonl [--hybrid rrf]
 
 The file is written wherever OUT points (keep it outside the checkout: it is derived data).
