@@ -31,6 +31,7 @@ SCRIPTS = {
     "multi_instruction": "bench_multi_instruction.py",
     "generate_baseline": "bench_generate_baseline.py",
     "index": "bench_index.py",
+    "hybrid": "bench_hybrid.py",
     "training": "bench_training.py",
     "serve": "bench_serve.py",
     "ray": "bench_ray.py",  # `ray` extra; skipped (a row saying so) without it

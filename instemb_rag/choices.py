@@ -12,6 +12,7 @@ from enum import Enum
 __all__ = [
     "FacetBaseline",
     "FaissIndexKind",
+    "HybridMode",
     "ParallelMode",
     "PoolingMode",
     "Precision",
@@ -59,6 +60,14 @@ class SteeringSplit(str, Enum):
 
     heldout = "heldout"
     train = "train"
+
+
+class HybridMode(str, Enum):
+    """``query --hybrid``, ``eval --hybrid``: how the dense and full-text rankings are fused
+    (instemb_rag/index/fusion.py): rrf (reciprocal ranks) or z (standardised scores)."""
+
+    rrf = "rrf"
+    z = "z"
 
 
 class FacetBaseline(str, Enum):

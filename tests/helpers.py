@@ -69,6 +69,26 @@ def indexed_state(index_dir: Path) -> dict[str, list[str]]:
     return state
 
 
+def fulltext_matches_chunks(index_dir: Path) -> None:
+    """The catalog's full-text index holds exactly the terms of its chunks (as one built afresh
+    from them would), and no stale entry of a removed or replaced chunk."""
+    from instemb_rag.index import fulltext
+    from instemb_rag.index.catalog import Catalog
+
+    catalog = Catalog.open(index_dir)
+    try:
+        assert catalog.has_fulltext
+        ids, texts = zip(*catalog.connection.execute("SELECT id, text FROM chunks").fetchall()) or ((), ())
+        stored = fulltext.indexed_terms(catalog.connection)
+    finally:
+        catalog.close()
+    fresh = fulltext.memory_fulltext(texts, ids)
+    try:
+        assert stored == fulltext.indexed_terms(fresh)
+    finally:
+        fresh.close()
+
+
 TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"
 
 

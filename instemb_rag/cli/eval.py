@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..choices import FacetBaseline, PoolingMode, Precision, SteeringSplit
+from ..choices import FacetBaseline, HybridMode, PoolingMode, Precision, SteeringSplit
 from .common import (
     compile_option,
     device_option,
@@ -69,6 +69,26 @@ def eval_command(
         help="facet-groups: also score this InstEmb checkpoint ('default': the shipped one). The paired gains of "
         "--model over it and over every baseline are shown. Repeatable.",
     ),
+    hybrid: HybridMode | None = typer.Option(
+        None,
+        help="Score retrieval, stance and facet-groups tasks as `query --hybrid` ranks: dense fused with the "
+        "full-text (bm25) ranking of the query and the instruction's content words.",
+    ),
+    lexical_rerank: bool = typer.Option(
+        False,
+        "--lexical-rerank",
+        help="Instead of fusing: the full-text side's best 100 re-ranked by the dense score (measured option).",
+    ),
+    hybrid_weight: float = typer.Option(
+        0.5, min=0.0, max=1.0, help="With --hybrid: the full-text side's share (1.0: the full-text side alone)."
+    ),
+    lexical_words: str = typer.Option(
+        "content",
+        help="With --hybrid: the instruction words the full-text side reads: content (the search's rule), all, none.",
+    ),
+    lexical_engine: str = typer.Option(
+        "fts5", help="With --hybrid: fts5 (the index's SQLite full-text index) or bm25s (to compare engines)."
+    ),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
@@ -103,6 +123,12 @@ def eval_command(
     model = model_path(model)
     task_names = list(tasks or DEFAULT_TASKS)
     try:
+        hybrid_settings = None
+        if hybrid is not None or lexical_rerank:
+            from ..eval.hybrid import RERANK, HybridSettings
+
+            mode = RERANK if lexical_rerank else hybrid.value
+            hybrid_settings = HybridSettings(mode, hybrid_weight, lexical_words, lexical_engine)
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
@@ -133,7 +159,13 @@ def eval_command(
         for task in task_names:
             console.print(Text(f"{task} …", style="bold"))
             if task == FACET_TASK:
-                settings = {"device": device, "precision": precision, "batch_size": batch_size, "progress": progress}
+                settings = {
+                    "device": device,
+                    "precision": precision,
+                    "batch_size": batch_size,
+                    "progress": progress,
+                    "hybrid": hybrid_settings,
+                }
                 run = run_facet_groups(encoder, model, facet_groups, (baseline, teacher, against), settings, seed)
                 results.extend(run.results)
                 extra["facet_groups"] = run.to_dict()
@@ -152,6 +184,7 @@ def eval_command(
                         show_progress=progress,
                         exclude_seen=exclude_seen,
                         steering_split=split.value,
+                        hybrid=hybrid_settings,
                     )
                 )
             for note in results[-1]["notes"]:

@@ -34,7 +34,9 @@ def facet_groups_or_refuse(task_names: list[str], facet_options: dict):
 def run_facet_groups(encoder, model: str | None, facet_groups, others, settings: dict, seed: int):
     """--model first, then every --against checkpoint, --baseline and --teacher, in one harness.
 
-    ``others`` = (baselines, teachers, against); ``settings``: device, precision, batch_size, progress."""
+    ``others`` = (baselines, teachers, against); ``settings``: device, precision, batch_size, progress
+    and hybrid (HybridSettings or None: then --model is scored fused first, then dense, then the
+    lexical side alone, from one dense pass)."""
     from ..encoder import InstEmbEncoder
     from ..eval.facet_runs import bm25_ranker, instemb_ranker, teacher_ranker
     from ..eval.facet_runs import run_facet_groups as run
@@ -43,6 +45,14 @@ def run_facet_groups(encoder, model: str | None, facet_groups, others, settings:
     baselines, teachers, against = others
     batch, progress = settings["batch_size"], settings["progress"]
     rankers = [instemb_ranker(encoder, f"instemb {model or 'default'}", batch, progress)]
+    hybrid = settings.get("hybrid")
+    if hybrid is not None:
+        import dataclasses
+
+        from ..eval.facet_runs import hybrid_rankers
+
+        lexical_only = dataclasses.replace(hybrid, mode="rrf", weight=1.0)
+        rankers = hybrid_rankers(rankers[0].identity, rankers[0].scores, [hybrid, None, lexical_only])
     for other in against:
         other_encoder = InstEmbEncoder.from_pretrained(
             model_path(other), device=settings["device"], precision=Precision(settings["precision"]).value

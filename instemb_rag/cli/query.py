@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
-from ..choices import Precision
+from ..choices import HybridMode, Precision
 from .common import (
     compile_option,
     device_option,
@@ -17,6 +18,23 @@ from .common import (
     say,
     strict_precision_option,
 )
+
+
+class HybridOptionalValueCommand(TyperCommand):
+    """``--hybrid`` takes an optional value: a bare ``--hybrid`` (whatever follows it that is not a
+    fusion rule: the query text, another option, nothing) means the default rule. typer options
+    cannot have optional values, so the argument list gets it before parsing."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for position, arg in enumerate(args):
+            fixed.append(arg)
+            following = args[position + 1] if position + 1 < len(args) else None
+            if arg == "--hybrid" and following not in {mode.value for mode in HybridMode}:
+                from ..index.fusion import DEFAULT_MODE
+
+                fixed.append(DEFAULT_MODE)
+        return super().parse_args(ctx, fixed)
 
 
 def query_command(
@@ -29,7 +47,19 @@ def query_command(
     filters: list[str] | None = typer.Option(
         None, "--filter", help="KEY=VALUE on metadata, e.g. source=tents/*.md (glob)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
+    hybrid: HybridMode | None = typer.Option(
+        None,
+        "--hybrid",
+        metavar="[rrf|z]",
+        help="Fuse the dense ranking with the index's full-text (bm25) ranking of the query and the instruction's "
+        "content words: z (standardised scores, the rule of a bare --hybrid) or rrf (reciprocal ranks).",
+    ),
+    hybrid_weight: float | None = typer.Option(
+        None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON for scripts instead of a table (with --hybrid: each side's rank per hit)."
+    ),
     model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
     qdrant_url: str | None = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
     qdrant_api_key: str | None = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
@@ -71,7 +101,9 @@ def query_command(
             device=device,
         )
         with index:
-            hits = index.search(text, instruction, k=k, filter=parsed)
+            hits = index.search(
+                text, instruction, k=k, filter=parsed, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight
+            )
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
     except InstEmbError as error:
         if "fingerprint" in str(error):
@@ -84,6 +116,8 @@ def query_command(
         fail(error)
     if as_json:
         document = {"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
+        if hybrid is not None:
+            document["hybrid"] = {"mode": hybrid.value, "weight": used_weight(hybrid_weight)}
         precision_report = getattr(encoder, "quantization_report", None)
         if precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
             document["precision"] = precision_report
@@ -92,8 +126,16 @@ def query_command(
     for note in notes:
         say(console, "note", note)
     title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
+    if hybrid is not None:
+        title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
     console.print(hits_table(hits, title))
 
 
+def used_weight(weight: float | None) -> float:
+    from ..index.fusion import DEFAULT_WEIGHT
+
+    return DEFAULT_WEIGHT if weight is None else weight
+
+
 def register(app: typer.Typer) -> None:
-    app.command("query")(query_command)
+    app.command("query", cls=HybridOptionalValueCommand)(query_command)

@@ -33,8 +33,11 @@ class Ranker:
     scores: Callable[[Sequence[FacetGroup]], np.ndarray]  # groups -> [asks, pool passages]
 
 
-def instemb_ranker(encoder, label: str | None = None, batch_size: int = 16, show_progress: bool = False) -> Ranker:
-    """An InstEmb encoder: the query under its instruction, passages with no instruction."""
+def instemb_ranker(
+    encoder, label: str | None = None, batch_size: int = 16, show_progress: bool = False, hybrid=None
+) -> Ranker:
+    """An InstEmb encoder: the query under its instruction, passages with no instruction; with
+    ``hybrid`` (eval/hybrid.py HybridSettings) its scores fused with the full-text ranking."""
 
     def embed_queries(queries, instructions):
         return encoder.encode_queries(queries, instructions, batch_size=batch_size, show_progress=show_progress)
@@ -43,7 +46,37 @@ def instemb_ranker(encoder, label: str | None = None, batch_size: int = 16, show
         return encoder.encode_documents(texts, batch_size=batch_size, show_progress=show_progress)
 
     identity = encoder_description(encoder, label)
-    return Ranker(identity["label"], identity, lambda groups: dense_scores(groups, embed_queries, embed_passages))
+    if hybrid is None:
+        return Ranker(identity["label"], identity, lambda groups: dense_scores(groups, embed_queries, embed_passages))
+    return hybrid_rankers(identity, lambda groups: dense_scores(groups, embed_queries, embed_passages), [hybrid])[0]
+
+
+def hybrid_rankers(identity: dict, dense: Callable[[Sequence[FacetGroup]], np.ndarray], settings: list) -> list[Ranker]:
+    """One ranker per hybrid setting (eval/hybrid.py) over one embedder's dense scores, which are
+    computed once for all of them (the last groups asked are remembered)."""
+    from .hybrid import hybrid_scores
+
+    remembered: dict[tuple, np.ndarray] = {}
+
+    def dense_once(groups) -> np.ndarray:
+        key = tuple(group.group for group in groups)
+        if key not in remembered:
+            remembered.clear()
+            remembered[key] = dense(groups)
+        return remembered[key]
+
+    def ranker(setting) -> Ranker:
+        if setting is None:
+            return Ranker(identity["label"], identity, dense_once)
+        label = f"{identity['label']} + {setting.label()}"
+
+        def fused(groups):
+            layout = PoolLayout.of(groups)
+            return hybrid_scores(setting, dense_once(groups), layout.passage_texts, layout.queries, layout.instructions)
+
+        return Ranker(label, {**identity, "label": label, "hybrid": setting.describe()}, fused)
+
+    return [ranker(setting) for setting in settings]
 
 
 def teacher_ranker(name_or_path: str, device: str = "cpu", batch_size: int = 32, show_progress: bool = False) -> Ranker:

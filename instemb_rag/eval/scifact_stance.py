@@ -48,13 +48,19 @@ def _corpus_for(records: list[StanceRecord], stance_path: Path) -> dict[str, str
     return corpus
 
 
-def _claim_scores(context, records, doc_matrix: np.ndarray, doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _claim_scores(context, records, doc_matrix: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Every record's claim under its matching and its mismatching instruction against every
-    abstract of ``doc_matrix``: two [records, abstracts] score matrices."""
+    abstract of ``doc_matrix`` (whose texts are ``texts``): two [records, abstracts] score
+    matrices, cosine or, under ``eval --hybrid``, the fused ranking's scores (context.scores)."""
     claims = [record.claim for record in records]
-    matching = context.queries(claims, [record.instruction_match for record in records])
-    mismatching = context.queries(claims, [record.instruction_mismatch for record in records])
-    return matching @ doc_matrix.T, mismatching @ doc_matrix.T
+    match_instructions = [record.instruction_match for record in records]
+    mismatch_instructions = [record.instruction_mismatch for record in records]
+    matching = context.queries(claims, match_instructions)
+    mismatching = context.queries(claims, mismatch_instructions)
+    return (
+        context.scores(matching, doc_matrix, texts, claims, match_instructions),
+        context.scores(mismatching, doc_matrix, texts, claims, mismatch_instructions),
+    )
 
 
 def _wins(records, scores_match, scores_mismatch, doc_ids: list[str]) -> np.ndarray:
@@ -76,7 +82,8 @@ def pairwise_items(context, stance_path: Path, max_records: int | None) -> tuple
     doc_matrix = context.encoder.encode_documents(
         [corpus[doc_id] for doc_id in doc_ids], batch_size=context.batch_size, show_progress=context.show_progress
     )
-    wins = _wins(records, *_claim_scores(context, records, doc_matrix, doc_ids), doc_ids)
+    texts = [corpus[doc_id] for doc_id in doc_ids]
+    wins = _wins(records, *_claim_scores(context, records, doc_matrix, texts), doc_ids)
     return [record_id(record) for record in records], wins.astype(float).tolist(), notes
 
 
@@ -87,7 +94,8 @@ def run_scifact_stance(context, stance_path: Path, max_records, max_docs):
     corpus = _corpus_for(records, stance_path)
     doc_ids, note = subsample_corpus(list(corpus), {record.doc_id for record in records}, max_docs, context.seed)
     doc_matrix, from_cache = context.documents(corpus, doc_ids, "scifact")
-    scores_match, scores_mismatch = _claim_scores(context, records, doc_matrix, doc_ids)
+    texts = [corpus[doc_id] for doc_id in doc_ids]
+    scores_match, scores_mismatch = _claim_scores(context, records, doc_matrix, texts)
     position = {doc_id: index for index, doc_id in enumerate(doc_ids)}
     targets = np.array([position[record.doc_id] for record in records])
     rows = np.arange(len(records))

@@ -42,6 +42,7 @@ from . import metrics as metric_lib
 from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
 from .data import EvalDataError, RetrievalData, load_beir, load_sts
+from .hybrid import HybridSettings, hybrid_scores
 from .results import TaskResult, encoder_description, item_clusters
 from .sampling import sample_in_order, subsample_corpus
 from .scifact_stance import run_scifact_stance
@@ -200,6 +201,7 @@ def evaluate(
     label: str | None = None,
     exclude_seen: str | Path | SeenTexts | None = None,
     steering_split: str = "heldout",
+    hybrid: HybridSettings | None = None,
 ) -> dict:
     """Evaluate an encoder on one task; returns a JSON-able dict (see :class:`TaskResult`).
 
@@ -211,13 +213,15 @@ def evaluate(
     passage a training record contains (MedQuAD repeats template passages across foci). ``steering_split="train"`` scores the
     steering tasks on their training groups (a fit diagnostic; see steering.py). ``facet-groups``
     scores every group of the checkout's dev set; the limits and the cache do not apply to it.
+    ``hybrid`` scores the retrieval, stance and facet-groups tasks with the dense scores fused
+    with the full-text ranking, as ``Index.search(..., hybrid=...)`` does (hybrid.py).
     """
     spec, location = resolve_task(task_name, data_root)
     if spec.kind == "facet-groups":
         from .facet_groups import load_facet_groups
         from .facet_runs import instemb_ranker, run_facet_groups
 
-        ranker = instemb_ranker(encoder, label, batch_size, show_progress)
+        ranker = instemb_ranker(encoder, label, batch_size, show_progress, hybrid)
         return run_facet_groups(load_facet_groups(location), [ranker], location, seed).results[0]
     if cache is True:
         cache = EmbeddingCache()
@@ -227,7 +231,11 @@ def evaluate(
     started = time.perf_counter()
     if exclude_seen is not None and not isinstance(exclude_seen, SeenTexts):
         exclude_seen = SeenTexts(exclude_seen)
-    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split)
+    if hybrid is not None and spec.kind not in ("retrieval", "paired-instruction"):
+        raise EvalDataError(
+            f"--hybrid scores retrieval, stance and facet-groups tasks; {spec.name} ranks no documents."
+        )
+    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split, hybrid)
     limits = {
         "max_queries": max_queries,
         "max_docs": max_docs,
@@ -253,12 +261,19 @@ def evaluate(
         metrics, counts, notes, from_cache, intervals = _run_sts(context, location, max_queries, query_instruction)
     if per_item:
         intervals = intervals_for(per_item, seed, clusters=item_clusters(item_ids))
+    description = encoder_description(encoder, label)
+    if hybrid is not None:  # the ranker's identity, not a limit: `compare` pairs it with the dense run
+        description = {
+            **description,
+            "label": f"{description['label']} + {hybrid.label()}",
+            "hybrid": hybrid.describe(),
+        }
     result = TaskResult(
         task=spec.name,
         kind=spec.kind,
         metrics=metrics,
         main_metric=spec.main_metric,
-        encoder=encoder_description(encoder, label),
+        encoder=description,
         counts=counts,
         limits=limits,
         instruction=query_instruction,
@@ -281,6 +296,11 @@ class _RunContext:
     seed: int
     seen: SeenTexts | None = None
     steering_split: str = "heldout"
+    hybrid: HybridSettings | None = None
+
+    def scores(self, queries: np.ndarray, documents: np.ndarray, texts: list[str], query_texts, instructions):
+        """[queries, documents]: cosine, or the hybrid ranking's rank scores."""
+        return hybrid_scores(self.hybrid, queries @ documents.T, texts, query_texts, instructions)
 
     def unseen(self, items: list, text_of, what: str) -> tuple[list, list[str]]:
         """Items whose text the model did not read in training, and a note on what was dropped."""
@@ -316,10 +336,11 @@ def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_d
     if max_queries is not None and len(query_ids) < len(candidates):
         notes.append(f"queries sub-sampled: {len(query_ids)} of {len(candidates)} (seed {context.seed})")
     doc_matrix, from_cache = context.documents(data.corpus, doc_ids, data.name)
-    query_matrix = context.queries(
-        [data.queries[qid] for qid in query_ids], [data.instruction_for(qid) for qid in query_ids]
-    )
-    run = _top_k_run(query_ids, doc_ids, query_matrix @ doc_matrix.T, RUN_DEPTH)
+    query_texts = [data.queries[qid] for qid in query_ids]
+    instructions = [data.instruction_for(qid) for qid in query_ids]
+    query_matrix = context.queries(query_texts, instructions)
+    scores = context.scores(query_matrix, doc_matrix, [data.corpus[d] for d in doc_ids], query_texts, instructions)
+    run = _top_k_run(query_ids, doc_ids, scores, RUN_DEPTH)
     qrels = {qid: data.qrels[qid] for qid in query_ids}
     metrics = metric_lib.retrieval_metrics(qrels, run)
     per_query = metric_lib.retrieval_metrics_per_query(qrels, run)

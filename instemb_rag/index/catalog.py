@@ -33,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import fulltext
+from .crash import crash_point
+
 CATALOG_FILE = "catalog.sqlite"
 
 SCHEMA = """
@@ -140,6 +143,23 @@ class Catalog:
             "INSERT INTO meta VALUES ('generation', '1') "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+
+    # ------------------------------------------------------------------ full-text index (fulltext.py)
+    @property
+    def has_fulltext(self) -> bool:
+        return fulltext.has_fulltext(self.connection)
+
+    def ensure_fulltext(self) -> int | None:
+        """Build the full-text index of a catalog that lacks it (or holds an older version), in one
+        transaction (a kill leaves the catalog as it was); the number of chunks it then covers,
+        None when it was there already. Chunks committed later reach it through its triggers."""
+        if self.has_fulltext:
+            return None
+        with self.transaction() as db:
+            if not fulltext.add_fulltext(db):  # another process built it since the check
+                return None
+            crash_point("fulltext_built")
+        return self.chunk_count()
 
     # ------------------------------------------------------------------ files
     def file_hashes(self) -> dict[str, str]:

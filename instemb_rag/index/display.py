@@ -58,6 +58,10 @@ def print_summary(console: Console, report: IndexReport, index_dir) -> None:
     console.print(table)
     if report.repaired:
         console.print(Text(report.repaired, style="yellow"))
+    if report.fulltext_added is not None:
+        console.print(
+            Text(f"full-text index added over the {report.fulltext_added} stored chunks: --hybrid works now", "yellow")
+        )
     for item in report.skipped:
         kept = " (previous chunks kept)" if item.keep_previous else ""
         console.print(Text.assemble(("skipped", "yellow"), f" {item.path}: {item.reason}{kept}"))
@@ -74,9 +78,18 @@ def hits_table(hits: list[SearchHit], title: str) -> Table:
     table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
+    hybrid = any(hit.dense_rank is not None or hit.lexical_rank is not None for hit in hits)
+    if hybrid:  # each side's rank beside the fused score ("–": beyond that side's candidates)
+        table.add_column("dense #", justify="right")
+        table.add_column("text #", justify="right")
     table.add_column("source")
     table.add_column("snippet")
     for rank, hit in enumerate(hits, start=1):
         where = f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
-        table.add_row(str(rank), f"{hit.score:.4f}", Text(where), Text(snippet(hit.text)))
+        sides = [_rank(hit.dense_rank), _rank(hit.lexical_rank)] if hybrid else []
+        table.add_row(str(rank), f"{hit.score:.4f}", *sides, Text(where), Text(snippet(hit.text)))
     return table
+
+
+def _rank(value: int | None) -> str:
+    return "–" if value is None else str(value)

@@ -3,7 +3,8 @@
 Order of work, chosen so that a `kill -9` at any point leaves a state the next run repairs:
 
 1. take the index lock (a second run waits ``wait`` seconds, then refuses);
-2. wipe on --rebuild (manifest first), open the catalog and store, write the manifest;
+2. wipe on --rebuild (manifest first), open the catalog (adding its full-text index when it
+   predates it: one transaction, fulltext.py) and the store, write the manifest;
 3. repair: a store whose generation lags the catalog is reconciled (Qdrant: by chunk id);
 4. remove files that disappeared; plan the new or changed files (content hash); read, split
    and embed them (in this process, or on a Ray cluster: ray_embedding.py), and commit each
@@ -84,11 +85,14 @@ class Indexer:
         store = None
         try:
             self._check_root(catalog, discovery.root)
+            fulltext_chunks = catalog.ensure_fulltext()  # before any commit: the triggers keep it in step
             store = open_store(self.index_dir, catalog, stores, self.encoder.dimension)
             if manifest is None:
                 store.ensure_empty()
             self._write_manifest(manifest, stores.store, store.describe())
             report = IndexReport(files_found=len(discovery.files), skipped=list(discovery.skipped))
+            if fulltext_chunks is not None and manifest is not None:  # an index built before hybrid search
+                report.fulltext_added = fulltext_chunks
             report.repaired = store.repair()
             self._remove_missing(catalog, store, discovery, report)
             tasks = self._plan(catalog, discovery, report)

@@ -28,6 +28,7 @@ class IndexReport:
     chunks_added: int = 0
     chunks_total: int = 0
     repaired: str | None = None
+    fulltext_added: int | None = None  # an older index got its full-text index over this many chunks
     seconds: float = 0.0
 
 

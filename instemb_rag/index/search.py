@@ -1,4 +1,10 @@
-"""Searching an index folder: `Index.open(dir).search(text, instruction, k, filter)`."""
+"""Searching an index folder: `Index.open(dir).search(text, instruction, k, filter, hybrid=...)`.
+
+Dense search asks the vector store (or the catalog's vectors exactly). Hybrid search
+(``hybrid="rrf"`` or ``"z"``) also asks the catalog's full-text index (fulltext.py, SQLite FTS5
+bm25) with the query and the instruction's content words, and fuses both sides over the union of
+their best ``CANDIDATE_DEPTH`` chunks (fusion.py), reading everything from one catalog snapshot.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
+from .fusion import CANDIDATE_DEPTH, check_hybrid, fuse
 from .manifest import Manifest, check_encoder, read_manifest
 from .options import StoreOptions
 from .stores import open_store
@@ -27,9 +35,14 @@ class SearchHit:
     text: str
     chunk_id: int
     extra: dict
+    dense_rank: int | None = None  # hybrid search: this chunk's rank on each side (None: beyond
+    lexical_rank: int | None = None  # that side's candidates, or no query word in it)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        found = asdict(self)
+        if self.dense_rank is None and self.lexical_rank is None:  # dense search: the fields it always had
+            del found["dense_rank"], found["lexical_rank"]
+        return found
 
 
 def parse_filters(expressions: list[str] | None) -> dict[str, str]:
@@ -133,25 +146,73 @@ class Index:
         return self.encoder.encode_queries([query], instruction)[0]
 
     def search(
-        self, query: str | np.ndarray, instruction: str | None = None, k: int = 5, filter: dict[str, str] | None = None
+        self,
+        query: str | np.ndarray,
+        instruction: str | None = None,
+        k: int = 5,
+        filter: dict[str, str] | None = None,
+        hybrid: str | None = None,
+        hybrid_weight: float | None = None,
+        query_vector: np.ndarray | None = None,
     ) -> list[SearchHit]:
-        """Top-k chunks for a query text (embedded with one prefill) or a query vector."""
+        """Top-k chunks for a query text (embedded with one prefill) or a query vector.
+
+        ``hybrid`` ("rrf" or "z") fuses the dense ranking with the full-text index's ranking of
+        the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
+        ``query_vector`` is the text's embedding when the caller has it already (the server)."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
-        vector = self.encode_query(query, instruction) if isinstance(query, str) else np.asarray(query, np.float32)
+        hybrid, weight = check_hybrid(hybrid, hybrid_weight)
+        if hybrid is not None and not isinstance(query, str):
+            raise BadInputError(
+                "Hybrid search needs the query text (its words go to the full-text index), not a vector."
+            )
+        if query_vector is not None:
+            vector = np.asarray(query_vector, np.float32)
+        elif isinstance(query, str):
+            vector = self.encode_query(query, instruction)
+        else:
+            vector = np.asarray(query, np.float32)
         if vector.shape != (self.manifest.dimension,):
             raise BadInputError(
                 f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors."
             )
         with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
             sources = self._matching_sources(filter or {})
-            ranked = self._ranked(vector, k, sources)
-            rows = self.catalog.rows([chunk_id for chunk_id, _ in ranked])
+            if hybrid is None:
+                ranked = [(chunk_id, score, None, None) for chunk_id, score in self._ranked(vector, k, sources)]
+            else:
+                ranked = self._hybrid(vector, query, instruction, k, sources, hybrid, weight)
+            rows = self.catalog.rows([chunk_id for chunk_id, *_ in ranked])
         return [
-            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra)
-            for i, score in ranked
+            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, dense, lexical)
+            for i, score, dense, lexical in ranked
             if i in rows
         ][:k]
+
+    def _hybrid(
+        self, vector: np.ndarray, text: str, instruction: str | None, k: int, sources, mode: str, weight: float
+    ) -> list[tuple[int, float, int | None, int | None]]:
+        """(chunk id, fused score, dense rank, lexical rank) of the k best by fusion."""
+        db = self.catalog.connection
+        if not fulltext.has_fulltext(db):
+            raise IndexFolderError(fulltext.missing_fulltext_message(db, self.index_dir))
+        depth = max(CANDIDATE_DEPTH, k)
+        match = fulltext.match_expression(text, instruction)
+        dense = self._ranked(vector, depth, sources)
+        lexical = fulltext.lexical_search(db, match, depth, sources)
+        candidates = list(dict.fromkeys([chunk_id for chunk_id, _ in dense] + [chunk_id for chunk_id, _ in lexical]))
+        if not candidates:
+            return []
+        ids, vectors = self.catalog.vectors(candidates, self.manifest.dimension)  # exact dense scores for all
+        lexical_of = fulltext.lexical_scores(db, match, ids.tolist())
+        ranking = fuse(vectors @ vector, np.array([lexical_of.get(int(i), 0.0) for i in ids]), mode, weight, depth)
+        return [
+            (int(ids[position]), float(score), dense_rank, lexical_rank)
+            for position, score, dense_rank, lexical_rank in zip(
+                ranking.order[:k], ranking.scores[:k], ranking.dense_ranks[:k], ranking.lexical_ranks[:k]
+            )
+        ]
 
     def _matching_sources(self, filters: dict[str, str | list[str]]) -> list[str] | None:
         """Sources matching filter["source"]: one name or glob, or a list of them (any may match)."""

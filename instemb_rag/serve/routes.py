@@ -1,7 +1,8 @@
 """The endpoints of `instemb-rag serve` and the checks of their requests.
 
     POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`
-    POST /v1/search       {query, instruction, k, filter} over the index (= `instemb-rag query --json`)
+    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight} over the index
+                          (= `instemb-rag query --json [--hybrid]`)
     GET  /v1/models       the one model served (id, dimension, fingerprint)
     GET  /health          status, model, batching counters (no API key needed)
 
@@ -11,6 +12,7 @@ so the routes are plain functions and app.py only wires them.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from typing import Any
 
@@ -19,7 +21,8 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..errors import InstEmbError
-from ..index.errors import BadInputError, IndexBusyError
+from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
+from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
@@ -131,14 +134,30 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
     check_search(body, options)
     result = await encode(state, [body.query], [body.instruction], "query")
     try:
-        hits = await state.on_index_thread(state.index.search, result.vectors[0], None, body.k, body.filter or None)
+        hits = await state.on_index_thread(
+            functools.partial(
+                state.index.search,
+                body.query,
+                body.instruction,
+                body.k,
+                body.filter or None,
+                hybrid=body.hybrid,
+                hybrid_weight=body.hybrid_weight,
+                query_vector=result.vectors[0],
+            )
+        )
     except BadInputError as error:
         raise bad_request(str(error)) from None
     except IndexBusyError as error:
         raise unavailable(str(error)) from None
+    except IndexFolderError as error:  # e.g. --hybrid on an index built before the full-text index
+        raise APIError(409, str(error), type="invalid_request_error", code="index_needs_migration") from None
     except InstEmbError as error:
         raise APIError(500, str(error), type="server_error") from None
-    return JSONResponse({"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]})
+    document = {"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]}
+    if body.hybrid is not None:
+        document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
+    return JSONResponse(document)
 
 
 @router.get(
@@ -296,3 +315,15 @@ def check_search(body: SearchRequest, options: ServeOptions) -> None:
             )
         if not pattern.strip():
             raise bad_request(f"filter['{key}'] is empty: give a value or glob, e.g. \"tents/*.md\".", param="filter")
+    if body.hybrid_weight is not None:
+        if body.hybrid is None:
+            raise bad_request('hybrid_weight needs hybrid: send "hybrid": "rrf" (or "z") too.', param="hybrid_weight")
+        if not 0.0 <= body.hybrid_weight <= 1.0:
+            raise bad_request(
+                f"hybrid_weight={body.hybrid_weight}: give the full-text side's share, between 0 and 1.",
+                param="hybrid_weight",
+            )
+
+
+def hybrid_weight_used(weight: float | None) -> float:
+    return DEFAULT_WEIGHT if weight is None else weight

@@ -109,7 +109,8 @@ class SearchRequest(BaseModel):
                     "instruction": "focus on durability",
                     "k": 5,
                     "filter": {"source": "tents/*"},
-                }
+                },
+                {"query": "ridgeline tent weight", "instruction": "focus on packed weight", "k": 5, "hybrid": "rrf"},
             ]
         },
     )
@@ -120,15 +121,32 @@ class SearchRequest(BaseModel):
     filter: dict[str, str] | None = Field(
         None, description='Metadata filter, e.g. {"source": "tents/*.md"} (glob); every key must hold.'
     )
+    hybrid: Literal["rrf", "z"] | None = Field(
+        None,
+        description="Fuse the dense ranking with the index's full-text (bm25) ranking of the query and the "
+        "instruction's content words: rrf (reciprocal ranks) or z (standardised scores); null = dense only.",
+    )
+    hybrid_weight: float | None = Field(
+        None, description="With hybrid: the full-text side's share, 0..1 (null = the default, 0.5)."
+    )
 
 
 class SearchHitModel(BaseModel):
-    score: float
+    score: float = Field(..., description="The fused score under hybrid search, else the cosine similarity.")
     source: str
     position: int
     text: str
     chunk_id: int
     extra: dict[str, Any]
+    dense_rank: int | None = Field(None, description="Hybrid only: rank among the dense candidates (null: beyond).")
+    lexical_rank: int | None = Field(
+        None, description="Hybrid only: rank among the full-text candidates (null: beyond, or no word matched)."
+    )
+
+
+class HybridSettings(BaseModel):
+    mode: Literal["rrf", "z"]
+    weight: float
 
 
 class SearchResponse(BaseModel):
@@ -137,6 +155,7 @@ class SearchResponse(BaseModel):
     query: str
     instruction: str | None
     hits: list[SearchHitModel]
+    hybrid: HybridSettings | None = Field(None, description="Present when the request asked for hybrid search.")
 
 
 # ------------------------------------------------------------------ models, health, errors

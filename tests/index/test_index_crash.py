@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import index_cli_args, indexed_state
+from helpers import fulltext_matches_chunks, index_cli_args, indexed_state
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
@@ -93,6 +93,7 @@ def test_kill_then_rerun_ends_with_exactly_the_current_files(tiny_model_dir, tmp
 
     index_in_process(docs, index_dir, tiny_model_dir)
     assert indexed_state(index_dir) == {source: [text] for source, text in SECOND_VERSION.items()}
+    fulltext_matches_chunks(index_dir)  # committed in the chunks' transactions: never ahead or behind
     fresh_dir = tmp_path / "fresh"
     index_in_process(docs, fresh_dir, tiny_model_dir, "--store", store)
     assert ranked(index_dir, encoder) == ranked(fresh_dir, encoder)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import indexed_state
+from helpers import fulltext_matches_chunks, indexed_state
 
 from instemb_rag.index import Index, Indexer, IndexFolderError, IndexOptions, StoreOptions
 from instemb_rag.index.manifest import FORMAT_VERSION, MANIFEST_FILE
@@ -47,6 +47,7 @@ def test_add_change_delete_touch_only_what_changed(tiny_encoder, tmp_path, store
 
     state = indexed_state(index_dir)
     assert sorted(state) == ["new.md", "stove.txt", "tents/ridge.md"]
+    fulltext_matches_chunks(index_dir)
     assert state["stove.txt"] == ["the stove burner is heavy and warm ."]
 
     with Index.open(index_dir, encoder=tiny_encoder) as index:

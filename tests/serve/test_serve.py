@@ -288,6 +288,39 @@ def test_search_equals_query_json(corpus, client, query, instruction, k, filters
         assert all(hit["source"].startswith(filters["source"].rstrip("*")) for hit in got["hits"])
 
 
+@pytest.mark.parametrize(("mode", "weight"), [("rrf", None), ("z", 0.7)])
+def test_hybrid_search_equals_query_json(corpus, client, mode, weight):
+    _, index_dir = corpus
+    query, instruction = "durable burner", "focus on the stove"
+    args = ["query", query, "-i", instruction, "--index-dir", str(index_dir), "--json", "--device", "cpu"]
+    args += ["--hybrid", mode] + (["--hybrid-weight", str(weight)] if weight is not None else [])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    expected = json.loads(result.stdout)
+    body = {"query": query, "instruction": instruction, "k": 4, "hybrid": mode}
+    if weight is not None:
+        body["hybrid_weight"] = weight
+    got = client.post("/v1/search", json=body).json()
+    assert got["hybrid"] == expected["hybrid"] == {"mode": mode, "weight": weight if weight is not None else 0.5}
+    assert [(h["chunk_id"], h["dense_rank"], h["lexical_rank"]) for h in got["hits"]] == [
+        (h["chunk_id"], h["dense_rank"], h["lexical_rank"]) for h in expected["hits"]
+    ]
+    assert [h["score"] for h in got["hits"]] == pytest.approx([h["score"] for h in expected["hits"]], abs=1e-5)
+    assert got["hits"][0]["source"] == "stove.txt" and got["hits"][0]["lexical_rank"] == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"query": "tent", "hybrid": "bm25"}, ["hybrid"]),
+        ({"query": "tent", "hybrid_weight": 0.5}, ["hybrid_weight needs hybrid"]),
+        ({"query": "tent", "hybrid": "rrf", "hybrid_weight": 1.5}, ["hybrid_weight=1.5", "between 0 and 1"]),
+    ],
+)
+def test_bad_hybrid_search_requests_get_openai_errors(client, body, words):
+    assert_openai_error(client.post("/v1/search", json=body), 400, *words)
+
+
 def test_instruction_reorders_or_rescores_search(client):
     weight = client.post("/v1/search", json={"query": "which tent ?", "instruction": "focus on weight", "k": 4}).json()
     durability = client.post(

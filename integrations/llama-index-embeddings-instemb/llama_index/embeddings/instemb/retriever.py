@@ -74,14 +74,28 @@ class InstEmbIndexBackend:
         filter: dict[str, str] | None,
         owns_index: bool,
         filters: MetadataFilters | None = None,
+        hybrid: dict | None = None,
     ):
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.filter = _index_filter(filter, filters)
         self._owns_index = owns_index
+        self.hybrid = hybrid  # {"hybrid", "hybrid_weight", "resolve_instruction"}: Index.search's hybrid search
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
         vector = np.asarray(query.embedding, dtype=np.float32)
+        if self.hybrid is not None:  # the full-text side reads the query text and the instruction it was embedded under
+            instruction = self.hybrid["resolve_instruction"](getattr(query, "instruction", None))
+            hits = self.index.search(
+                query.query_str,
+                instruction,
+                k=self.similarity_top_k,
+                filter=self.filter,
+                hybrid=self.hybrid["hybrid"],
+                hybrid_weight=self.hybrid["hybrid_weight"],
+                query_vector=vector,
+            )
+            return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
         hits = self.index.search(vector, k=self.similarity_top_k, filter=self.filter)
         return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
 
@@ -168,6 +182,8 @@ class InstEmbRetriever(BaseRetriever):
         filter: dict[str, str] | None = None,
         device: str = "auto",
         filters: MetadataFilters | None = None,
+        hybrid: str | None = None,
+        hybrid_weight: float | None = None,
         **kwargs: Any,
     ) -> InstEmbRetriever:
         """Search an ``instemb-rag index`` folder (a path) or an open ``instemb_rag.index.Index``.
@@ -175,7 +191,9 @@ class InstEmbRetriever(BaseRetriever):
         Without ``embed_model`` the encoder recorded in the index is loaded; with one, its
         fingerprint must match the index's. ``filter`` is e.g. ``{"source": "tents/*"}`` (a glob);
         ``filters`` LlamaIndex MetadataFilters on ``source`` (``==``, ``in``; AND / OR; filters.py).
-        The retriever may be used from several threads and event loops at once.
+        ``hybrid`` ("rrf" or "z") and ``hybrid_weight`` fuse the index's full-text ranking in, as
+        ``instemb-rag query --hybrid`` does. The retriever may be used from several threads and
+        event loops at once.
         Call ``close()`` (or use ``with``) to release an index folder the retriever opened.
         """
         from instemb_rag.index import Index
@@ -190,7 +208,14 @@ class InstEmbRetriever(BaseRetriever):
             if index.encoder is None:
                 raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
             embed_model = InstEmbEmbedding.from_encoder(index.encoder, model_path=_reloadable_reference(index))
-        backend = InstEmbIndexBackend(index, similarity_top_k, filter, owns_index, filters)
+        settings = None
+        if hybrid is not None or hybrid_weight is not None:
+            settings = {
+                "hybrid": hybrid,
+                "hybrid_weight": hybrid_weight,
+                "resolve_instruction": embed_model.resolve_instruction,
+            }
+        backend = InstEmbIndexBackend(index, similarity_top_k, filter, owns_index, filters, settings)
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
