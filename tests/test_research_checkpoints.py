@@ -1,0 +1,34 @@
+"""Every candidate checkpoint a report names is committed whole under research/checkpoints/:
+its config reads, every weight file it lists is there, and the real model loads it (slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from instemb_rag.encoder.checkpoint import check_complete, read_config
+
+CANDIDATES = sorted(
+    path for path in (Path(__file__).parents[1] / "research" / "checkpoints").iterdir() if path.is_dir()
+)
+
+
+def test_there_are_candidates_to_check():
+    assert {path.name for path in CANDIDATES} >= {"facets-general-300", "facets-general-450"}
+
+
+@pytest.mark.parametrize("folder", CANDIDATES, ids=lambda path: path.name)
+def test_each_candidate_is_complete(folder):
+    config = read_config(folder)
+    check_complete(folder, config)  # raises naming the missing file
+    assert config.base_model == "smollm2-135m-instruct"
+
+
+@pytest.mark.slow
+def test_a_candidate_loads_and_embeds_with_its_head():
+    from instemb_rag.encoder import InstEmbEncoder
+
+    encoder = InstEmbEncoder.from_pretrained(CANDIDATES[0])
+    vectors = encoder.encode_queries(["Which tent is lightest?"], ["Focus on packed size."])
+    assert vectors.shape == (1, 576 + 384)  # pooled (576) blended beside the head's MiniLM space (384)
