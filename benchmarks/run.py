@@ -364,8 +364,35 @@ def ray_rows(result: dict) -> list[tuple]:
     ]
 
 
+def hybrid_rows(result: dict) -> list[tuple]:
+    """Fused query latency against dense alone (the issue's goal: p50 within 1.2x) and the
+    full-text index's share of commit throughput."""
+    latency, ratio = result["query_latency_ms"], result["fused_over_dense_p50"]
+    rows = [
+        (
+            f"Hybrid query ({mode}), end to end p50 / p95 vs dense ({result['corpus']['chunks']} chunks)",
+            f"{fmt(latency[mode]['p50'], 1)} / {fmt(latency[mode]['p95'], 1)} ms vs {fmt(latency['dense']['p50'], 1)} ms "
+            f"({fmt(ratio[mode])}x)",
+            "p50 <= 1.2x dense",
+            verdict(ratio[mode], 1.2, False),
+        )
+        for mode in ratio
+    ]
+    commits = result["indexing"]["commit_chunks_per_s"]
+    rows.append(
+        (
+            "Index commits with / without the full-text index (median chunks/s)",
+            f"{fmt(commits['with_fulltext']['median'])} / {fmt(commits['without_fulltext']['median'])}",
+            "",
+            "",
+        )
+    )
+    return rows
+
+
 RENDERERS = {
     "encoder": encoder_rows,
+    "hybrid": hybrid_rows,
     "multi_instruction": multi_rows,
     "generate_baseline": generate_rows,
     "index": index_rows,
