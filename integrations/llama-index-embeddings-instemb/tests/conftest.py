@@ -47,3 +47,19 @@ def tiny_docs() -> list[str]:
         "a nylon tent with a pole and floor seam for cold night .",
         "the gas fuel stove is good for a camp trip .",
     ]
+
+
+@pytest.fixture(params=["faiss", "qdrant"])
+def index_dir(request, tiny_embed_model, tiny_docs, tmp_path) -> Path:
+    """An `instemb-rag index` folder of the tiny docs (one file each), on each vector store."""
+    index_api = pytest.importorskip("instemb_rag.index", reason="instemb_rag.index is not available")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for number, text in enumerate(tiny_docs):
+        (corpus / f"doc{number}.txt").write_text(text)
+    options = index_api.IndexOptions(
+        index_dir=tmp_path / "index", stores=index_api.StoreOptions(store=request.param), model_label="tiny"
+    )
+    report = index_api.Indexer(tiny_embed_model.encoder, options).run(corpus)
+    assert report.chunks_total == len(tiny_docs)
+    return tmp_path / "index"

@@ -18,20 +18,6 @@ QUERY = "which tent is good for a camp trip ?"
 INSTRUCTIONS = ("focus on weight", "focus on durability")
 
 
-@pytest.fixture(params=["faiss", "qdrant"])
-def index_dir(request, tiny_embed_model, tiny_docs, tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for number, text in enumerate(tiny_docs):
-        (corpus / f"doc{number}.txt").write_text(text)
-    options = index_api.IndexOptions(
-        index_dir=tmp_path / "index", stores=index_api.StoreOptions(store=request.param), model_label="tiny"
-    )
-    report = index_api.Indexer(tiny_embed_model.encoder, options).run(corpus)
-    assert report.chunks_total == len(tiny_docs)
-    return tmp_path / "index"
-
-
 def test_retrieval_over_an_instemb_index_follows_the_instruction(index_dir, tiny_embed_model, tiny_docs):
     encoder = tiny_embed_model.encoder
     with InstEmbRetriever.from_instemb_index(index_dir, embed_model=tiny_embed_model, similarity_top_k=5) as retriever:

@@ -17,19 +17,6 @@ QUERY = "which tent is good for a camp trip ?"
 INSTRUCTIONS = ("focus on weight", "focus on durability", "")
 
 
-@pytest.fixture(params=["faiss", "qdrant"])
-def index_dir(request, tiny_embed_model, tiny_docs, tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for number, text in enumerate(tiny_docs):
-        (corpus / f"doc{number}.txt").write_text(text)
-    options = index_api.IndexOptions(
-        index_dir=tmp_path / "index", stores=index_api.StoreOptions(store=request.param), model_label="tiny"
-    )
-    index_api.Indexer(tiny_embed_model.encoder, options).run(corpus)
-    return tmp_path / "index"
-
-
 def ranking(nodes) -> list[tuple[str, float]]:
     return [(node.node.metadata["source"], round(node.score, 5)) for node in nodes]
 
