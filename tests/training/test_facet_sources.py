@@ -161,3 +161,16 @@ def test_the_command_writes_the_files_and_refuses_an_unknown_source(tmp_path):
     assert {path.name for path in out.glob("*.jsonl")} >= {"train.jsonl", "dev_factbook.jsonl"}
     result = CliRunner().invoke(app, ["build-facet-groups", "--data-root", str(root), "--source", "hotels"])
     assert result.exit_code == 2 and "hotels" in result.output
+
+
+def test_groups_naming_a_hand_written_dev_subject_are_dropped(tmp_path):
+    root = _data_root(tmp_path)
+    dev = tmp_path / "dev.jsonl"
+    passages = [{"id": f"d-p{n}", "facet": f"f{n}", "text": "x y z"} for n in range(2)]
+    dev.write_text(json.dumps({"group": "d", "domain": "software", "subject": "cmd7", "query": "cmd7?",
+                               "passages": passages,
+                               "instructions": [{"facet": f"f{n}", "text": "ask"} for n in range(2)]}) + "\n")  # fmt: skip
+    summary = build_facet_groups(tmp_path / "out", root, dev_fraction=0.0, dev_groups_path=dev, log=lambda _: None)
+    train = load_facet_groups(tmp_path / "out" / "train.jsonl")
+    assert summary.dropped_dev_names == 1
+    assert "manpages:cmd7.1" not in {g.subject for g in train} and "manpages:cmd8.1" in {g.subject for g in train}
