@@ -19,10 +19,12 @@ MAX_LINES = 500
 LAYERS: list[set[str]] = [
     # base utilities: no project imports beyond this layer
     {"errors", "paths", "choices", "instructions", "hashing", "net", "jsonl", "atomic", "progress", "facet_groups"},
+    # sentence encoders: training teachers, and the document tower of a two-tower encoder
+    {"teachers"},
     # the model: everything that builds and runs an InstEmbEncoder
     {"encoder"},
-    # what the model is trained with: loss functions, sentence-encoder teachers
-    {"losses", "teachers"},
+    # what the model is trained with: loss functions
+    {"losses"},
     # what uses the model: indexing and search, training, evaluation
     {"index", "training", "eval"},
     # the HTTP server over an index or an encoder

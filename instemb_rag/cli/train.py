@@ -218,6 +218,13 @@ def export_command(
         help="For a checkpoint with a projection head: the share (0-1) of its own pooled geometry "
         "the embedding keeps beside the head's (cosine = w * pooled + (1 - w) * head).",
     ),
+    document_tower: str | None = typer.Option(
+        None,
+        "--document-tower",
+        help="Make the copy two-tower: this sentence encoder (a teacher name such as minilm, or a "
+        "sentence-transformers folder) embeds documents, and the checkpoint's projection head, trained "
+        "into its space, embeds queries there. Use the teacher the run was trained against.",
+    ),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
     from ..encoder.checkpoint import export_checkpoint
@@ -233,6 +240,10 @@ def export_command(
         if value is not None
     }
     try:
+        if document_tower is not None:
+            from ..encoder.modules.document_tower import DocumentTower
+
+            options["document_tower"] = DocumentTower.load(document_tower).get_config_dict()
         export_checkpoint(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
         fail(exc)

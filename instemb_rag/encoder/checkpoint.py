@@ -82,6 +82,10 @@ class EncoderConfig(BaseModel):
     # embedding is then the head's output. None (no head) is left out of the fingerprint, so every
     # index built before heads existed keeps its fingerprint.
     projection: dict | None = None
+    # Two-tower mode (modules/document_tower.py): the sentence encoder that embeds documents, by
+    # name or folder and fingerprint; the projection head maps queries into its space. None
+    # (symmetric: the LLM embeds both) is left out of the fingerprint.
+    document_tower: dict | None = None
 
 
 # Fields that do not shape an embedding, so the encoder fingerprint leaves them out (recording
@@ -189,10 +193,11 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
     config = read_config(source)
     check_complete(source, config)
     head_input_weight = inference_options.pop("head_input_weight", None)
-    unknown = set(inference_options) - {"max_length", "pooling"}
+    unknown = set(inference_options) - {"max_length", "pooling", "document_tower"}
     if unknown:
         raise CheckpointError(
-            f"export_checkpoint can override max_length, pooling and head_input_weight, not {sorted(unknown)}."
+            f"export_checkpoint can override max_length, pooling, head_input_weight and document_tower, "
+            f"not {sorted(unknown)}."
         )
     if head_input_weight is not None:
         inference_options["projection"] = blended_projection(source, config, head_input_weight)
@@ -200,6 +205,8 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
         config = EncoderConfig.model_validate({**config.model_dump(), **inference_options})
     except ValidationError as exc:
         raise CheckpointError(f"Invalid override for {source}: {exc}") from exc
+    if config.document_tower:
+        check_two_tower_head(source, config)
 
     def fill(staging: Path) -> None:
         for name in ENCODER_FILES[1:]:
@@ -212,6 +219,18 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
 
     write_folder_atomically(target, fill)
     return target
+
+
+def check_two_tower_head(source: Path, config: EncoderConfig) -> None:
+    """A document tower needs an unblended head into its space (the query tower's output)."""
+    head = config.projection or {}
+    dimension = config.document_tower["dimension"]
+    if head.get("out_features") != dimension or head.get("input_weight"):
+        raise CheckpointError(
+            f"{source} cannot take document tower '{config.document_tower['encoder']}': its queries must land in "
+            f"that {dimension}-dimensional space, so it needs an unblended projection head with {dimension} "
+            f"outputs (it has {'none' if not head else head}). Train it with that sentence encoder as teacher."
+        )
 
 
 def blended_projection(source: Path, config: EncoderConfig, input_weight: float) -> dict:
@@ -280,6 +299,7 @@ class CheckpointParts:
     lookahead: Any  # models.lookahead.LookAheadTokens
     trained: list[str]  # the backbone tensors a later save writes
     projection: Any = None  # models.projection.Projection, when the checkpoint has a head
+    document_tower: Any = None  # modules.document_tower.DocumentTower, in two-tower mode
 
 
 def load_parts(
@@ -292,6 +312,7 @@ def load_parts(
     import); ``merge_lora=False`` leaves it out (training on from the checkpoint runs it live).
     """
     from . import backbone as backbone_lib
+    from .modules.document_tower import DocumentTower
     from .modules.lookahead import LookAheadTokens
     from .modules.lora import merge_adapter
     from .modules.projection import Projection
@@ -324,6 +345,11 @@ def load_parts(
         lookahead=lookahead,
         trained=trained,
         projection=Projection.load(folder, config.projection) if config.projection else None,
+        document_tower=(
+            DocumentTower.from_config(config.document_tower, device=device, checkpoint_folder=folder, where=str(folder))
+            if config.document_tower
+            else None
+        ),
     )
 
 

@@ -19,6 +19,7 @@ from . import backbone as backbone_lib
 from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
 from .device import default_dtype, resolve_device
+from .modules.document_tower import DocumentTower, refuse_document_instruction
 from .modules.forward import States, embed_inputs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .modules.pooling import Pooling
@@ -44,6 +45,7 @@ class InstEmbEncoder(nn.Module):
         trained_names: Sequence[str] = (),
         _quantize: bool = True,
         projection: Projection | None = None,
+        document_tower: DocumentTower | None = None,
     ):
         super().__init__()
         self.backbone = backbone
@@ -66,6 +68,15 @@ class InstEmbEncoder(nn.Module):
             raise InstEmbError(
                 f"The projection head expects {projection.in_features}-dimensional pooled states, but the "
                 f"backbone's hidden size is {backbone.model.config.hidden_size}: it belongs to another base model."
+            )
+        # Two towers: documents by a sentence encoder, queries by this LLM into its space (document_tower.py).
+        # Not a submodule: its weights are the sentence encoder's own, never trained or saved here.
+        self.__dict__["document_tower"] = document_tower
+        if document_tower is not None and (projection is None or projection.dimension != document_tower.dimension):
+            raise InstEmbError(
+                f"A two-tower encoder needs a projection head (unblended) into its document tower's "
+                f"{document_tower.dimension}-dimensional space; this one has "
+                f"{'none' if projection is None else f'a {projection.dimension}-dimensional output'}."
             )
         # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
@@ -126,6 +137,7 @@ class InstEmbEncoder(nn.Module):
             self.trained_names,
             _quantize=False,
             projection=self.projection,
+            document_tower=self.document_tower,
         )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
@@ -212,6 +224,43 @@ class InstEmbEncoder(nn.Module):
         """Width of the embeddings: the projection head's output where there is one."""
         return self.projection.dimension if self.projection is not None else self.hidden_size
 
+    @property
+    def is_two_tower(self) -> bool:
+        """Documents embedded by a sentence encoder (the document tower), queries by the LLM."""
+        return self.document_tower is not None
+
+    @property
+    def document_fingerprint(self) -> str:
+        """What decides document vectors: the document tower's fingerprint, else the whole encoder's.
+
+        An index keys its stored vectors on this: in two-tower mode a new query tower trained
+        into the same document space searches an existing index without re-embedding it.
+        """
+        return self.document_tower.fingerprint if self.document_tower is not None else self.fingerprint
+
+    def with_document_tower(self, document_tower: DocumentTower | None) -> InstEmbEncoder:
+        """This encoder with a document tower (two-tower) or without one (symmetric), weights shared.
+
+        A different document tower is a different encoder (its own fingerprint)."""
+        if self.precision != quantize.DEFAULT_PRECISION:
+            raise InstEmbError(
+                "with_document_tower is for fp32 encoders; load the checkpoint with its precision instead."
+            )
+        view = InstEmbEncoder(
+            self.backbone,
+            self.template,
+            self.lookahead,
+            self.settings,
+            self.training_info,
+            self.trained_names,
+            _quantize=False,
+            projection=self.projection,
+            document_tower=document_tower,
+        )
+        view.padding_side = self.padding_side
+        view.__dict__["adapter"] = self.adapter
+        return view
+
     def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
         """This encoder with another projection head (or none), sharing the backbone weights.
 
@@ -229,6 +278,7 @@ class InstEmbEncoder(nn.Module):
             self.trained_names,
             _quantize=False,
             projection=projection,
+            document_tower=self.document_tower,
         )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
@@ -250,6 +300,7 @@ class InstEmbEncoder(nn.Module):
             training=self.training_info,
             trained=list(self.trained_names),
             projection=self.projection.get_config_dict() if self.projection is not None else None,
+            document_tower=self.document_tower.get_config_dict() if self.document_tower is not None else None,
         )
 
     def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
@@ -275,6 +326,8 @@ class InstEmbEncoder(nn.Module):
         identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
         if identity.get("projection") is None:
             identity.pop("projection", None)  # fingerprints from before heads existed stay valid
+        if identity.get("document_tower") is None:
+            identity.pop("document_tower", None)  # likewise for symmetric encoders
         identity["inference_lookahead_length"] = self.lookahead_length
         identity.update(precision_fields)
         digest.update(json.dumps(identity, sort_keys=True).encode())
@@ -383,8 +436,18 @@ class InstEmbEncoder(nn.Module):
         return self.encode(queries, instructions, **kwargs)
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        """Documents are embedded once, under one optional instruction."""
-        return self.encode(documents, instruction, **kwargs)
+        """Documents are embedded once, under one optional instruction (symmetric mode), or by the
+        document tower with none (two-tower mode: an instruction is refused)."""
+        if self.document_tower is None:
+            return self.encode(documents, instruction, **kwargs)
+        refuse_document_instruction(instruction)
+        documents = list(documents)
+        for position, text in enumerate(documents):
+            if not isinstance(text, str):
+                raise InstEmbError(f"Text #{position} is {type(text).__name__}, not a string.")
+        return self.document_tower.encode(
+            documents, batch_size=kwargs.get("batch_size", 64), show_progress=kwargs.get("show_progress", False)
+        )
 
     def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
         """One text under K instructions [K, d]: the text's key/value cache is computed once.
@@ -434,6 +497,7 @@ def load_checkpoint(
         training_info=config.training,
         trained_names=parts.trained,
         projection=parts.projection,
+        document_tower=parts.document_tower,
     )
     return encoder.to(parts.backbone.model.device)
 

@@ -1,0 +1,116 @@
+"""DocumentTower: the document side of a two-tower encoder, a small sentence encoder.
+
+In two-tower mode documents never carry an instruction, so they need no LLM: a sentence encoder
+(all-MiniLM-L6-v2 by default, the ``minilm`` teacher) embeds them once, at a tenth of the cost,
+and the query tower (the InstEmb LLM with look-ahead tokens, DAAP and a projection head) embeds
+each query under its instruction *into that space*. Plain search then keeps the sentence
+encoder's quality, and the instruction lives where the LLM reads it.
+
+A saved module, like ``Projection``: the ``document_tower`` entry of ``instemb_config.json``
+
+    {"encoder": "minilm", "fingerprint": "<sha256 of its files>", "dimension": 384}
+
+references the sentence encoder by name (an installed teacher, teachers/registry.py) or by a
+folder path relative to the checkpoint, and by fingerprint: a checkpoint whose query tower was
+trained into one document space refuses to load over another (an index of its documents would
+be searched with queries aimed elsewhere).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ...errors import CheckpointError, FingerprintMismatchError, InstEmbError
+
+__all__ = ["DocumentTower", "checked_config", "refuse_document_instruction"]
+
+
+CONFIG_KEYS = ("encoder", "fingerprint", "dimension")
+
+
+def checked_config(raw: dict, where: str) -> dict:
+    """The ``document_tower`` config entry, checked: ``encoder``, ``fingerprint``, ``dimension``."""
+    if not isinstance(raw, dict) or set(raw) != set(CONFIG_KEYS):
+        raise CheckpointError(
+            f"{where}: document_tower must hold exactly {list(CONFIG_KEYS)}; found {raw!r}. The checkpoint is damaged."
+        )
+    if not isinstance(raw["dimension"], int) or raw["dimension"] < 1:
+        raise CheckpointError(f"{where}: document_tower.dimension must be a positive integer.")
+    return dict(raw)
+
+
+class DocumentTower:
+    """A loaded sentence encoder that embeds documents (L2-normalised float32), with its identity."""
+
+    def __init__(self, sentence_encoder, reference: str):
+        # sentence_encoder: a teachers.Teacher (name, folder, fingerprint, dimension, encode).
+        self.sentence_encoder = sentence_encoder
+        self.reference = reference  # as the config names it: a teacher name or a folder path
+
+    @property
+    def fingerprint(self) -> str:
+        return self.sentence_encoder.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.sentence_encoder.dimension
+
+    @property
+    def max_length(self) -> int:
+        """Tokens the sentence encoder reads of a document (the rest is cut, as its library does)."""
+        return int(self.sentence_encoder.model.max_seq_length)
+
+    @property
+    def name(self) -> str:
+        return self.sentence_encoder.name
+
+    def get_config_dict(self) -> dict:
+        return {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
+
+    def encode(self, documents: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        return self.sentence_encoder.encode(list(documents), batch_size=batch_size, show_progress=show_progress)
+
+    def tokens(self, text: str) -> int:
+        """How many tokens the sentence encoder's tokenizer makes of ``text`` (special tokens included)."""
+        return len(self.sentence_encoder.model.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    @classmethod
+    def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> DocumentTower:
+        """Load by teacher name (``minilm``) or folder; a relative folder is read from the checkpoint's."""
+        from ...teachers import load_teacher
+        from ...teachers.registry import TEACHERS
+
+        target: str | Path = reference
+        if reference not in TEACHERS and checkpoint_folder is not None and not Path(reference).is_absolute():
+            target = Path(checkpoint_folder) / reference
+        return cls(load_teacher(target, device=device), reference)
+
+    @classmethod
+    def from_config(
+        cls, config: dict, device: str = "cpu", checkpoint_folder: Path | None = None, where: str = "checkpoint"
+    ) -> DocumentTower:
+        config = checked_config(config, where)
+        tower = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder)
+        if tower.fingerprint != config["fingerprint"]:
+            raise FingerprintMismatchError(
+                f"{where} was trained to embed queries into the space of document tower "
+                f"'{config['encoder']}' with fingerprint {config['fingerprint'][:16]}, but the one found "
+                f"({tower.sentence_encoder.folder}) has fingerprint {tower.fingerprint[:16]}. Reinstall it "
+                f"(instemb-rag teachers install {config['encoder']}) or use a checkpoint trained on this one."
+            )
+        if tower.dimension != config["dimension"]:
+            raise CheckpointError(f"{where}: document tower dimension {tower.dimension} != {config['dimension']}.")
+        return tower
+
+
+def refuse_document_instruction(instruction: str | None) -> None:
+    """Two-tower documents are embedded by the sentence encoder, which reads no instruction."""
+    if instruction is not None and instruction.strip():
+        raise InstEmbError(
+            "This encoder is two-tower: documents are embedded by its document tower (a sentence encoder) "
+            f"with no instruction, so a document instruction ({instruction!r}) has no meaning. Put the "
+            "instruction on the query (encode_queries / --instruction) instead."
+        )
