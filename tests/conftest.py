@@ -29,6 +29,36 @@ def default_encoder():
     return InstEmbEncoder.from_pretrained(device="cpu")
 
 
+# The int8 kernels a test taking ``int8_kernel_kind`` runs with: this machine's own, then each
+# kind the code knows that can multiply (``none``, no quantized engine, is tested by its refusal).
+INT8_KERNEL_RUNS = ("host", "vnni", "arm", "int16-pairs")
+
+
+@pytest.fixture(params=INT8_KERNEL_RUNS)
+def int8_kernel_kind(request, monkeypatch) -> str:
+    """The int8 kernel kind the test runs with (its name is returned): "host" is this machine's
+    real one; the others monkeypatch the kernel probe (``cpu_flags.int8_kernel``), so the bit
+    widths, plan key and reports are that kind's while the host's kernel does the arithmetic. A kind
+    whose bit widths the host's kernel cannot multiply exactly (8-bit x 8-bit on an int16-pairs
+    kernel) is skipped: it would measure the host's saturation, not that kind. No test may assume
+    which kind the CI machine has."""
+    from instemb_rag.encoder import cpu_flags, quantize
+
+    monkeypatch.delenv(cpu_flags.FLAGS_ENV, raising=False)  # the real CPU, not a configured one
+    host = cpu_flags.int8_kernel()
+    if host == "none":
+        pytest.skip("this torch build has no quantized engine: no int8 kernel runs here")
+    kind = host if request.param == "host" else request.param
+    if quantize.saturates(*quantize.int8_bits(kind), host):
+        pytest.skip(
+            f"the {kind} kernel's bit widths {quantize.int8_bits(kind)} saturate this machine's {host} kernel; "
+            "a machine with VNNI or ARM runs this case"
+        )
+    if request.param != "host":
+        monkeypatch.setattr(cpu_flags, "int8_kernel", lambda: kind)
+    return kind
+
+
 @pytest.fixture()
 def shared_data_dir_or_skip() -> Path:
     """The development data root (../shared/data); skips where it is absent."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from typer.testing import CliRunner
 
 from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
-from instemb_rag.encoder import quantize, quantize_plan
+from instemb_rag.encoder import cpu_flags, quantize, quantize_plan
 from instemb_rag.errors import InstEmbError
 
 TEXTS = [
@@ -18,6 +20,8 @@ TEXTS = [
     "which backpack is good for a long trip ?",
 ]
 INSTRUCTIONS = [None, "focus on weight", "focus on durability"]
+# What each int8 kernel kind multiplies exactly: (weight bits, activation bits).
+BITS = {"vnni": (8, 8), "arm": (8, 8), "int16-pairs": (7, 8)}
 
 
 @pytest.fixture(autouse=True)
@@ -33,15 +37,18 @@ def load(tiny_model_dir, precision="fp32"):
 
 
 @pytest.fixture()
-def int8_encoder(tiny_model_dir):
+def int8_encoder(tiny_model_dir, int8_kernel_kind):
+    """The tiny model in int8, once with this machine's int8 kernel and once per kernel kind."""
     return load(tiny_model_dir, "int8")
 
 
-def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_encoder):
+def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_encoder, int8_kernel_kind):
     linears = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, torch.nn.Linear)]
     quantized = [m for m in int8_encoder.model.base_model.modules() if isinstance(m, quantize.Int8Linear)]
     report = int8_encoder.quantization_report
     assert report["linear_layers"] == 2 * 7  # q k v o gate up down, two layers
+    assert report["int8_kernel"] == int8_kernel_kind
+    assert all((m.weight_bits, m.activation_bits) == BITS[int8_kernel_kind] for m in quantized)
     assert len(quantized) == report["int8"] > 0 and len(linears) == 14 - report["int8"]
     assert report["calibration_cosine_min"] >= quantize.CALIBRATION_TARGET
     reference = tiny_encoder.encode_queries(TEXTS, INSTRUCTIONS)
@@ -51,12 +58,15 @@ def test_int8_replaces_every_decoder_linear_and_stays_close(tiny_encoder, int8_e
     assert not np.allclose(reference, low, atol=1e-6)  # it really ran the int8 kernels
 
 
-def test_int8_linear_scales_each_token_on_its_own():
+def test_int8_linear_scales_each_token_on_its_own(int8_kernel_kind):
     """One token with activations 1000x the others (a Llama's first token) must not cost the
-    other tokens their precision: each row is quantized with its own scale."""
+    other tokens their precision: each row is quantized with its own scale. The bit widths are
+    the kernel's own (issue 47: 8-bit weights, the former default, saturate a kernel without
+    VNNI, relative errors 0.12-0.23)."""
     torch.manual_seed(0)
     linear = torch.nn.Linear(64, 32)
     low = quantize.Int8Linear(linear)
+    assert (low.weight_bits, low.activation_bits) == BITS[int8_kernel_kind] == quantize.int8_bits()
     quiet = torch.randn(5, 64)
     loud = torch.randn(1, 64) * 1000
     with torch.inference_mode():
@@ -65,18 +75,79 @@ def test_int8_linear_scales_each_token_on_its_own():
         exact = linear(quiet)
     torch.testing.assert_close(beside_loud, alone, rtol=1e-5, atol=1e-5)  # the loud row changes nothing
     error = (alone - exact).norm(dim=1) / exact.norm(dim=1)
-    assert error.max() < 0.02, error  # int8 weights and activations: about 1 % relative error
+    assert error.max() < 0.02, error  # 8-bit (or 7-bit) weights, 8-bit activations: about 1 % relative error
     assert low(quiet[None]).shape == (1, 5, 32)  # any leading shape
 
 
-def test_bit_widths_follow_the_int8_kernel_and_are_in_the_fingerprint_fields(monkeypatch):
-    monkeypatch.setattr(quantize, "int8_kernel", lambda: "vnni")
+@pytest.mark.parametrize("kind", ["vnni", "arm", "int16-pairs"])
+def test_bit_widths_follow_the_int8_kernel_and_are_in_the_fingerprint_fields(monkeypatch, kind):
+    monkeypatch.setattr(cpu_flags, "int8_kernel", lambda: kind)
+    assert quantize.int8_bits() == quantize.int8_bits(kind) == BITS[kind]
+    assert not quantize.saturates(*BITS[kind])  # what is chosen never saturates the kernel it was chosen for
     fields = quantize.fingerprint_fields("int8")
     assert fields["activation_scale"] == "per_token" and fields["int8_recipe"] == quantize.RECIPE
-    assert fields["activation_bits"] == 8 and "weight_bits" not in fields  # the fields int8 indexes have had
-    monkeypatch.setattr(quantize, "int8_kernel", lambda: "int16-pairs")  # AVX2: no VNNI
-    without_vnni = quantize.fingerprint_fields("int8")
-    assert without_vnni["activation_bits"] == 8 and without_vnni["weight_bits"] == 7
+    assert fields["activation_bits"] == 8
+    if kind == "int16-pairs":  # AVX2, or AVX512 without VNNI
+        assert fields["weight_bits"] == 7
+    else:
+        assert "weight_bits" not in fields  # the fields int8 indexes have had
+
+
+def test_every_kernel_kind_the_probe_can_answer_is_covered():
+    assert set(cpu_flags.INT8_KERNELS) == set(BITS) | {"none"}
+    assert cpu_flags.int8_kernel() in cpu_flags.INT8_KERNELS
+
+
+@pytest.mark.parametrize(
+    ("kind", "bits", "saturating"),
+    [
+        ("int16-pairs", (8, 8), True),  # 255 x 127 x 2 = 64770 > 32767
+        ("int16-pairs", (7, 8), False),  # 255 x 63 x 2 = 32130
+        ("int16-pairs", (8, 7), False),  # 127 x 127 x 2 = 32258
+        ("vnni", (8, 8), False),  # int32 accumulation
+        ("arm", (8, 8), False),
+    ],
+)
+def test_asking_for_bits_the_kernel_cannot_multiply_warns_what_it_costs(monkeypatch, kind, bits, saturating):
+    monkeypatch.setattr(cpu_flags, "int8_kernel", lambda: kind)
+    linear = torch.nn.Linear(16, 4)
+    if saturating:
+        with pytest.warns(quantize.Int8SaturationWarning, match="saturates .* int8 kernel") as caught:
+            layer = quantize.Int8Linear(linear, *bits)
+        message = str(caught[0].message)
+        assert "64770 > 32767" in message and "relative errors of 0.12-0.23" in message
+        assert "int8_bits() = (7, 8)" in message
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", quantize.Int8SaturationWarning)
+            layer = quantize.Int8Linear(linear, *bits)
+    assert (layer.weight_bits, layer.activation_bits) == bits  # built as asked, either way
+
+
+def test_bit_widths_outside_the_int8_kernels_range_are_refused():
+    linear = torch.nn.Linear(16, 4)
+    with pytest.raises(InstEmbError, match="weight_bits=9, but int8 weights take 2 to 8 bits"):
+        quantize.Int8Linear(linear, weight_bits=9)
+    with pytest.raises(InstEmbError, match="activation_bits=6.*choose 7 or 8"):
+        quantize.Int8Linear(linear, activation_bits=6)
+
+
+def test_without_an_int8_kernel_int8_is_refused_and_fp32_still_loads(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(cpu_flags, "int8_kernel", lambda: "none")
+    with pytest.raises(InstEmbError, match="no quantized engine .*int8 kernel: none.*fp32"):
+        quantize.check_precision("int8", "cpu")
+    with pytest.raises(InstEmbError, match="no quantized engine"):
+        quantize.Int8Linear(torch.nn.Linear(16, 4))
+    with pytest.raises(InstEmbError, match="no quantized engine"):
+        load(tiny_model_dir, "int8")
+    assert load(tiny_model_dir).precision == "fp32"
+
+
+def test_the_probe_says_none_when_torch_has_no_quantized_engine(monkeypatch):
+    monkeypatch.setattr(torch._C, "_supported_qengines", lambda: [])  # what supported_engines reads
+    assert torch.backends.quantized.supported_engines == [] and cpu_flags.int8_kernel() == "none"
+    monkeypatch.setattr(torch._C, "_supported_qengines", lambda: [0])  # 0: torch's "none" engine
+    assert torch.backends.quantized.supported_engines == ["none"] and cpu_flags.int8_kernel() == "none"
 
 
 def test_guard_puts_layers_back_to_float_until_the_target_is_met(tiny_model_dir, tiny_encoder, monkeypatch):
@@ -121,7 +192,8 @@ def test_precision_is_part_of_the_fingerprint(tiny_model_dir, tiny_encoder, int8
     assert quantize.fingerprint_fields("fp32") == {}
 
 
-def test_int8_is_inference_only(int8_encoder, tmp_path):
+def test_int8_is_inference_only(tiny_model_dir, tmp_path):
+    int8_encoder = load(tiny_model_dir, "int8")
     with pytest.raises(InstEmbError, match="inference only.*cannot be trained"):
         int8_encoder.train()
     int8_encoder.eval()  # switching to eval mode is fine

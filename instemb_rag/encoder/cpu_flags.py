@@ -14,6 +14,9 @@ AVX512_E1_256) makes fbgemm use kernels below what the CPU offers, so it counts 
 benchmark can run the AVX2 kernels on a VNNI machine, and int8 then stays exact.
 ``INSTEMB_CPU_FLAGS`` (comma-separated) replaces the flags read from /proc/cpuinfo, to follow
 another CPU's path; it can only make the choice more careful when it names fewer flags.
+
+The int8 kernel kinds (``INT8_KERNELS``): ``vnni``, ``arm``, ``int16-pairs``, and ``none`` where
+this torch build has no quantized engine at all (int8 is then refused, see ``quantize``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ RELEVANT_FLAGS = (
 )
 # fbgemm's ISA names whose kernels use VNNI (the rest fall back to vpmaddubsw).
 FBGEMM_VNNI_ISAS = ("AVX512_E1", "AVX512_E1_256")
+# Every answer of ``int8_kernel()``.
+INT8_KERNELS = ("vnni", "arm", "int16-pairs", "none")
 
 
 def read_cpu_flags(overridable: bool = True) -> frozenset[str]:
@@ -69,9 +74,18 @@ def fbgemm_isa_override() -> str | None:
     return value.strip().upper() if value else None
 
 
+def has_quantized_engine() -> bool:
+    """Whether this torch build has an int8 engine (fbgemm / x86, oneDNN or qnnpack) for this CPU."""
+    import torch
+
+    return any(engine != "none" for engine in torch.backends.quantized.supported_engines)
+
+
 def int8_kernel() -> str:
     """Which int8 dot product runs: ``vnni`` (exact for 8-bit x 8-bit), ``int16-pairs``
-    (AVX2-style, saturating), or ``arm`` (qnnpack, exact)."""
+    (AVX2-style, saturating), ``arm`` (qnnpack, exact), or ``none`` (no quantized engine)."""
+    if not has_quantized_engine():
+        return "none"
     if is_arm():
         return "arm"
     override = fbgemm_isa_override()

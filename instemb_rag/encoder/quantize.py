@@ -53,8 +53,8 @@ from torch import nn
 
 from ..choices import Precision, values
 from ..errors import InstEmbError
-from . import quantize_plan
-from .cpu_flags import cpu_kind, int8_kernel
+from . import cpu_flags, quantize_plan
+from .cpu_flags import cpu_kind
 from .quantize_plan import Int8Plan
 
 PRECISIONS = values(Precision)
@@ -107,9 +107,39 @@ CALIBRATION = (
 )
 
 
-def int8_bits() -> tuple[int, int]:
-    """(weight bits, activation bits) the int8 kernel of this CPU multiplies without saturating."""
-    return (8, 8) if int8_kernel() in ("vnni", "arm") else (7, 8)
+# What an int16 holds: kernels without VNNI (``int16-pairs``) add two uint8 x int8 products in one.
+INT16_MAX = 32767
+NO_INT8_KERNEL = (
+    "This torch build has no quantized engine (fbgemm/onednn/qnnpack) for int8 on this CPU (int8 kernel: "
+    "none), so precision='int8' cannot run here. Leave the precision at fp32, or install a torch build "
+    "with one (PyTorch's x86 and ARM wheels have them)."
+)
+
+
+class Int8SaturationWarning(UserWarning):
+    """An ``Int8Linear`` was given bit widths that this CPU's int8 kernel cannot multiply exactly."""
+
+
+def int8_bits(kernel: str | None = None) -> tuple[int, int]:
+    """(weight bits, activation bits) the int8 kernel of this CPU (or ``kernel``, one of
+    ``cpu_flags.INT8_KERNELS``) multiplies without saturating."""
+    kernel = kernel or cpu_flags.int8_kernel()
+    if kernel == "none":
+        raise InstEmbError(NO_INT8_KERNEL)
+    return (8, 8) if kernel in ("vnni", "arm") else (7, 8)
+
+
+def int16_pair_sum(weight_bits: int, activation_bits: int) -> int:
+    """The largest sum of two products a kernel without VNNI forms: uint8 activations (0..255, or
+    0..127 reduced) times symmetric int8 weights (+-127 at 8 bits, +-63 at 7)."""
+    return 2 * (2**activation_bits - 1) * (2 ** (weight_bits - 1) - 1)
+
+
+def saturates(weight_bits: int, activation_bits: int, kernel: str | None = None) -> bool:
+    """Whether the int8 kernel of this CPU (or ``kernel``) saturates at these bit widths: only
+    ``int16-pairs`` can, where two products must fit an int16 (8-bit x 8-bit does not)."""
+    kernel = kernel or cpu_flags.int8_kernel()
+    return kernel == "int16-pairs" and int16_pair_sum(weight_bits, activation_bits) > INT16_MAX
 
 
 def activation_bits() -> int:
@@ -125,8 +155,8 @@ def check_precision(precision: str, device: torch.device | str | None = None) ->
             "precision='int8' (dynamic int8 quantization) runs on the CPU only; on a GPU the "
             "encoder already runs in bf16. Use --device cpu, or leave the precision at fp32."
         )
-    if precision == "int8" and not torch.backends.quantized.supported_engines:
-        raise InstEmbError("This torch build has no quantized engine (fbgemm/onednn/qnnpack) for int8.")
+    if precision == "int8" and cpu_flags.int8_kernel() == "none":
+        raise InstEmbError(NO_INT8_KERNEL)
     return precision
 
 
@@ -279,10 +309,37 @@ class Int8Linear(nn.Module):
     linear and the bias is added afterwards), and each token gets the full int8 range. Without
     it, the one token with massive activations (the first one, in a Llama) and any other text in
     the batch set the scale of every token.
+
+    The bit widths default to ``int8_bits()``, what this CPU's int8 kernel multiplies exactly
+    (8-bit weights with VNNI or on ARM, 7-bit ones elsewhere). Bit widths given that saturate the
+    kernel (8-bit weights and activations without VNNI) are built as asked, with an
+    ``Int8SaturationWarning`` that says what they cost.
     """
 
-    def __init__(self, linear: nn.Linear, weight_bits: int = 8, activation_bits: int = 8):
+    def __init__(self, linear: nn.Linear, weight_bits: int | None = None, activation_bits: int | None = None):
         super().__init__()
+        kernel = cpu_flags.int8_kernel()
+        default_weight_bits, default_activation_bits = int8_bits(kernel)  # refuses a CPU with no int8 kernel
+        weight_bits = default_weight_bits if weight_bits is None else weight_bits
+        activation_bits = default_activation_bits if activation_bits is None else activation_bits
+        if weight_bits not in range(2, 9):
+            raise InstEmbError(f"Int8Linear: weight_bits={weight_bits}, but int8 weights take 2 to 8 bits.")
+        if activation_bits not in (7, 8):
+            raise InstEmbError(
+                f"Int8Linear: activation_bits={activation_bits}, but the int8 kernel quantizes activations to "
+                "8 bits or, reduced, to 7: choose 7 or 8 (or leave it out)."
+            )
+        if saturates(weight_bits, activation_bits, kernel):
+            warnings.warn(
+                f"Int8Linear with {weight_bits}-bit weights and {activation_bits}-bit activations saturates this "
+                f"CPU's int8 kernel ({kernel}: without AVX512-VNNI fbgemm adds two uint8 x int8 products in a "
+                f"saturating int16, and {int16_pair_sum(weight_bits, activation_bits)} > {INT16_MAX}): its "
+                "outputs are wrong (on a random 64-input layer, relative errors of 0.12-0.23 where about 0.01 is "
+                "expected). Leave weight_bits and activation_bits out for this CPU's int8_bits() = "
+                f"{int8_bits(kernel)}, which fit.",
+                Int8SaturationWarning,
+                stacklevel=2,
+            )
         weight = linear.weight.detach().float()
         # 8 bits: [-127, 127]; 7 bits: [-63, 63], what kernels without VNNI multiply exactly.
         levels = 2 ** (weight_bits - 1) - 1
@@ -295,7 +352,7 @@ class Int8Linear(nn.Module):
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight_bits, self.reduce_range = weight_bits, activation_bits < 8
+        self.weight_bits, self.activation_bits, self.reduce_range = weight_bits, activation_bits, activation_bits < 8
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
