@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..instructions import normalize_instruction
 from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
@@ -114,8 +115,7 @@ class Index:
         if encoder is None:
             from ..encoder import InstEmbEncoder
 
-            reference = model or (None if manifest.encoder_reference == "default" else manifest.encoder_reference)
-            encoder = InstEmbEncoder.from_pretrained(reference, device=device)
+            encoder = InstEmbEncoder.from_pretrained(manifest.encoder_model(model), device=device)
         check_encoder(manifest, encoder.fingerprint, encoder.dimension, index_dir, label)
         stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
         catalog = Catalog.open(index_dir)
@@ -139,11 +139,9 @@ class Index:
     def encode_query(self, query: str, instruction: str | None = None) -> np.ndarray:
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("The query is empty: give the text to search for.")
-        if instruction is not None and not instruction.strip():
-            raise BadInputError("The instruction is empty: leave out --instruction or give one.")
         if self.encoder is None:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        return self.encoder.encode_queries([query], instruction)[0]
+        return self.encoder.encode_queries([query], normalize_instruction(instruction))[0]
 
     def search(
         self,
@@ -162,6 +160,7 @@ class Index:
         ``query_vector`` is the text's embedding when the caller has it already (the server)."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
+        instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
         hybrid, weight = check_hybrid(hybrid, hybrid_weight)
         if hybrid is not None and not isinstance(query, str):
             raise BadInputError(
