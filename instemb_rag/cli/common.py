@@ -17,11 +17,14 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from ..choices import Precision
+
+if TYPE_CHECKING:
+    from ..encoder import InstEmbEncoder
 
 
 class ExitCode(IntEnum):
@@ -118,7 +121,7 @@ def load_encoder(
     pooling: str | None = None,
     lookahead_length: int | None = None,
     untrained: bool = False,
-):
+) -> InstEmbEncoder:
     """The encoder, loaded at this precision; with int8, what runs is printed on stderr first.
 
     The one way a command loads an encoder (query, eval, ...). ``pooling`` and

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder.protocol import Encoder
 from ..instructions import normalize_instruction
 from . import fulltext
 from .catalog import Catalog
@@ -72,7 +73,12 @@ class Index:
     """
 
     def __init__(
-        self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None
+        self,
+        index_dir: Path,
+        manifest: Manifest,
+        catalog: Catalog,
+        encoder: Encoder | None = None,
+        stores: StoreOptions | None = None,
     ):
         self.index_dir = Path(index_dir)
         self.manifest = manifest
@@ -97,7 +103,7 @@ class Index:
     def open(
         cls,
         index_dir: str | Path = ".instemb",
-        encoder=None,
+        encoder: Encoder | None = None,
         model: str | None = None,
         qdrant_url: str | None = None,
         qdrant_api_key: str | None = None,
