@@ -1,6 +1,6 @@
 """What every `instemb-rag` command shares: the exit-code table, error reporting, --device.
 
-Exit codes (the same for every command; README.md "Exit codes"):
+Exit codes (the same for every command; docs/usage.md "Exit codes"):
 
     0  success
     1  unexpected failure (a bug: the traceback is shown)
