@@ -4,6 +4,14 @@
 encoder, the shared-prefix path, the MTEB adapter and the LlamaIndex integration all apply it,
 so "", whitespace and None mean the same everywhere.
 
+A blank instruction ("" or whitespace) means **no instruction** at every entry point, never an
+error: ``instemb-rag query --instruction ""``, ``/v1/search`` and ``/v1/embeddings`` with
+``"instruction": ""``, ``Index.search(text, " ")``, and the LlamaIndex embedding and retriever
+(where None means the model's ``query_instruction`` and "" means none) all embed the query as
+if no instruction were given. A caller that builds the instruction from a possibly empty field
+(a form, a shell variable) gets the plain query, which is what it asked for.
+tests/test_shared_rules.py checks that every entry point agrees.
+
 ``DEFAULT_QUERY_INSTRUCTION`` is the instruction a query is embedded under when its caller gives
 none: ``instemb-rag query`` without ``--instruction``, ``/v1/search`` and ``/v1/embeddings``
 without ``instruction``, and the LlamaIndex integration's ``query_instruction``. It is None (no
@@ -37,14 +45,26 @@ def normalize_instruction(instruction: str | None) -> str | None:
     return instruction if instruction.strip() else None
 
 
-def per_item_instructions(instructions: Instructions, count: int, field: str = "instructions") -> list[str | None]:
-    """One normalised instruction per text: from one string (or None) for all, or a list of ``count``."""
+def per_item_instructions(
+    instructions: Instructions,
+    count: int,
+    field: str = "instructions",
+    texts: str = "texts",
+    default: str | None = None,
+) -> list[str | None]:
+    """One normalised instruction per text: from one string (or None) for all, or a list of ``count``.
+
+    The one rule for "one instruction per text", used by the encoder, the server's
+    /v1/embeddings and the LlamaIndex integration. A None (the whole argument or an item) means
+    ``default`` (the caller's default instruction: None, or LlamaIndex's ``query_instruction``);
+    every result goes through ``normalize_instruction``. ``field`` and ``texts`` name the two
+    lists in the message a length mismatch raises."""
     if instructions is None or isinstance(instructions, str):
-        return [normalize_instruction(instructions)] * count
+        return [normalize_instruction(default if instructions is None else instructions)] * count
     instructions = list(instructions)
     if len(instructions) != count:
         raise InstEmbError(
-            f"Got {count} texts but {len(instructions)} {field}: give one instruction per text, "
+            f"Got {count} {texts} but {len(instructions)} {field}: give one instruction per text, "
             "a single string for all, or None."
         )
-    return [normalize_instruction(item) for item in instructions]
+    return [normalize_instruction(default if item is None else item) for item in instructions]

@@ -1,4 +1,4 @@
-"""One exit-code table for every command (instemb_rag/cli/common.py, README "Exit codes")."""
+"""One exit-code table for every command (instemb_rag/cli/common.py, docs/usage.md "Exit codes")."""
 
 from __future__ import annotations
 

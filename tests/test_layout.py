@@ -164,3 +164,18 @@ def test_no_package_file_is_over_500_lines():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name with a leading underscore is its module's own: what another module needs is made
+    public where it lives (e.g. instructions.per_item_instructions, not encoder.model's alias)."""
+    private = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("instemb_rag")):
+                private += [
+                    f"{path.relative_to(PACKAGE.parent)}: {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert private == []

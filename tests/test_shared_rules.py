@@ -26,6 +26,83 @@ def test_no_instruction_means_none_empty_or_whitespace():
         normalize_instruction(3)
 
 
+@pytest.fixture(scope="module")
+def tiny_index(tiny_model_dir, tmp_path_factory):
+    """An index of three short files built by `instemb-rag index` with the tiny model."""
+    from helpers import index_cli_args
+
+    root = tmp_path_factory.mktemp("blank")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in (
+        ("tent.md", "this tent is light and packed size is compact ."),
+        ("stove.txt", "the stove is heavy but the burner is durable ."),
+        ("pack.txt", "the backpack frame and strap are good for a long trip ."),
+    ):
+        (docs / name).write_text(text)
+    result = CliRunner().invoke(app, index_cli_args(docs, root / "index", tiny_model_dir))
+    assert result.exit_code == 0, result.output
+    return root / "index"
+
+
+@pytest.mark.parametrize("blank", ["", "  \t "])
+def test_a_blank_instruction_means_no_instruction_at_every_entry_point(blank, tiny_index, tiny_model_dir):
+    """The same blank instruction through the CLI, the server, Index.search and LlamaIndex: each
+    ranks (and embeds) the query exactly as with no instruction (instructions.py says why)."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("llama_index.embeddings.instemb")
+    from fastapi.testclient import TestClient
+
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.index import Index
+    from instemb_rag.serve import ServeOptions, ServerState, create_app
+    from llama_index.embeddings.instemb import InstEmbEmbedding, InstEmbRetriever
+
+    query = "which tent is light ?"
+
+    def ranking(hits) -> list[tuple[str, float]]:
+        return [(source, round(float(score), 4)) for source, score in hits]
+
+    def cli_hits(*instruction: str) -> list[tuple[str, float]]:
+        arguments = ["query", query, *instruction, "--json", "--index-dir", str(tiny_index), "--device", "cpu"]
+        result = CliRunner().invoke(app, arguments)
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.stdout)
+        assert document["instruction"] is None
+        return ranking((hit["source"], hit["score"]) for hit in document["hits"])
+
+    # the command line
+    plain = cli_hits()
+    assert len(plain) == 3 and cli_hits("--instruction", blank) == plain
+
+    # Index.search, dense and hybrid
+    encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu")
+    bare_vector = encoder.encode_queries([query])[0]
+    with Index.open(tiny_index, encoder=encoder) as index:
+        assert ranking((hit.source, hit.score) for hit in index.search(query, blank, k=3)) == plain
+        hybrid = [(hit.source, hit.score) for hit in index.search(query, None, k=3, hybrid="rrf")]
+        assert [(hit.source, hit.score) for hit in index.search(query, blank, k=3, hybrid="rrf")] == hybrid
+
+    # the server: /v1/search and /v1/embeddings
+    state = ServerState.open(ServeOptions(), index_dir=tiny_index, device="cpu")
+    with TestClient(create_app(state)) as client:
+        response = client.post("/v1/search", json={"query": query, "instruction": blank, "k": 3})
+        assert response.status_code == 200, response.text
+        assert response.json()["instruction"] is None
+        assert ranking((hit["source"], hit["score"]) for hit in response.json()["hits"]) == plain
+        response = client.post("/v1/embeddings", json={"input": [query, query], "instruction": [blank, None]})
+        assert response.status_code == 200, response.text
+        for item in response.json()["data"]:
+            np.testing.assert_allclose(item["embedding"], bare_vector, atol=1e-5)
+
+    # LlamaIndex: a blank instruction is none, not the model's default query_instruction
+    embed_model = InstEmbEmbedding.from_encoder(encoder, query_instruction="focus on weight")
+    np.testing.assert_allclose(embed_model.get_query_embedding_for(query, blank), bare_vector, atol=1e-5)
+    with InstEmbRetriever.from_instemb_index(tiny_index, embed_model=embed_model, similarity_top_k=3) as retriever:
+        nodes = retriever.retrieve(query, instruction=blank)
+    assert ranking((node.metadata["source"], node.score) for node in nodes) == plain
+
+
 def test_encoder_and_shared_prefix_path_apply_the_same_rule(tiny_encoder):
     texts = ["the tent is durable", "the stove is light"]
     plain = tiny_encoder.encode_queries(texts, None)

@@ -1,6 +1,6 @@
 """What every `instemb-rag` command shares: the exit-code table, error reporting, --device.
 
-Exit codes (the same for every command; README.md "Exit codes"):
+Exit codes (the same for every command; docs/usage.md "Exit codes"):
 
     0  success
     1  unexpected failure (a bug: the traceback is shown)
@@ -17,11 +17,14 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from ..choices import Precision
+
+if TYPE_CHECKING:
+    from ..encoder import InstEmbEncoder
 
 
 class ExitCode(IntEnum):
@@ -115,15 +118,37 @@ def load_encoder(
     precision: Precision | str = Precision.fp32,
     compile: bool = False,
     strict_precision: bool = False,
-):
-    """The encoder, loaded at this precision; with int8, what runs is printed on stderr first."""
+    pooling: str | None = None,
+    lookahead_length: int | None = None,
+    untrained: bool = False,
+) -> InstEmbEncoder:
+    """The encoder, loaded at this precision; with int8, what runs is printed on stderr first.
+
+    The one way a command loads an encoder (query, eval, ...). ``pooling`` and
+    ``lookahead_length`` override the checkpoint's (None: its own); ``untrained`` builds fresh
+    look-ahead tokens over the backbone ``model`` (eval --untrained: 8 tokens, DAAP pooling)."""
     import time
 
     from ..encoder import InstEmbEncoder
 
     started = time.perf_counter()
     with int8_warnings_reported_here():
-        encoder = InstEmbEncoder.from_pretrained(model, device=device, precision=Precision(precision).value)
+        if untrained:
+            encoder = InstEmbEncoder.from_backbone(
+                model,
+                lookahead_length=8 if lookahead_length is None else lookahead_length,
+                pooling=pooling or "daap",
+                device=device,
+                precision=Precision(precision).value,
+            )
+        else:
+            encoder = InstEmbEncoder.from_pretrained(
+                model,
+                device=device,
+                pooling=pooling,
+                lookahead_length=lookahead_length,
+                precision=Precision(precision).value,
+            )
     report_precision(encoder, strict_precision, time.perf_counter() - started)
     if compile:
         from ..encoder.fast.compiled import compile_encoder

@@ -11,9 +11,8 @@ from .common import (
     compile_option,
     device_option,
     fail,
-    int8_warnings_reported_here,
+    load_encoder,
     precision_option,
-    report_precision,
     say,
     strict_precision_option,
 )
@@ -106,12 +105,9 @@ def eval_command(
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Evaluate an encoder; prints a table and writes JSON. Use small limits on CPU."""
-    import time
-
     from rich.console import Console
     from rich.text import Text
 
-    from ..encoder import InstEmbEncoder
     from ..errors import InstEmbError
     from ..eval import evaluate, write_results_json
     from ..eval.report import results_table
@@ -132,29 +128,9 @@ def eval_command(
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
-        started = time.perf_counter()
-        with int8_warnings_reported_here():
-            if untrained:
-                encoder = InstEmbEncoder.from_backbone(
-                    model,
-                    lookahead_length=8 if lookahead is None else lookahead,
-                    pooling=pooling or "daap",
-                    device=device,
-                    precision=Precision(precision).value,
-                )
-            else:
-                encoder = InstEmbEncoder.from_pretrained(
-                    model,
-                    device=device,
-                    pooling=pooling,
-                    lookahead_length=lookahead,
-                    precision=Precision(precision).value,
-                )
-        report_precision(encoder, strict_precision, time.perf_counter() - started)
-        if compile:
-            from ..encoder.fast.compiled import compile_encoder
-
-            compile_encoder(encoder)
+        encoder = load_encoder(
+            model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
+        )
         results, extra = [], {}
         for task in task_names:
             console.print(Text(f"{task} …", style="bold"))

@@ -40,7 +40,7 @@ class HybridOptionalValueCommand(TyperCommand):
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
     instruction: str | None = typer.Option(
-        None, "--instruction", "-i", help="How to judge relevance, e.g. 'focus on packed weight'."
+        None, "--instruction", "-i", help="How to judge relevance, e.g. 'focus on packed weight'; empty = none."
     ),
     k: int = typer.Option(5, "-k", "--top-k", min=1, help="Number of results."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="The index folder."),
@@ -75,22 +75,20 @@ def query_command(
     from ..index import BadInputError, Index, parse_filters
     from ..index.display import hits_table
     from ..index.manifest import model_label
+    from ..instructions import normalize_instruction
 
     console = Console(stderr=as_json)
     try:
         if not text.strip():
             raise BadInputError('The query is empty: give the text to search for, e.g. instemb-rag query "light tent".')
-        if instruction is not None and not instruction.strip():
-            raise BadInputError("--instruction is empty: leave it out or give an instruction.")
+        instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
         parsed = parse_filters(filters)
         encoder = None
         if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
             from ..index.manifest import read_manifest
 
             manifest = read_manifest(index_dir)
-            reference = model or (
-                None if manifest is None or manifest.encoder_reference == "default" else manifest.encoder_reference
-            )
+            reference = model if manifest is None else manifest.encoder_model(model)
             encoder = load_encoder(reference, device, precision, compile, strict_precision)
         index = Index.open(
             index_dir,

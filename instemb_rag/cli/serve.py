@@ -126,7 +126,7 @@ def serve_command(
 
 def served_model_id(model: str | None, index) -> str:
     """instemb-default for the shipped default, else the model folder's name."""
-    reference = model or (index.manifest.encoder_reference if index is not None else None)
+    reference = index.manifest.encoder_model(model) if index is not None else model
     if reference in (None, "default"):
         return DEFAULT_MODEL_ID
     return Path(reference).name or str(reference)

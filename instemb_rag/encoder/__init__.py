@@ -3,6 +3,7 @@
     model.py       InstEmbEncoder (from_pretrained, encode_queries / encode_documents, save)
     checkpoint.py  the checkpoint format: its one reader (returns parts) and one writer
     backbone.py    the base model: the shipped GGUF converted once, any HF folder, fingerprints
+    protocol.py    Encoder, LocalEncoder, ForwardEncoder: what code outside encoder/ may call
     settings.py    EncoderSettings (pooling, inference L, max_length, precision)
     quantize.py    precision="int8" (quantize_plan.py: which layers; cpu_flags.py: which kernel)
     device.py      where and in which dtype it runs

@@ -37,7 +37,7 @@ LITTLE_INT8_SHARE = 0.5
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 GROUP_KEY = re.compile(r"^\d+\.(qkv|o|gate_up|down)$")
 
-# What int8 gives, measured (README.md "Faster on a CPU"; benchmarks/README.md "int8 by CPU kind").
+# What int8 gives, measured (docs/performance.md "Faster on a CPU"; benchmarks/README.md "int8 by CPU kind").
 INT8_ON_VNNI = (
     "with AVX512-VNNI the default model runs 205 of its 210 linear layers in int8, 1.5x fp32 on documents "
     "and 1.9x on a query"

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ..atomic import write_atomically, write_text_atomically
+from ..encoder.protocol import Encoder
 from ..paths import instemb_home
 
 CACHE_FOLDER = "eval_embeddings"
@@ -65,7 +66,7 @@ class EmbeddingCache:
 
 
 def embed_corpus(
-    encoder,
+    encoder: Encoder,
     doc_ids: Sequence[str],
     texts: Sequence[str],
     instruction: str | None = None,

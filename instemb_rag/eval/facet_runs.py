@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder.protocol import Encoder
 from ..facet_groups import FacetGroup, checkout_root
 from .bootstrap import paired_gain
 from .facet_groups import ASK_METRICS, GROUP_METRICS, FacetGroupScores, PoolLayout, dense_scores, score_matrix
@@ -34,7 +35,7 @@ class Ranker:
 
 
 def instemb_ranker(
-    encoder, label: str | None = None, batch_size: int = 16, show_progress: bool = False, hybrid=None
+    encoder: Encoder, label: str | None = None, batch_size: int = 16, show_progress: bool = False, hybrid=None
 ) -> Ranker:
     """An InstEmb encoder: the query under its instruction, passages with no instruction; with
     ``hybrid`` (eval/hybrid.py HybridSettings) its scores fused with the full-text ranking."""

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..encoder.protocol import LocalEncoder
 from ..instructions import normalize_instruction
 from .data import document_text
 
@@ -47,7 +48,7 @@ class MTEBInstEmb:
 
     def __init__(
         self,
-        encoder,
+        encoder: LocalEncoder,
         default_query_instruction: str | None = None,
         query_instructions: Mapping[str, str] | None = None,
         batch_size: int = 16,

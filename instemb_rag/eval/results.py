@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..atomic import write_text_atomically
+from ..encoder.protocol import Encoder
 
 RESULT_FORMAT_VERSION = 1
 
@@ -63,7 +64,7 @@ def item_clusters(item_ids: dict[str, list[str]]) -> dict[str, list[str]]:
     return {metric: [item_cluster(item) for item in ids] for metric, ids in item_ids.items()}
 
 
-def encoder_description(encoder, label: str | None = None) -> dict:
+def encoder_description(encoder: Encoder, label: str | None = None) -> dict:
     """Identity of the encoder behind a result; any object with the encoder contract works."""
     pooling = getattr(getattr(encoder, "pooling", None), "mode", None)
     lookahead = getattr(encoder, "lookahead_length", None)

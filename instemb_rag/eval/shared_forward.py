@@ -5,9 +5,8 @@ causal attention the states at ``x`` and at the first ``l`` look-ahead slots do 
 the slots after them, so one pass with the full ``L`` holds every variant with ``l <= L``:
 pooling with ``l`` look-ahead tokens is pooling the same states under a mask that ends at slot
 ``l``. :class:`SharedForward` runs that pass once per (text, instruction) and keeps every
-variant's vector; :meth:`SharedForward.view` returns an object with the encoder contract that
-``evaluate`` needs (``encode_queries``, ``encode_documents``, ``fingerprint``, ``dimension``),
-so an ablation over nine variants costs one embedding pass instead of nine.
+variant's vector; :meth:`SharedForward.view` returns an ``Encoder`` (encoder/protocol.py), what
+``evaluate`` needs, so an ablation over nine variants costs one embedding pass instead of nine.
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ import numpy as np
 import torch
 
 from ..encoder.modules.pooling import Pooling
+from ..encoder.protocol import ForwardEncoder
+from ..instructions import per_item_instructions
 
 Variant = tuple[str, int]  # (pooling mode, look-ahead length at inference)
 
@@ -39,7 +40,7 @@ def truncate_lookahead_mask(attention_mask: torch.Tensor, full_length: int, keep
 class SharedForward:
     """One encoder, many pooled variants, one forward pass per distinct (text, instruction)."""
 
-    def __init__(self, encoder, variants: Sequence[Variant]):
+    def __init__(self, encoder: ForwardEncoder, variants: Sequence[Variant]):
         self.encoder = encoder
         self.variants = list(dict.fromkeys(variants))
         self.full_length = encoder.lookahead_length
@@ -112,11 +113,13 @@ class VariantView:
     def dimension(self) -> int:
         return self.shared.encoder.dimension
 
-    def encode(self, texts: Sequence[str], instructions=None, batch_size: int = 16, **_ignored) -> np.ndarray:
-        from ..encoder.model import _per_item_instructions
+    @property
+    def document_fingerprint(self) -> str:
+        return self.fingerprint  # documents and queries: the same variant
 
+    def encode(self, texts: Sequence[str], instructions=None, batch_size: int = 16, **_ignored) -> np.ndarray:
         texts = list(texts)
-        per_item = _per_item_instructions(instructions, len(texts))
+        per_item = per_item_instructions(instructions, len(texts))
         return np.ascontiguousarray(self.shared.vectors(texts, per_item, batch_size)[:, self.index])
 
     def encode_queries(self, queries: Sequence[str], instructions=None, **kwargs) -> np.ndarray:

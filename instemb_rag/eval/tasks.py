@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder.protocol import Encoder
 from ..instructions import normalize_instruction
 from . import metrics as metric_lib
 from .bootstrap import bootstrap_interval, intervals_for
@@ -188,7 +189,7 @@ def resolve_task(task_name: str, data_root: str | Path | None = None) -> tuple[T
 
 
 def evaluate(
-    encoder,
+    encoder: Encoder,
     task_name: str,
     max_queries: int | None = None,
     max_docs: int | None = None,
@@ -289,7 +290,7 @@ def evaluate(
 
 @dataclass
 class _RunContext:
-    encoder: object
+    encoder: Encoder
     cache: EmbeddingCache | None
     batch_size: int
     show_progress: bool

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder.protocol import LocalEncoder
 from .catalog import Catalog
 from .crash import crash_point
 from .documents import ChunkSplitter, Skipped, content_hash, discover
@@ -42,7 +43,7 @@ class NullProgress:
 
 
 class Indexer:
-    def __init__(self, encoder, options: IndexOptions):
+    def __init__(self, encoder: LocalEncoder, options: IndexOptions):
         self.encoder = encoder
         self.options = options
         self.index_dir = Path(options.index_dir)
@@ -208,7 +209,7 @@ class Indexer:
 class LocalEmbedding:
     """Embedding in this process: split every file, then embed ``EMBED_GROUP_CHUNKS`` chunks at a time."""
 
-    def __init__(self, encoder, options: IndexOptions):
+    def __init__(self, encoder: LocalEncoder, options: IndexOptions):
         self.encoder = encoder
         self.options = options
 

@@ -42,6 +42,15 @@ class Manifest(BaseModel):
     chunk_overlap: int
     document_instruction: str | None = None
 
+    def encoder_model(self, override: str | None = None) -> str | None:
+        """The encoder this index names, as ``InstEmbEncoder.from_pretrained`` takes it: ``override``
+        (a --model the caller gave) when given, else the recorded --model path, or None for the
+        shipped default (recorded as "default"). The one rule for the index's encoder: search,
+        ``query``, ``serve`` and the LlamaIndex retriever all ask here."""
+        if override:
+            return override
+        return None if self.encoder_reference == "default" else self.encoder_reference
+
 
 def manifest_path(index_dir: Path) -> Path:
     return Path(index_dir) / MANIFEST_FILE

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..encoder.protocol import LocalEncoder
 from ..errors import FingerprintMismatchError
 from ..net import unreachable_reason
 from .catalog import Catalog, content_chunk_id
@@ -275,7 +276,7 @@ class WorkerWrittenStore:
 class RayEmbedding:
     """The indexer's embedding step on a Ray cluster (see the module docstring)."""
 
-    def __init__(self, encoder, options: IndexOptions):
+    def __init__(self, encoder: LocalEncoder, options: IndexOptions):
         self.encoder = encoder
         self.options = options
         self.ray_options: RayOptions = options.ray

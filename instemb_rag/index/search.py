@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder.protocol import Encoder
+from ..instructions import normalize_instruction
 from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
@@ -71,7 +73,12 @@ class Index:
     """
 
     def __init__(
-        self, index_dir: Path, manifest: Manifest, catalog: Catalog, encoder=None, stores: StoreOptions | None = None
+        self,
+        index_dir: Path,
+        manifest: Manifest,
+        catalog: Catalog,
+        encoder: Encoder | None = None,
+        stores: StoreOptions | None = None,
     ):
         self.index_dir = Path(index_dir)
         self.manifest = manifest
@@ -96,7 +103,7 @@ class Index:
     def open(
         cls,
         index_dir: str | Path = ".instemb",
-        encoder=None,
+        encoder: Encoder | None = None,
         model: str | None = None,
         qdrant_url: str | None = None,
         qdrant_api_key: str | None = None,
@@ -114,8 +121,7 @@ class Index:
         if encoder is None:
             from ..encoder import InstEmbEncoder
 
-            reference = model or (None if manifest.encoder_reference == "default" else manifest.encoder_reference)
-            encoder = InstEmbEncoder.from_pretrained(reference, device=device)
+            encoder = InstEmbEncoder.from_pretrained(manifest.encoder_model(model), device=device)
         check_encoder(manifest, encoder.fingerprint, encoder.dimension, index_dir, label)
         stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
         catalog = Catalog.open(index_dir)
@@ -139,11 +145,9 @@ class Index:
     def encode_query(self, query: str, instruction: str | None = None) -> np.ndarray:
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("The query is empty: give the text to search for.")
-        if instruction is not None and not instruction.strip():
-            raise BadInputError("The instruction is empty: leave out --instruction or give one.")
         if self.encoder is None:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        return self.encoder.encode_queries([query], instruction)[0]
+        return self.encoder.encode_queries([query], normalize_instruction(instruction))[0]
 
     def search(
         self,
@@ -162,6 +166,7 @@ class Index:
         ``query_vector`` is the text's embedding when the caller has it already (the server)."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
+        instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
         hybrid, weight = check_hybrid(hybrid, hybrid_weight)
         if hybrid is not None and not isinstance(query, str):
             raise BadInputError(

@@ -20,6 +20,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from ..encoder.protocol import LocalEncoder
+
 Kind = Literal["query", "document"]
 
 
@@ -75,7 +77,7 @@ def _resolve(future: asyncio.Future, value=None, error: BaseException | None = N
 class DynamicBatcher:
     """One worker thread, one encoder, one bounded queue of jobs."""
 
-    def __init__(self, encoder, options: BatchingOptions | None = None):
+    def __init__(self, encoder: LocalEncoder, options: BatchingOptions | None = None):
         self.encoder = encoder
         self.options = options or BatchingOptions()
         self._jobs: deque[_Job] = deque()

@@ -24,6 +24,7 @@ from ..errors import InstEmbError
 from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
 from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
+from ..instructions import normalize_instruction, per_item_instructions
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
 from .schemas import (
@@ -132,13 +133,14 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
             code="no_index",
         )
     check_search(body, options)
-    result = await encode(state, [body.query], [body.instruction], "query")
+    instruction = normalize_instruction(body.instruction)  # "" and whitespace: no instruction, as everywhere
+    result = await encode(state, [body.query], [instruction], "query")
     try:
         hits = await state.on_index_thread(
             functools.partial(
                 state.index.search,
                 body.query,
-                body.instruction,
+                instruction,
                 body.k,
                 body.filter or None,
                 hybrid=body.hybrid,
@@ -154,7 +156,7 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
         raise APIError(409, str(error), type="invalid_request_error", code="index_needs_migration") from None
     except InstEmbError as error:
         raise APIError(500, str(error), type="server_error") from None
-    document = {"query": body.query, "instruction": body.instruction, "hits": [hit.to_dict() for hit in hits]}
+    document = {"query": body.query, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
     if body.hybrid is not None:
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
     return JSONResponse(document)
@@ -273,17 +275,12 @@ def input_texts(value: Any, options: ServeOptions) -> list[str]:
 
 
 def per_input_instructions(value: Any, count: int, options: ServeOptions) -> list[str | None]:
-    """One instruction per input: a single string applies to all; null or '' means none."""
-    if value is None or isinstance(value, str):
-        instructions = [value or None] * count
-    else:
-        if len(value) != count:
-            raise bad_request(
-                f"instruction is a list of {len(value)}, but input has {count} items: give one "
-                "instruction per input, a single string for all, or leave it out.",
-                param="instruction",
-            )
-        instructions = [item or None for item in value]
+    """One instruction per input (instructions.per_item_instructions): a single string applies to
+    all; null, "" or whitespace means none."""
+    try:
+        instructions = per_item_instructions(value, count, field="instruction", texts="inputs")
+    except InstEmbError as error:
+        raise bad_request(str(error), param="instruction") from None
     for position, instruction in enumerate(instructions):
         if instruction is not None and len(instruction) > options.max_chars:
             raise too_large(
@@ -297,8 +294,6 @@ def per_input_instructions(value: Any, count: int, options: ServeOptions) -> lis
 def check_search(body: SearchRequest, options: ServeOptions) -> None:
     if not body.query.strip():
         raise bad_request("query is empty: give the text to search for.", param="query")
-    if body.instruction is not None and not body.instruction.strip():
-        raise bad_request("instruction is empty: leave it out (or null) or give an instruction.", param="instruction")
     for name, text in (("query", body.query), ("instruction", body.instruction or "")):
         if len(text) > options.max_chars:
             raise too_large(

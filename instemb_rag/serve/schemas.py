@@ -67,7 +67,7 @@ class EmbeddingRequest(BaseModel):
     dimensions: int | None = Field(None, description="Must equal the model's dimension if given (no truncation).")
     user: str | None = Field(None, description="Accepted for compatibility; unused.")
     instruction: str | list[str | None] | None = Field(
-        None, description="One instruction for every input, or one per input (null/'' = none)."
+        None, description="One instruction for every input, or one per input (null, '' or whitespace = none)."
     )
     input_type: Literal["query", "document"] = Field(
         "query",
@@ -116,7 +116,7 @@ class SearchRequest(BaseModel):
     )
 
     query: str = Field(..., description="What to search for.")
-    instruction: str | None = Field(None, description="How to judge relevance; null = none.")
+    instruction: str | None = Field(None, description="How to judge relevance; null, '' or whitespace = none.")
     k: int = Field(5, description="Number of hits (1 to --max-k).")
     filter: dict[str, str] | None = Field(
         None, description='Metadata filter, e.g. {"source": "tents/*.md"} (glob); every key must hold.'

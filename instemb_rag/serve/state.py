@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..encoder.protocol import LocalEncoder
 from .batching import BatchingOptions, DynamicBatcher
 
 __all__ = ["ServeOptions", "ServerState"]
@@ -31,7 +32,9 @@ class ServeOptions:
 class ServerState:
     """What the endpoints share: the encoder's batcher, the optional index and its thread."""
 
-    def __init__(self, encoder, options: ServeOptions, index=None, index_thread: ThreadPoolExecutor | None = None):
+    def __init__(
+        self, encoder: LocalEncoder, options: ServeOptions, index=None, index_thread: ThreadPoolExecutor | None = None
+    ):
         self.encoder = encoder
         self.options = options
         self.index = index

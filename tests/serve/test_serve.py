@@ -207,7 +207,7 @@ def test_api_key_is_required_when_set(server):
         ({"input": ["tent", {"a": 1}]}, 400, ["input[1] is dict"]),
         ({}, 400, ["input", "Field required"]),
         ({"input": ["tent"], "encoding_format": "int8"}, 400, ["encoding_format"]),
-        ({"input": ["a", "b"], "instruction": ["one"]}, 400, ["instruction is a list of 1", "2 items"]),
+        ({"input": ["a", "b"], "instruction": ["one"]}, 400, ["2 inputs but 1 instruction"]),
         ({"input": ["tent"], "dimensions": 32}, 400, ["dimensions=32", "64"]),
         ({"input": ["tent"], "input_type": "passage"}, 400, ["input_type"]),
         ({"input": ["tent"], "model": "text-embedding-3-small"}, 404, ["not served here", "GET /v1/models"]),
@@ -224,7 +224,6 @@ def test_bad_embedding_requests_get_openai_errors(client, body, status, words):
     ("body", "status", "words"),
     [
         ({"query": " "}, 400, ["query is empty"]),
-        ({"query": "tent", "instruction": ""}, 400, ["instruction is empty"]),
         ({"query": "tent", "k": 0}, 400, ["k=0", "between 1 and 10"]),
         ({"query": "tent", "k": 11}, 400, ["k=11"]),
         ({"query": "tent", "filter": {"author": "x"}}, 400, ["filter key 'author' is unknown", "source"]),

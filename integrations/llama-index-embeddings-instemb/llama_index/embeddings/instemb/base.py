@@ -35,7 +35,11 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding, mean
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 from instemb_rag.errors import InstEmbError
-from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction  # torch-free
+from instemb_rag.instructions import (  # torch-free
+    DEFAULT_QUERY_INSTRUCTION,
+    normalize_instruction,
+    per_item_instructions,
+)
 
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
@@ -321,15 +325,8 @@ class InstEmbEmbedding(BaseEmbedding):
     def _per_query_instructions(
         self, queries: list[str], instructions: str | None | Sequence[str | None]
     ) -> list[str | None]:
-        if instructions is None or isinstance(instructions, str):
-            return [self.resolve_instruction(instructions)] * len(queries)
-        instructions = list(instructions)
-        if len(instructions) != len(queries):
-            raise InstEmbError(
-                f"Got {len(queries)} queries but {len(instructions)} instructions: give one "
-                "instruction per query, a single string for all, or None for query_instruction."
-            )
-        return [self.resolve_instruction(instruction) for instruction in instructions]
+        """One instruction per query (instemb_rag's one rule); None means ``query_instruction``."""
+        return per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
 
     def _embed_queries(self, queries: list[str], instructions: list[str | None]) -> list[Embedding]:
         """The cache, then one encoder call for what it lacks (no events: callers report)."""

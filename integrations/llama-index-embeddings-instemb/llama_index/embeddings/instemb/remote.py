@@ -102,6 +102,11 @@ class RemoteEncoder:
         return self.embed(documents, [instruction or None] * len(documents), "document", batch_size)
 
     @property
+    def document_fingerprint(self) -> str:
+        """What embeds documents (instemb_rag.encoder.protocol.Encoder): the server's one model."""
+        return self.fingerprint
+
+    @property
     def closed(self) -> bool:
         return self._client.is_closed
 

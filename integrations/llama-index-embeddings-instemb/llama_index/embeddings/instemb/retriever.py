@@ -292,8 +292,8 @@ def _reloadable_reference(index: Any) -> str | None:
 
     The manifest records the --model path, resolved, or "default"; a label that is no folder
     here gives None, and from_dict then refuses the default model by its fingerprint."""
-    reference = index.manifest.encoder_reference
-    if reference == "default" or not Path(reference).exists():
+    reference = index.manifest.encoder_model()
+    if reference is None or not Path(reference).exists():
         return None
     return reference
 
