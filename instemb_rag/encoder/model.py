@@ -320,11 +320,6 @@ class InstEmbEncoder(nn.Module):
             self._fingerprint = self._fingerprint_with(quantize.fingerprint_fields(self.precision))
         return self._fingerprint
 
-    @property
-    def document_fingerprint(self) -> str:
-        """What embeds documents (protocol.py): the same weights as queries, so ``fingerprint``."""
-        return self.fingerprint
-
     def _fingerprint_with(self, precision_fields: dict) -> str:
         """The fingerprint of the weights as they are now, with these precision fields."""
         digest = hashlib.sha256()
