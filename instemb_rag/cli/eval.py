@@ -28,7 +28,12 @@ def eval_command(
         "Default: scifact, scifact-stance, vaswani, stsb.",
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one."
+        None,
+        "--model",
+        "-m",
+        help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one; "
+        "pasted:NAME: the sentence encoder NAME (minilm, or a folder) on both sides, the instruction pasted "
+        "before the query (the two-tower anchor).",
     ),
     untrained: bool = typer.Option(
         False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."
@@ -117,6 +122,8 @@ def eval_command(
     console = Console()
     pooling = pooling.value if pooling else None
     model = model_path(model)
+    from ..eval.pasted import PastedInstructionEncoder, is_pasted_reference
+
     task_names = list(tasks or DEFAULT_TASKS)
     try:
         hybrid_settings = None
@@ -128,9 +135,12 @@ def eval_command(
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
-        encoder = load_encoder(
-            model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
-        )
+        if is_pasted_reference(model):
+            encoder = PastedInstructionEncoder.load(model, device="cpu" if device == "auto" else device)
+        else:
+            encoder = load_encoder(
+                model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
+            )
         results, extra = [], {}
         for task in task_names:
             console.print(Text(f"{task} …", style="bold"))

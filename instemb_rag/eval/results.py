@@ -70,7 +70,9 @@ def encoder_description(encoder: Encoder, label: str | None = None) -> dict:
     lookahead = getattr(encoder, "lookahead_length", None)
     backbone = getattr(encoder, "backbone", None)
     return {
-        "label": label or (f"{pooling}, L={lookahead}" if pooling else type(encoder).__name__),
+        "label": label
+        or getattr(encoder, "label", None)
+        or (f"{pooling}, L={lookahead}" if pooling else type(encoder).__name__),
         "fingerprint": encoder.fingerprint,
         "base_model": str(getattr(backbone, "reference", "")),
         "pooling": pooling,

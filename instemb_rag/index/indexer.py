@@ -70,9 +70,7 @@ class Indexer:
             # --rebuild, or leftovers of a run killed before its manifest was written
             wipe_index(self.index_dir, self.options.stores, self.encoder.dimension, self.options.rebuild)
         else:
-            check_encoder(
-                manifest, self.encoder.fingerprint, self.encoder.dimension, self.index_dir, self.options.model_label
-            )
+            check_encoder(manifest, self.encoder, self.index_dir, self.options.model_label)
         stores = resolve_options(self.options.stores, manifest, self.index_dir)
         discovery = discover(root, self.options.max_file_bytes)
         if not discovery.files:
@@ -120,8 +118,11 @@ class Indexer:
             )
 
     def _write_manifest(self, manifest: Manifest | None, store: str, store_options: dict) -> None:
+        two_tower = getattr(self.encoder, "document_tower", None) is not None
         wanted = Manifest(
             encoder_fingerprint=self.encoder.fingerprint,
+            document_fingerprint=self.encoder.document_fingerprint if two_tower else None,
+            document_tower=self.encoder.document_tower.reference if two_tower else None,
             encoder_reference=self.options.model_label,
             template=self.encoder.template.get_config_dict(),
             dimension=self.encoder.dimension,

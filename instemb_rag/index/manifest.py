@@ -41,6 +41,17 @@ class Manifest(BaseModel):
     chunk_size: int
     chunk_overlap: int
     document_instruction: str | None = None
+    # Two-tower encoders (encoder/modules/document_tower.py): what embedded the stored vectors is the
+    # document tower alone, so a new query tower trained into its space searches the index as it
+    # is. None: a symmetric encoder (or an index written before two towers), whose document
+    # vectors are decided by ``encoder_fingerprint``.
+    document_fingerprint: str | None = None
+    document_tower: str | None = None  # its name or folder, for messages
+
+    @property
+    def stored_vectors_fingerprint(self) -> str:
+        """The fingerprint that decided the stored document vectors."""
+        return self.document_fingerprint or self.encoder_fingerprint
 
     def encoder_model(self, override: str | None = None) -> str | None:
         """The encoder this index names, as ``InstEmbEncoder.from_pretrained`` takes it: ``override``
@@ -94,12 +105,32 @@ def model_label(model: str | None) -> str:
     return str(Path(model).resolve()) if model else "default"
 
 
-def check_encoder(manifest: Manifest, fingerprint: str, dimension: int, index_dir: Path, model_label: str) -> None:
-    """Refuse to mix embeddings from two encoders in one index."""
-    if manifest.dimension != dimension or manifest.encoder_fingerprint != fingerprint:
-        raise IndexFolderError(
-            f"The index in {index_dir} was built with encoder {manifest.encoder_reference} "
-            f"(fingerprint {manifest.encoder_fingerprint}, {manifest.dimension}-d), but the encoder "
-            f"in use ({model_label}) has fingerprint {fingerprint} ({dimension}-d). Pass the same "
-            f"--model the index was built with, or re-index with --rebuild to use this model."
-        )
+def check_encoder(manifest: Manifest, encoder, index_dir: Path, model_label: str) -> None:
+    """Refuse to mix document vectors of two encoders in one index, or to search it with queries
+    aimed at another space.
+
+    The index's document vectors must come from the encoder's document side
+    (``encoder.document_fingerprint``): the same symmetric encoder, or the same document tower.
+    In two-tower mode the query tower may differ (any query tower trained into that document
+    space searches the index); an index built by another document tower, or by a symmetric
+    encoder, must be rebuilt.
+    """
+    same_vectors = manifest.stored_vectors_fingerprint == encoder.document_fingerprint
+    if manifest.dimension == encoder.dimension and same_vectors:
+        return
+    built_by = f"encoder {manifest.encoder_reference}"
+    if manifest.document_tower:
+        built_by += f" (documents by its document tower {manifest.document_tower})"
+    in_use = f"the encoder in use ({model_label}"
+    if getattr(encoder, "document_tower", None) is not None:
+        in_use += f", two-tower: documents by {encoder.document_tower.reference}"
+    rebuild = f"instemb-rag index PATH --index-dir {index_dir} --rebuild"
+    if model_label != "default":
+        rebuild += f" --model {model_label}"
+    raise IndexFolderError(
+        f"The index in {index_dir} was built with {built_by}, whose document vectors have fingerprint "
+        f"{manifest.stored_vectors_fingerprint} ({manifest.dimension}-d), but {in_use}) embeds documents "
+        f"with fingerprint {encoder.document_fingerprint} ({encoder.dimension}-d): its queries would be "
+        f"compared with vectors of another space. Pass the same --model the index was built with, or "
+        f"rebuild the index for this model: `{rebuild}`."
+    )

@@ -122,7 +122,7 @@ class Index:
             from ..encoder import InstEmbEncoder
 
             encoder = InstEmbEncoder.from_pretrained(manifest.encoder_model(model), device=device)
-        check_encoder(manifest, encoder.fingerprint, encoder.dimension, index_dir, label)
+        check_encoder(manifest, encoder, index_dir, label)
         stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
         catalog = Catalog.open(index_dir)
         try:

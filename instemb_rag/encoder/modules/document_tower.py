@@ -79,7 +79,11 @@ class DocumentTower:
 
     @classmethod
     def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> DocumentTower:
-        """Load by teacher name (``minilm``) or folder; a relative folder is read from the checkpoint's."""
+        """Load by teacher name (``minilm``) or sentence-transformers folder.
+
+        A relative folder is read from inside the checkpoint (a fine-tuned tower ships there); a
+        folder given to a command is recorded absolute (``recorded_reference``).
+        """
         from ...teachers import load_teacher
         from ...teachers.registry import TEACHERS
 
@@ -87,6 +91,13 @@ class DocumentTower:
         if reference not in TEACHERS and checkpoint_folder is not None and not Path(reference).is_absolute():
             target = Path(checkpoint_folder) / reference
         return cls(load_teacher(target, device=device), reference)
+
+    @staticmethod
+    def recorded_reference(reference: str) -> str:
+        """How a config records a tower a user named: a teacher name as is, a folder absolute."""
+        from ...teachers.registry import TEACHERS
+
+        return reference if reference in TEACHERS else str(Path(reference).expanduser().resolve())
 
     @classmethod
     def from_config(

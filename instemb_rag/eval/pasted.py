@@ -1,0 +1,66 @@
+"""The two-tower anchor: a sentence encoder on both sides, the instruction pasted before the query.
+
+What a user could build in ten minutes with the document tower alone (issue 44): documents by
+the sentence encoder, each query as ``instruction + " " + query`` (teachers.teacher_text) by the
+same encoder. Every eval task takes it as ``--model pasted:NAME`` (NAME: an installed teacher
+such as ``minilm``, or a sentence-transformers folder), so the query tower is compared with it on
+the same items, pairable with ``instemb-rag compare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..encoder.modules.document_tower import DocumentTower
+from ..instructions import Instructions, per_item_instructions
+
+PREFIX = "pasted:"
+
+
+def is_pasted_reference(model: str | None) -> bool:
+    return bool(model) and str(model).startswith(PREFIX)
+
+
+class PastedInstructionEncoder:
+    """The Encoder protocol over one sentence encoder: the instruction pasted in front of the query."""
+
+    def __init__(self, tower: DocumentTower):
+        self.tower = tower
+        self.training_info: dict = {}
+
+    @classmethod
+    def load(cls, model: str, device: str = "cpu") -> PastedInstructionEncoder:
+        reference = model[len(PREFIX) :] if is_pasted_reference(model) else model
+        return cls(DocumentTower.load(DocumentTower.recorded_reference(reference), device=device))
+
+    @property
+    def fingerprint(self) -> str:
+        return f"pasted-{self.tower.fingerprint[:24]}"
+
+    @property
+    def document_fingerprint(self) -> str:
+        return self.tower.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.tower.dimension
+
+    @property
+    def label(self) -> str:
+        return f"{self.tower.name}, instruction pasted"
+
+    def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
+        from ..teachers import teacher_text
+
+        queries = list(queries)
+        per_item = per_item_instructions(instructions, len(queries))
+        texts = [teacher_text(query, instruction) for query, instruction in zip(queries, per_item)]
+        return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))
+
+    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        from ..teachers import teacher_text
+
+        texts = [teacher_text(document, instruction) for document in documents]
+        return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))
