@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
     threads = set_threads(args)
     if not SHARED_DATA.is_dir():
         return emit({"benchmark": "training", "skipped": f"{SHARED_DATA} is absent"}, args.json_out)
-    from instemb_rag.training.builders import build_data_folder
-    from instemb_rag.training.records import read_records
+    from instemb_rag.datasets.builders import build_data_folder
+    from instemb_rag.datasets.records import read_records
     from instemb_rag.training.trainer import run_step
 
     per_set = args.per_set or (30 if args.quick else 50)

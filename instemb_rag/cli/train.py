@@ -100,9 +100,9 @@ def build_data_command(
     max_per_set: int | None = typer.Option(None, "--max-per-set", help="Cap on training records per set."),
 ) -> None:
     """Build (text, instruction, output) training records from the development sets."""
+    from ..datasets.builders import build_data_folder
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
-    from ..training.builders import build_data_folder
 
     try:
         counts = build_data_folder(
@@ -139,10 +139,10 @@ def build_distill_texts_command(
     """Build the texts a geometry-distillation run embeds (queries with instructions, passages)."""
     import time
 
+    from ..datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS
+    from ..datasets.geometry_texts import build_distill_texts
     from ..errors import InstEmbError
-    from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS
     from ..paths import data_root as default_data_root
-    from ..training.distill_texts import build_distill_texts
 
     started = time.perf_counter()
     try:
@@ -189,9 +189,9 @@ def build_facet_groups_command(
     """Build facet groups (a subject, a passage per aspect, an instruction per aspect) from general-domain data."""
     import json
 
+    from ..datasets.facet_sources.build import build_facet_groups
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
-    from ..training.facet_sources.build import build_facet_groups
 
     try:
         summary = build_facet_groups(

@@ -138,7 +138,7 @@ class GeometryArguments:
 
     The student trains its top ``model.trainable_top_layers`` layers (LoRA or full) and a projection
     head into the teacher's space, over the frozen-prefix cache, on the items of ``texts_file``
-    (queries with instructions and passages; training/distill_texts.py builds it).
+    (queries with instructions and passages; datasets/geometry_texts.py builds it).
     """
 
     teacher_encoder: str | None = None  # "minilm", "mpnet" (instemb-rag teachers install) or a local folder
@@ -161,7 +161,7 @@ class GeometryArguments:
     # the blend keeps stays the one the starting checkpoint learned from its labels.
     anchor_weight: float = 0.0
     anchor_temperature: float = 0.05
-    # Instruction-contrast records (training/records.py format, e.g. an instruction-steering run's
+    # Instruction-contrast records (datasets/records.py format, e.g. an instruction-steering run's
     # data/train.jsonl) ranked with losses/retrieval.py on the embedding that ships
     # (training/geometry_contrast.py): the labels a sentence-encoder teacher cannot give (stance,
     # negation), the query under its negative instruction as a hard negative.

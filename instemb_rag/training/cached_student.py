@@ -25,6 +25,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..datasets.records import TrainingRecord
 from ..encoder.modules.layer_split import run_top
 from ..errors import InstEmbError
 from ..paths import instemb_home
@@ -32,7 +33,6 @@ from .args import TrainConfig
 from .data_order import DataOrder
 from .parallel import DistributedEnv
 from .prefix_cache import PrefixCache
-from .records import TrainingRecord
 from .student import StudentPass, at_last_valid, needs_output_pass
 
 

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from .records import TrainingRecord
+from ..datasets.records import TrainingRecord
 
 # A bucket spans about this many micro-batches of units: its units are sorted by length before
 # packing, so a batch's rows have similar lengths; buckets (not the whole epoch) are sorted so

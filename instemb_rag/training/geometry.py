@@ -2,7 +2,7 @@
 
 A run (``geometry.teacher_encoder`` set in the config; ``instemb-rag train`` dispatches here):
 
-1. reads the items (training/distill_items.py) and embeds each with the teacher, cached on disk
+1. reads the items (datasets/embedding_items.py) and embeds each with the teacher, cached on disk
    by teacher fingerprint and text (queries as ``instruction + " " + query``, how a sentence
    encoder reads an instruction);
 2. loads the student (a checkpoint's LoRA goes on training live, training/continuation.py),
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import torch
 
+from ..datasets.embedding_items import DistillItem, read_items
 from ..encoder.modules.forward import States
 from ..encoder.modules.layer_split import run_top
 from ..encoder.modules.projection import Projection
 from ..losses.geometry import dense_cosine, group_infonce, relational_kl
 from ..paths import instemb_home
 from .args import TrainConfig
-from .distill_items import DistillItem, read_items
 from .geometry_anchor import anchor_targets
 from .geometry_contrast import ContrastOrder, contrast_term, load_contrast_order
 from .geometry_data import GeometryOrder

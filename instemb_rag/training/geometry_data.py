@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from .distill_items import DistillItem
+from ..datasets.embedding_items import DistillItem
 
 BUCKET_WINDOW = 64  # batches whose units are sorted by length together before packing
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..datasets.records import TrainingRecord, source_set
 from ..losses import (
     instruction_retrieval_loss,
     kl_distillation_loss,
@@ -18,7 +19,6 @@ from ..losses import (
 from .args import TrainConfig
 from .negative_memory import NegativeMemory
 from .parallel import DistributedEnv, MicroBatchShard, sum_over_ranks
-from .records import TrainingRecord, source_set
 from .student import FullStudent, StudentPass, StudentRunner, needs_output_pass
 from .teacher_cache import TeacherTargets
 

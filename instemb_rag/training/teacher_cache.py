@@ -34,6 +34,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as save_tensors
 
 from ..atomic import write_atomically, write_text_atomically
+from ..datasets.records import TrainingRecord
 from ..encoder.checkpoint import is_checkpoint
 from ..errors import InstEmbError
 from ..hashing import file_sha256
@@ -41,7 +42,6 @@ from .args import TrainConfig
 from .data_order import DataOrder
 from .parallel import SINGLE_PROCESS, DistributedEnv, local_indices
 from .prefix_cache import read_shard_index
-from .records import TrainingRecord
 
 CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
 SAVE_EVERY = 256  # inputs computed per shard (what an interruption can lose)

@@ -29,16 +29,15 @@ from pathlib import Path
 import torch
 
 from ..choices import ParallelMode
+from ..datasets.records import open_records
 from . import parallel
 from .args import TrainConfig
-from .builders import resolve_train_file
 from .cached_student import prepare_student
 from .cpu_threads import set_training_threads
 from .data_order import DataOrder, record_lengths
 from .negative_memory import NegativeMemory
 from .objective import compute_losses, reported_terms
 from .parallel import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
-from .records import check_distill_sets_are_present, check_hard_negatives_have_a_loss, open_records
 from .run_files import FINAL_DIR, MetricsLog, prune_checkpoints, resume_step, save_checkpoint, write_run_info
 from .student import (
     StudentRunner,
@@ -50,6 +49,7 @@ from .student import (
     refuse_sharded_adapted_tensors,
 )
 from .teacher_cache import autocast_for, compute_teacher_targets, file_digest, prepare_teacher
+from .train_file import check_distill_sets_are_present, check_hard_negatives_have_a_loss, resolve_train_file
 
 __all__ = ["run_step", "train", "training_progress"]
 

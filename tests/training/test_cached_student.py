@@ -11,8 +11,8 @@ from helpers import tiny_train_config
 from safetensors.torch import load_file
 from testing import build_tiny_model_folder
 
+from instemb_rag.datasets.records import TrainingRecord, write_records
 from instemb_rag.errors import InstEmbError
-from instemb_rag.training.records import TrainingRecord, write_records
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
 # Every view, the retrieval term and its two kinds of hard negative; no randomness (view dropout
@@ -104,11 +104,11 @@ def test_training_on_from_a_lora_checkpoint_cached_equals_full(setting, tmp_path
 
 
 def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path):
+    from instemb_rag.datasets.records import read_records
     from instemb_rag.training.cached_student import prepare_student
     from instemb_rag.training.data_order import DataOrder
     from instemb_rag.training.objective import compute_losses
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.records import read_records
     from instemb_rag.training.student import load_student, make_trainable
     from instemb_rag.training.teacher_cache import compute_teacher_targets
 
@@ -161,10 +161,10 @@ def test_a_resumed_run_reuses_the_prefix_cache_and_matches_the_whole_run(setting
 
 
 def test_another_k_gets_its_own_cache_and_says_why(setting, tmp_path):
+    from instemb_rag.datasets.records import read_records
     from instemb_rag.training.cached_student import prepare_student
     from instemb_rag.training.data_order import DataOrder
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.records import read_records
     from instemb_rag.training.student import load_student
 
     records = read_records(setting["train"])

@@ -1,12 +1,12 @@
-"""The distillation-items format (training/distill_items.py): what the builder writes is what a
+"""The distillation-items format (datasets/embedding_items.py): what the builder writes is what a
 geometry run reads, the builder's unit stays out of the file, and bad files are explained."""
 
 import json
 
 import pytest
 
+from instemb_rag.datasets.embedding_items import DistillItem, read_items, write_items
 from instemb_rag.errors import InstEmbError
-from instemb_rag.training.distill_items import DistillItem, read_items, write_items
 
 FORMAT_KEYS = ["id", "role", "text", "instruction", "group", "positive", "source"]  # the file on disk
 

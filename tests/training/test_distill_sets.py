@@ -4,12 +4,13 @@ import pytest
 import torch
 from helpers import TINY_RECIPE, tiny_train_config
 
+from instemb_rag.datasets.records import TrainingRecord, open_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
 from instemb_rag.training.objective import compute_losses, distilled_positions
-from instemb_rag.training.records import TrainingRecord, check_distill_sets_are_present, open_records, write_records
 from instemb_rag.training.student import load_student
 from instemb_rag.training.teacher_cache import compute_teacher_targets
+from instemb_rag.training.train_file import check_distill_sets_are_present
 
 RECORDS = [
     TrainingRecord(

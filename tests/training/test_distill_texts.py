@@ -1,4 +1,4 @@
-"""Distillation texts (training/distill_texts.py) built from a tiny data root in the real file
+"""Distillation texts (datasets/geometry_texts.py) built from a tiny data root in the real file
 formats of ../shared/data: roles, positives, groups, held-out splits, duplicates, dev subjects,
 missing sets, caps and determinism."""
 
@@ -9,14 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
+from instemb_rag.datasets.builders import build_set
+from instemb_rag.datasets.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
+from instemb_rag.datasets.facet_groups import load_facet_groups
+from instemb_rag.datasets.geometry_sources import chunk_spans, race_query_text
+from instemb_rag.datasets.geometry_texts import build_distill_texts, water_fill
+from instemb_rag.datasets.instruction_templates import TEMPLATES, all_instructions, generic_instruction
 from instemb_rag.errors import InstEmbError
 from instemb_rag.eval.steering import HELD_OUT_FRACTION, HELD_OUT_SEED
-from instemb_rag.facet_groups import load_facet_groups
-from instemb_rag.training.builders import build_set
-from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
-from instemb_rag.training.distill_sources import chunk_spans, race_query_text
-from instemb_rag.training.distill_texts import build_distill_texts, water_fill
-from instemb_rag.training.instruction_templates import TEMPLATES, all_instructions, generic_instruction
 
 WORDS = "amber birch cedar dune ember fjord grove heath inlet juniper".split()
 SHARED_SENTENCE = "A brown dog is running through the tall wet grass."

@@ -92,8 +92,8 @@ def geometry_config(setting, tmp_path: Path, **overrides):
 
 
 def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_path):
+    from instemb_rag.datasets.embedding_items import read_items
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.training.distill_items import read_items
     from instemb_rag.training.geometry import student_embeddings
     from instemb_rag.training.prefix_cache import PrefixCache
     from instemb_rag.training.student import load_student, make_trainable
@@ -173,7 +173,7 @@ def test_geometry_config_is_checked_before_any_work(setting, tmp_path):
 
 
 def test_items_file_errors_name_the_line_and_field(tmp_path):
-    from instemb_rag.training.distill_items import read_items
+    from instemb_rag.datasets.embedding_items import read_items
 
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps({"id": "a", "role": "answer", "text": "x"}) + "\n")
@@ -184,7 +184,7 @@ def test_items_file_errors_name_the_line_and_field(tmp_path):
 
 
 def test_batches_keep_groups_together_and_cover_every_item():
-    from instemb_rag.training.distill_items import DistillItem
+    from instemb_rag.datasets.embedding_items import DistillItem
     from instemb_rag.training.geometry_data import epoch_batches
 
     items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
@@ -201,7 +201,7 @@ def test_batches_keep_groups_together_and_cover_every_item():
 
 
 def test_order_walks_epochs_of_different_batch_counts():
-    from instemb_rag.training.distill_items import DistillItem
+    from instemb_rag.datasets.embedding_items import DistillItem
     from instemb_rag.training.geometry_data import GeometryOrder, epoch_batches
 
     # Groups of uneven size pack into a different number of batches from one epoch to the next.
@@ -271,8 +271,8 @@ def contrast_overrides(tmp_path: Path) -> dict:
 
 
 def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(setting, tmp_path):
+    from instemb_rag.datasets.embedding_items import read_items
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.training.distill_items import read_items
     from instemb_rag.training.geometry import (
         _anchors,
         _contrast_order,

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from helpers import tiny_train_config
 
-from instemb_rag.training.records import TrainingRecord, write_records
+from instemb_rag.datasets.records import TrainingRecord, write_records
 from instemb_rag.training.teacher_cache import file_digest
 from instemb_rag.training.trainer import train
 

@@ -10,10 +10,10 @@ from helpers import TINY_RECIPE, tiny_train_config
 from safetensors.torch import load_file
 
 from instemb_rag import InstEmbEncoder
+from instemb_rag.datasets.records import TrainingRecord, read_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
 from instemb_rag.training.objective import compute_losses
-from instemb_rag.training.records import TrainingRecord, read_records, write_records
 from instemb_rag.training.student import load_student
 from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
 from instemb_rag.training.trainer import train

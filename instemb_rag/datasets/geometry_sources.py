@@ -15,10 +15,9 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .contrast_sets import climate_evidence_text, medquad_query_text
-from .distill_items import DistillItem
+from .embedding_items import DistillItem
 from .grouped import read_source_jsonl
 from .instruction_templates import (
     FACET_WORDS,
@@ -442,25 +441,3 @@ def read_stsb(folder: Path, ctx: ReadContext) -> ReadResult:
     """train and dev only: test is the STS-B evaluation."""
     rows = [row for name in ("train.jsonl", "dev.jsonl") for row in read_source_jsonl(folder / name)]
     return _sentence_passages("stsb", (s for row in rows for s in (row["sentence1"], row["sentence2"]))), 0
-
-
-@dataclass(frozen=True)
-class Source:
-    folder: str  # under the data root
-    files: tuple[str, ...]
-    read: Callable[[Path, ReadContext], ReadResult]
-
-
-SOURCES: dict[str, Source] = {
-    "msmarco": Source("msmarco_qa", ("corpus.jsonl", "queries.jsonl", "qrels.tsv"), read_msmarco),
-    "race": Source("race", ("race_articles.jsonl",), read_race),
-    "medquad": Source("medquad", ("medquad_qa.jsonl",), read_medquad),
-    "covid_qa": Source("covid_qa", ("covid_qa.json",), read_covid_qa),
-    "pubmedqa": Source("pubmedqa", ("pqal.jsonl",), read_pubmedqa),
-    "scifact": Source("scifact", ("corpus.jsonl", "qrels.tsv", "stance.jsonl"), read_scifact),
-    "vaswani": Source("vaswani", ("corpus.jsonl", "queries.jsonl", "qrels.tsv"), read_vaswani),
-    "climate_fever": Source("climate_fever", ("climate-fever.jsonl",), read_climate_fever),
-    "condaqa": Source("condaqa", ("dev.jsonl",), read_condaqa),
-    "sick": Source("sick", ("SICK.txt",), read_sick),
-    "stsb": Source("stsb", ("train.jsonl", "dev.jsonl"), read_stsb),
-}

@@ -31,27 +31,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InstEmbError
-from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS, load_facet_groups
 from ..jsonl import read_jsonl
-from .distill_items import DistillItem, write_items
-from .distill_sources import SOURCES, HeldOut, ReadContext, normalise
-from .facet_groups import facet_group_items
+from .embedding_items import DistillItem, write_items
+from .facet_groups import DEV_GROUPS, TRAIN_GROUPS, facet_group_items, load_facet_groups
+from .geometry_sources import HeldOut, ReadContext, normalise
+from .registry import ITEM_SOURCES
 
 GROUPS_SOURCE = "facet_groups"
-SOURCE_NAMES: tuple[str, ...] = (*SOURCES, GROUPS_SOURCE)
-# The builder sets whose held-out split each source must respect (builders.BUILDERS names).
-SPLITS_OF: dict[str, tuple[str, ...]] = {
-    "msmarco": ("msmarco_qa",),
-    "race": ("race",),
-    "medquad": ("medquad_facets",),
-    "covid_qa": ("covid_qa",),
-    "pubmedqa": ("pubmedqa",),
-    "scifact": ("scifact_stance_query",),
-    "climate_fever": ("climate_fever_stance",),
-    "condaqa": ("condaqa",),
-    "sick": ("nli_pairs", "stance_pairs"),
-    "stsb": ("nli_pairs", "stance_pairs"),  # STS-B and SICK share caption sentences
-}
+SOURCE_NAMES: tuple[str, ...] = (*ITEM_SOURCES, GROUPS_SOURCE)
 # Sets whose record instruction is the set's own question (a text to hold out), not a template.
 QUESTION_SETS = frozenset({"msmarco_qa", "race", "covid_qa", "pubmedqa", "condaqa"})
 DEFAULT_QUERY_SHARE = 0.5
@@ -101,7 +88,9 @@ def builders_heldout(data_root: Path, sources: list[str], log: Log) -> HeldOut:
     from .builders import HELD_OUT_FRACTION, HELD_OUT_SEED, build_set
 
     heldout = HeldOut()
-    names = dict.fromkeys(name for source in sources for name in SPLITS_OF.get(source, ()))
+    names = dict.fromkeys(
+        name for source in sources for name in (ITEM_SOURCES[source].splits if source in ITEM_SOURCES else ())
+    )
     for name in names:
         try:
             _, records = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
@@ -221,7 +210,7 @@ def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: Read
         if groups_path is None or not Path(groups_path).is_file():
             return f"{groups_path} not found (the hand-written training groups; pass --groups)"
         return facet_group_items(load_facet_groups(groups_path)), 0
-    source = SOURCES[name]
+    source = ITEM_SOURCES[name]
     folder = data_root / source.folder
     missing = [str(folder / file) for file in source.files if not (folder / file).is_file()]
     if missing:
