@@ -71,14 +71,9 @@ def train_command(
 
             typer.echo(dry_run_report(train_config, world_size or detect_env().world_size))
             return
-        if train_config.geometry.teacher_encoder is not None:
-            from ..training.geometry import train_geometry  # a sentence encoder's geometry (issue 33)
+        from ..training.trainer import train  # the objective registry picks the recipe
 
-            final = train_geometry(train_config, log=typer.echo)
-        else:
-            from ..training.trainer import train
-
-            final = train(train_config)
+        final = train(train_config, log=typer.echo)
     except InstEmbError as exc:
         fail(exc)
     from ..training.parallel import detect_env

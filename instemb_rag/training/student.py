@@ -33,7 +33,7 @@ from ..errors import InstEmbError
 from . import parallel
 from .args import TrainConfig
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
-from .teacher_cache import input_ids_without_slots
+from .lookahead.frozen_llm import input_ids_without_slots
 
 __all__ = [
     "FullStudent",

@@ -7,10 +7,10 @@ from helpers import TINY_RECIPE, tiny_train_config
 from instemb_rag.datasets.records import TrainingRecord, open_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
-from instemb_rag.training.objective import compute_losses, distilled_positions
+from instemb_rag.training.lookahead.frozen_llm import compute_teacher_targets
+from instemb_rag.training.lookahead.losses import compute_losses, distilled_positions
 from instemb_rag.training.student import load_student
-from instemb_rag.training.teacher_cache import compute_teacher_targets
-from instemb_rag.training.train_file import check_distill_sets_are_present
+from instemb_rag.training.lookahead.train_file import check_distill_sets_are_present
 
 RECORDS = [
     TrainingRecord(

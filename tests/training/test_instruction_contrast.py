@@ -14,16 +14,16 @@ from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.steering import medquad_focus_and_facet
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
-from instemb_rag.training.data_order import DataOrder
-from instemb_rag.training.objective import shared_targets
-from instemb_rag.training.teacher_cache import content_words
+from instemb_rag.training.batch_order import BatchOrder
+from instemb_rag.training.lookahead.frozen_llm import content_words
+from instemb_rag.training.lookahead.losses import shared_targets
 
 
 # ---------------------------------------------------------------------------- data order
 def test_a_group_lands_in_one_micro_batch_and_every_record_once_per_epoch():
     groups = [None] * 10 + ["a", "a", "b", "b", "b", "c", "c"]
-    order = DataOrder(groups, batch_size=6, micro_batches_per_step=1, seed=3)
-    epoch = order._epoch(0)
+    order = BatchOrder.records(groups, batch_size=6, micro_batches_per_step=1, seed=3)
+    epoch = order.epoch(0)
     seen = Counter(i for batch in epoch for i in batch)
     assert sorted(seen) == list(range(len(groups))) and set(seen.values()) == {1}
     assert all(len(batch) <= 6 for batch in epoch)
@@ -32,12 +32,12 @@ def test_a_group_lands_in_one_micro_batch_and_every_record_once_per_epoch():
         members = [i for i, g in enumerate(groups) if g == group]
         assert len({where[i] for i in members}) == 1, f"group {group} was split across micro-batches"
     # A pure function of (step, seed): a resumed run sees the same batches.
-    again = DataOrder(groups, batch_size=6, micro_batches_per_step=1, seed=3)
+    again = BatchOrder.records(groups, batch_size=6, micro_batches_per_step=1, seed=3)
     assert [again.step(s) for s in range(8)] == [order.step(s) for s in range(8)]
 
 
 def test_a_group_larger_than_half_a_batch_is_cut_into_units():
-    order = DataOrder(["g"] * 7, batch_size=4, micro_batches_per_step=2, seed=0)
+    order = BatchOrder.records(["g"] * 7, batch_size=4, micro_batches_per_step=2, seed=0)
     assert sorted(len(unit) for unit in order.units) == [1, 2, 2, 2]
     assert len(order.step(0)) == 2
 

@@ -13,9 +13,9 @@ from instemb_rag import InstEmbEncoder
 from instemb_rag.datasets.records import TrainingRecord, read_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
-from instemb_rag.training.objective import compute_losses
+from instemb_rag.training.lookahead.frozen_llm import TeacherCache, cache_key_fields, compute_teacher_targets
+from instemb_rag.training.lookahead.losses import compute_losses
 from instemb_rag.training.student import load_student
-from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
 from instemb_rag.training.trainer import train
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()

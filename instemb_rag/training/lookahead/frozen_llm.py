@@ -33,15 +33,15 @@ import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as save_tensors
 
-from ..atomic import write_atomically, write_text_atomically
-from ..datasets.records import TrainingRecord
-from ..encoder.checkpoint import is_checkpoint
-from ..errors import InstEmbError
-from ..hashing import file_sha256
-from .args import TrainConfig
-from .data_order import DataOrder
-from .parallel import SINGLE_PROCESS, DistributedEnv, local_indices
-from .prefix_cache import read_shard_index
+from ...atomic import write_atomically, write_text_atomically
+from ...datasets.records import TrainingRecord
+from ...encoder.checkpoint import is_checkpoint
+from ...errors import InstEmbError
+from ...hashing import file_sha256
+from ..args import TrainConfig
+from ..batch_order import BatchOrder
+from ..parallel import SINGLE_PROCESS, DistributedEnv, local_indices
+from ..prefix_cache import read_shard_index
 
 CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
 SAVE_EVERY = 256  # inputs computed per shard (what an interruption can lose)
@@ -246,7 +246,7 @@ class TeacherCache:
 @contextmanager
 def _progress(enabled: bool, total: int):
     """A rich progress bar over the records to compute: yields (bar, task)."""
-    from ..progress import counting_progress
+    from ...progress import counting_progress
 
     with counting_progress("teacher targets", enabled=enabled and total > 0) as bar:
         yield bar, bar.add_task("teacher", total=total)
@@ -275,7 +275,7 @@ def prepare_teacher(
     config: TrainConfig,
     encoder,
     records,
-    order: DataOrder,
+    order: BatchOrder,
     run_info: dict,
     env: DistributedEnv = SINGLE_PROCESS,
 ):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..datasets.builders import build_data_folder
-from ..datasets.records import RecordFile, TrainingRecord
-from ..errors import InstEmbError
-from .args import TrainConfig
+from ...datasets.builders import build_data_folder
+from ...datasets.records import RecordFile, TrainingRecord
+from ...errors import InstEmbError
+from ..args import TrainConfig
 
 
 def resolve_train_file(config: TrainConfig) -> Path:
