@@ -66,7 +66,9 @@ class ModelArguments:
 @dataclass
 class DataArguments:
     train_file: str | None = None  # JSONL of records; None = build from build_sets below
-    data_root: str = "../shared/data"
+    data_root: str | None = (
+        None  # None = paths.data_root(): $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout
+    )
     build_sets: list[str] = field(default_factory=lambda: ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"])
     build_dir: str | None = None  # where built records go; None = <output_dir>/data
     heldout_fraction: float = 0.1

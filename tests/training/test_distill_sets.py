@@ -9,8 +9,8 @@ from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
 from instemb_rag.training.lookahead.frozen_llm import compute_teacher_targets
 from instemb_rag.training.lookahead.losses import compute_losses, distilled_positions
-from instemb_rag.training.student import load_student
 from instemb_rag.training.lookahead.train_file import check_distill_sets_are_present
+from instemb_rag.training.student import load_student
 
 RECORDS = [
     TrainingRecord(
