@@ -32,7 +32,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace  # what run_step reads of a TeacherCache: .targets
+from types import SimpleNamespace  # what run_step reads of a LlmTargetCache: .targets
 
 from bench_common import PROJECT_ROOT, SHARED_DATA, apply_threads, base_parser, emit, interleaved_times, machine_info
 
@@ -161,14 +161,14 @@ def prefix_setups(args, train_file: Path, records, used: list[int], folder: Path
 
 
 def cached_teacher(recipe: Setup, records, used: list[int], batch_size: int):
-    """(a frozen teacher copy, its targets for ``used`` as run_step reads a TeacherCache, seconds per example)."""
-    from instemb_rag.training.lookahead.frozen_llm import MappedTargets, compute_teacher_targets
+    """(a frozen teacher copy, its targets for ``used`` as run_step reads a LlmTargetCache, seconds per example)."""
+    from instemb_rag.training.lookahead.frozen_llm import MappedTargets, compute_llm_targets
 
     teacher = copy.deepcopy(recipe.encoder).eval()
     for param in teacher.parameters():
         param.requires_grad_(False)
     started = time.perf_counter()
-    targets = compute_teacher_targets(
+    targets = compute_llm_targets(
         teacher, [records[i] for i in used], recipe.encoder.lookahead.length, batch_size, recipe.config.training.bf16
     )
     seconds = (time.perf_counter() - started) / len(used)

@@ -135,13 +135,13 @@ def build_distill_texts_command(
     import time
 
     from ..datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS
-    from ..datasets.geometry_texts import build_distill_texts
+    from ..datasets.geometry_texts import build_geometry_texts
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
 
     started = time.perf_counter()
     try:
-        summary = build_distill_texts(
+        summary = build_geometry_texts(
             out,
             data_root or default_data_root(),
             sources or None,

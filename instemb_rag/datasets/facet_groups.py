@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import InstEmbError
 from ..jsonl import read_jsonl
-from .embedding_items import DistillItem
+from .embedding_items import EmbeddingItem
 
 GROUP_KINDS = ("aspect", "stance")
 DEV_SET_RELATIVE = Path("eval_sets") / "facet_groups_dev.jsonl"
@@ -171,7 +171,7 @@ def leaked_subjects(texts: Iterable[str], groups: Sequence[FacetGroup]) -> list[
     return sorted(found)
 
 
-def facet_group_items(groups: list[FacetGroup], source: str = "facet_groups") -> list[DistillItem]:
+def facet_group_items(groups: list[FacetGroup], source: str = "facet_groups") -> list[EmbeddingItem]:
     """Each group's passages; its query under each instruction (positive: that facet's passage);
     and its query alone (no positive: every passage answers it a little)."""
     items = []
@@ -179,12 +179,12 @@ def facet_group_items(groups: list[FacetGroup], source: str = "facet_groups") ->
         passage_of = {passage.facet: f"{source}:{passage.id}" for passage in group.passages}
         common = {"source": source, "group": group.group, "unit": group.group}
         items += [
-            DistillItem(id=passage_of[p.facet], role="passage", text=p.text.strip(), **common) for p in group.passages
+            EmbeddingItem(id=passage_of[p.facet], role="passage", text=p.text.strip(), **common) for p in group.passages
         ]
-        items.append(DistillItem(id=f"{source}:{group.group}-q", role="query", text=group.query.strip(), **common))
+        items.append(EmbeddingItem(id=f"{source}:{group.group}-q", role="query", text=group.query.strip(), **common))
         for position, instruction in enumerate(group.instructions):
             items.append(
-                DistillItem(
+                EmbeddingItem(
                     id=f"{source}:{group.group}-q{position + 1}",
                     role="query",
                     text=group.query.strip(),

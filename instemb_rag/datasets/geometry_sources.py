@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .contrast_sets import climate_evidence_text, medquad_query_text
-from .embedding_items import DistillItem
+from .embedding_items import EmbeddingItem
 from .grouped import read_source_jsonl
 from .instruction_templates import (
     FACET_WORDS,
@@ -59,15 +59,15 @@ class ReadContext:
     seed: int
 
 
-ReadResult = tuple[list[DistillItem], int]  # items, and how many units were left out as held-out
+ReadResult = tuple[list[EmbeddingItem], int]  # items, and how many units were left out as held-out
 
 
-def _passage(source: str, key: str, text: str, unit: str, group: str | None = None) -> DistillItem:
-    return DistillItem(id=f"{source}:{key}", role="passage", text=text, source=source, group=group, unit=unit)
+def _passage(source: str, key: str, text: str, unit: str, group: str | None = None) -> EmbeddingItem:
+    return EmbeddingItem(id=f"{source}:{key}", role="passage", text=text, source=source, group=group, unit=unit)
 
 
-def _query(source: str, key: str, text: str, unit: str, **fields) -> DistillItem:
-    return DistillItem(id=f"{source}:{key}", role="query", text=text, source=source, unit=unit, **fields)
+def _query(source: str, key: str, text: str, unit: str, **fields) -> EmbeddingItem:
+    return EmbeddingItem(id=f"{source}:{key}", role="query", text=text, source=source, unit=unit, **fields)
 
 
 def _generic_query(source: str, key: str, text: str, unit: str, ctx: ReadContext, kinds=None, **fields):
@@ -185,7 +185,7 @@ def _content_words(text: str) -> set[str]:
     return {word for word in re.findall(r"[a-z]+", text.lower()) if len(word) > 2 and word not in _STOPWORDS}
 
 
-def _chunk_holding(question: str, answer: str, chunks: list[DistillItem]) -> str | None:
+def _chunk_holding(question: str, answer: str, chunks: list[EmbeddingItem]) -> str | None:
     """The chunk that holds the answer: the first holding it verbatim (case and spacing
     ignored), else the one sharing clearly the most content words with question and answer (at
     least half of them, 0.2 more than the runner-up: on the RACE questions both rules answer,
@@ -426,7 +426,7 @@ def read_condaqa(folder: Path, ctx: ReadContext) -> ReadResult:
     return items, 0
 
 
-def _sentence_passages(source: str, sentences) -> list[DistillItem]:
+def _sentence_passages(source: str, sentences) -> list[EmbeddingItem]:
     unique = dict.fromkeys(squash(sentence) for sentence in sentences if sentence.strip())
     return [_passage(source, f"s{n}", text, f"s{n}") for n, text in enumerate(unique)]
 

@@ -32,7 +32,7 @@ from typing import Callable
 
 from ..errors import InstEmbError
 from ..jsonl import read_jsonl
-from .embedding_items import DistillItem, write_items
+from .embedding_items import EmbeddingItem, write_items
 from .facet_groups import DEV_GROUPS, TRAIN_GROUPS, facet_group_items, load_facet_groups
 from .geometry_sources import HeldOut, ReadContext, normalise
 from .registry import ITEM_SOURCES
@@ -120,12 +120,12 @@ def dev_subjects(path: Path | None, log: Log) -> list[str]:
     return [group.subject.strip().lower() for group in load_facet_groups(path)]
 
 
-def names_a_subject(item: DistillItem, subjects: list[str]) -> bool:
+def names_a_subject(item: EmbeddingItem, subjects: list[str]) -> bool:
     text = f"{item.text}\n{item.instruction or ''}".lower()
     return any(subject in text for subject in subjects)
 
 
-def _without_dangling_positives(items: list[DistillItem]) -> list[DistillItem]:
+def _without_dangling_positives(items: list[EmbeddingItem]) -> list[EmbeddingItem]:
     """A query whose positive passage was left out keeps its text, with no positive."""
     passages = {item.id for item in items if item.role == "passage"}
     return [
@@ -133,7 +133,7 @@ def _without_dangling_positives(items: list[DistillItem]) -> list[DistillItem]:
     ]
 
 
-def deduplicate(items: list[DistillItem], counts: dict[str, SourceCounts]) -> list[DistillItem]:
+def deduplicate(items: list[EmbeddingItem], counts: dict[str, SourceCounts]) -> list[EmbeddingItem]:
     """The first of each (text, instruction), case and spacing ignored; positives re-pointed."""
     kept_id: dict[tuple[str, str], str] = {}
     moved: dict[str, str] = {}
@@ -162,7 +162,7 @@ def water_fill(available: dict[str, int], budget: int) -> dict[str, int]:
     return shares
 
 
-def _in_unit_order(items: list[DistillItem], source: str, seed: int) -> list[DistillItem]:
+def _in_unit_order(items: list[EmbeddingItem], source: str, seed: int) -> list[EmbeddingItem]:
     units = list(dict.fromkeys(item.unit for item in items))
     random.Random(f"{seed}:{source}").shuffle(units)
     rank = {unit: position for position, unit in enumerate(units)}
@@ -170,12 +170,12 @@ def _in_unit_order(items: list[DistillItem], source: str, seed: int) -> list[Dis
 
 
 def select(
-    by_source: dict[str, list[DistillItem]],
+    by_source: dict[str, list[EmbeddingItem]],
     max_items: int | None,
     max_per_source: int | None,
     query_share: float,
     seed: int,
-) -> dict[str, list[DistillItem]]:
+) -> dict[str, list[EmbeddingItem]]:
     """Queries first (``query_share`` of ``max_items``, spread by water_fill), then their
     positive passages, then the other passages to fill the cap. ``max_per_source`` limits the
     queries and the passages of one source each."""
@@ -183,7 +183,7 @@ def select(
     queries = {name: [i for i in items if i.role == "query"] for name, items in ordered.items()}
     passages = {name: [i for i in items if i.role == "passage"] for name, items in ordered.items()}
 
-    def limited(pool: dict[str, list[DistillItem]]) -> dict[str, int]:
+    def limited(pool: dict[str, list[EmbeddingItem]]) -> dict[str, int]:
         return {name: min(len(items), max_per_source or len(items)) for name, items in pool.items()}
 
     query_room = limited(queries)
@@ -218,7 +218,7 @@ def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: Read
     return source.read(folder, ctx)
 
 
-def build_distill_texts(
+def build_geometry_texts(
     out: str | Path,
     data_root: str | Path,
     sources: list[str] | None = None,
@@ -241,7 +241,7 @@ def build_distill_texts(
     summary = BuildSummary(Path(out))
     ctx = ReadContext(builders_heldout(data_root, sources, log), seed)
     subjects = dev_subjects(Path(dev_groups_path) if dev_groups_path else None, log)
-    everything: list[DistillItem] = []
+    everything: list[EmbeddingItem] = []
     for name in sources:
         result = _read_source(name, data_root, Path(groups_path) if groups_path else None, ctx)
         if isinstance(result, str):

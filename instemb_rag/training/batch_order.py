@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..datasets.embedding_items import DistillItem
+from ..datasets.embedding_items import EmbeddingItem
 from ..datasets.records import TrainingRecord
 
 __all__ = ["BUCKET_MICRO_BATCHES", "BUCKET_WINDOW", "BatchOrder", "item_epoch", "record_lengths"]
@@ -50,6 +50,7 @@ class BatchOrder:
         self._make, self.per_step, self._kept = epoch, micro_batches_per_step, kept_epochs
         self._epochs: dict[int, Epoch] = {}
         self._counts: list[int] = []  # batches of epochs 0, 1, ... as far as computed
+        self.units: list[list[int]] = []  # the rows kept together (records mode sets them)
 
     # ------------------------------------------------------------------------ the modes
     @classmethod
@@ -72,10 +73,12 @@ class BatchOrder:
                 return _pack(shuffled, batch_size)
             return _bucketed(shuffled, lengths, batch_size, generator)
 
-        return cls(epoch, micro_batches_per_step)
+        order = cls(epoch, micro_batches_per_step)
+        order.units = units
+        return order
 
     @classmethod
-    def items(cls, items: list[DistillItem], lengths: list[int], batch_size: int, seed: int) -> BatchOrder:
+    def items(cls, items: list[EmbeddingItem], lengths: list[int], batch_size: int, seed: int) -> BatchOrder:
         """Batches of item indices; ``step(n)`` is step n's batch."""
         return cls(lambda number: item_epoch(items, lengths, batch_size, seed, number))
 
@@ -188,7 +191,7 @@ def record_lengths(records: Sequence[TrainingRecord]) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- items mode
-def _item_unit_key(item: DistillItem) -> str:
+def _item_unit_key(item: EmbeddingItem) -> str:
     """Items sharing a key are batched together: a group, or a query with its positive passage."""
     if item.group is not None:
         return f"group:{item.group}"
@@ -197,7 +200,7 @@ def _item_unit_key(item: DistillItem) -> str:
     return f"pair:{item.id}"
 
 
-def _item_units(items: list[DistillItem], batch_size: int) -> list[list[int]]:
+def _item_units(items: list[EmbeddingItem], batch_size: int) -> list[list[int]]:
     """Each key's items as one unit (split where it exceeds a batch), in first-seen order."""
     by_key: dict[str, list[int]] = {}
     for index, item in enumerate(items):
@@ -209,7 +212,7 @@ def _item_units(items: list[DistillItem], batch_size: int) -> list[list[int]]:
     ]
 
 
-def item_epoch(items: list[DistillItem], lengths: list[int], batch_size: int, seed: int, epoch: int) -> Epoch:
+def item_epoch(items: list[EmbeddingItem], lengths: list[int], batch_size: int, seed: int, epoch: int) -> Epoch:
     """One epoch's batches: units shuffled, sorted by length within windows, packed, shuffled."""
     rng = random.Random(f"{seed}:{epoch}")
     units = _item_units(items, batch_size)

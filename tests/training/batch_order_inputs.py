@@ -2,7 +2,7 @@
 
 import random
 
-from instemb_rag.datasets.embedding_items import DistillItem
+from instemb_rag.datasets.embedding_items import EmbeddingItem
 from instemb_rag.datasets.records import TrainingRecord
 
 
@@ -14,7 +14,7 @@ def inputs():
     for n in range(40):
         role = "query" if n % 3 == 0 else "passage"
         items.append(
-            DistillItem(
+            EmbeddingItem(
                 id=f"i{n}",
                 role=role,
                 text=f"text {n}",

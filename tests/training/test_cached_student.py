@@ -107,7 +107,7 @@ def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path)
     from instemb_rag.datasets.records import read_records
     from instemb_rag.training.batch_order import BatchOrder
     from instemb_rag.training.lookahead.cached_student import prepare_student
-    from instemb_rag.training.lookahead.frozen_llm import compute_teacher_targets
+    from instemb_rag.training.lookahead.frozen_llm import compute_llm_targets
     from instemb_rag.training.lookahead.losses import compute_losses
     from instemb_rag.training.parallel import SINGLE_PROCESS
     from instemb_rag.training.student import load_student, make_trainable
@@ -115,7 +115,7 @@ def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path)
     config = _config(setting, tmp_path, "run", **{"model.frozen_prefix": True})
     records = read_records(setting["train"])
     encoder = load_student(config, torch.device("cpu"))
-    targets = compute_teacher_targets(encoder, records[:8], 4)
+    targets = compute_llm_targets(encoder, records[:8], 4)
     parts = make_trainable(encoder, config)
     order = BatchOrder.records([None] * len(records), 8, 1, 0)
     student = prepare_student(config, encoder, records, order, {}, SINGLE_PROCESS, log=lambda _: None)

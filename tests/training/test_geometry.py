@@ -184,11 +184,11 @@ def test_items_file_errors_name_the_line_and_field(tmp_path):
 
 
 def test_batches_keep_groups_together_and_cover_every_item():
-    from instemb_rag.datasets.embedding_items import DistillItem
+    from instemb_rag.datasets.embedding_items import EmbeddingItem
     from instemb_rag.training.batch_order import item_epoch
 
-    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
-    items[19] = DistillItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
+    items = [EmbeddingItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
+    items[19] = EmbeddingItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
     lengths = [n % 7 + 1 for n in range(20)]
     batches = item_epoch(items, lengths, batch_size=6, seed=1, epoch=0)
     assert sorted(i for batch in batches for i in batch) == list(range(20))
@@ -201,11 +201,11 @@ def test_batches_keep_groups_together_and_cover_every_item():
 
 
 def test_order_walks_epochs_of_different_batch_counts():
-    from instemb_rag.datasets.embedding_items import DistillItem
+    from instemb_rag.datasets.embedding_items import EmbeddingItem
     from instemb_rag.training.batch_order import BatchOrder, item_epoch
 
     # Groups of uneven size pack into a different number of batches from one epoch to the next.
-    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n % 13}" if n % 3 else None, None) for n in range(90)]
+    items = [EmbeddingItem(f"i{n}", "passage", "x", None, f"g{n % 13}" if n % 3 else None, None) for n in range(90)]
     lengths = [n % 11 + 1 for n in range(90)]
     epochs = [item_epoch(items, lengths, batch_size=8, seed=3, epoch=e) for e in range(4)]
     assert len({len(batches) for batches in epochs}) > 1  # the case this test is about

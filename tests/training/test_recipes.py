@@ -120,3 +120,13 @@ def test_a_run_that_builds_its_records_reads_instemb_data_root(tiny, tmp_path, m
     train(config, log=lambda _: None)
     built = (tmp_path / "run" / "data" / "train.jsonl").read_text().splitlines()
     assert built and all(json.loads(line)["source"].startswith("msmarco_qa:") for line in built)
+
+
+def test_a_config_written_before_the_rename_still_loads_with_a_warning(tmp_path):
+    old = tmp_path / "train_config.json"
+    old.write_text(json.dumps({"training": {"teacher_cache": False, "teacher_cache_dir": "tc"}}))
+    with pytest.warns(DeprecationWarning, match="llm_target_cache"):
+        config = load_config(old)
+    assert config.training.llm_target_cache is False and config.training.llm_target_cache_dir == "tc"
+    with pytest.warns(DeprecationWarning):
+        assert load_config(None, {"training.teacher_cache": False}).training.llm_target_cache is False

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ...datasets.embedding_items import DistillItem
+from ...datasets.embedding_items import EmbeddingItem
 from ...encoder.modules.forward import States
 from ...encoder.modules.layer_split import run_top
 from ...encoder.modules.projection import Projection
@@ -37,7 +37,7 @@ def term_weights(config: TrainConfig) -> dict[str, float]:
     }
 
 
-def teacher_embeddings(config: TrainConfig, items: list[DistillItem], log=print) -> tuple[torch.Tensor, dict]:
+def teacher_embeddings(config: TrainConfig, items: list[EmbeddingItem], log=print) -> tuple[torch.Tensor, dict]:
     """[N, teacher dim] L2-normalised teacher embeddings of the items, and the teacher's identity."""
     from ...teachers import load_teacher, teacher_text
     from ...teachers.cache import cached_embeddings
@@ -60,7 +60,7 @@ def pooled_embeddings(encoder, cache: PrefixCache, inputs: list[tuple[str, str |
     return encoder.pooling(hidden, batch["attention_mask"], encoder.lookahead_length)
 
 
-def student_embeddings(encoder, cache: PrefixCache, items: list[DistillItem], indices: list[int]) -> torch.Tensor:
+def student_embeddings(encoder, cache: PrefixCache, items: list[EmbeddingItem], indices: list[int]) -> torch.Tensor:
     """The student's (projected, un-normalised) embeddings of ``items[indices]`` from cached prefixes."""
     batch = cache.batch([items[i].student_input for i in indices], encoder.device)
     hidden = run_top(encoder.model, batch["hidden"], batch["attention_mask"], batch["position_ids"], cache.split)
@@ -130,7 +130,7 @@ def compute_terms(
     return terms
 
 
-def _group_term(student: torch.Tensor, batch_items: list[DistillItem], temperature: float) -> torch.Tensor:
+def _group_term(student: torch.Tensor, batch_items: list[EmbeddingItem], temperature: float) -> torch.Tensor:
     passage_rows = [row for row, item in enumerate(batch_items) if item.role == "passage"]
     row_of_id = {batch_items[row].id: position for position, row in enumerate(passage_rows)}
     query_rows = [row for row, item in enumerate(batch_items) if item.role == "query" and item.positive in row_of_id]
@@ -152,7 +152,7 @@ def build_optimizer(parts, head: Projection, config: TrainConfig):
 
 
 def prepare_prefix_cache(
-    config: TrainConfig, encoder, items: list[DistillItem], log=print, extra_inputs: list | None = None
+    config: TrainConfig, encoder, items: list[EmbeddingItem], log=print, extra_inputs: list | None = None
 ) -> PrefixCache:
     g, m = config.geometry, config.model
     root = Path(g.prefix_cache_dir) if g.prefix_cache_dir else instemb_home() / "prefix_cache"
@@ -168,5 +168,5 @@ def prepare_prefix_cache(
     return cache
 
 
-def item_key(item: DistillItem) -> str:
+def item_key(item: EmbeddingItem) -> str:
     return input_key(*item.student_input)

@@ -20,7 +20,7 @@ from ..args import TrainConfig
 from ..objective import weighted_sum
 from ..parallel import DistributedEnv, MicroBatchShard, sum_over_ranks
 from ..student import FullStudent, StudentPass, StudentRunner, needs_output_pass
-from .frozen_llm import TeacherTargets
+from .frozen_llm import LlmTargets
 from .negative_memory import NegativeMemory
 
 __all__ = [
@@ -54,7 +54,7 @@ def _contrastive_term(
     records,
     query_pass: StudentPass,
     output_pass: StudentPass | None,
-    targets: TeacherTargets,
+    targets: LlmTargets,
     shared: torch.Tensor,
     config: TrainConfig,
     shard: MicroBatchShard,
@@ -135,7 +135,7 @@ def distilled_positions(
 def compute_losses(
     encoder,
     records: list[TrainingRecord],
-    targets: TeacherTargets | None,
+    targets: LlmTargets | None,
     config: TrainConfig,
     shard: MicroBatchShard | None = None,
     memory: NegativeMemory | None = None,

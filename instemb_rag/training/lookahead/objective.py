@@ -42,7 +42,7 @@ from ..student import (
     refuse_sharded_adapted_tensors,
 )
 from .cached_student import prepare_student
-from .frozen_llm import autocast_for, compute_teacher_targets, file_digest, prepare_teacher
+from .frozen_llm import autocast_for, compute_llm_targets, file_digest, prepare_frozen_llm
 from .losses import compute_losses, reported_terms, term_weights
 from .negative_memory import NegativeMemory
 from .train_file import check_distill_sets_are_present, check_hard_negatives_have_a_loss, resolve_train_file
@@ -74,7 +74,7 @@ class LookaheadObjective(Objective):
         encoder = load_student(config, device)
         run_info: dict = {"device": str(device), "records": len(records), "world_size": env.world_size}
         run_info["torch_threads"] = set_training_threads(device.type) or torch.get_num_threads()
-        cache, teacher = prepare_teacher(config, encoder, records, order, run_info, env)
+        cache, teacher = prepare_frozen_llm(config, encoder, records, order, run_info, env)
 
         parts = make_trainable(encoder, config)
         if t.gradient_checkpointing:
@@ -139,12 +139,10 @@ def run_step(
         )
         if cache is not None:
             targets = cache.targets.select(local, encoder.device)
-        elif teacher is None:  # no loss term reads the frozen LLM (reads_teacher)
+        elif teacher is None:  # no loss term reads the frozen LLM (reads_frozen_llm)
             targets = None
         else:
-            targets = compute_teacher_targets(
-                teacher, chunk_records, length, t.batch_size, t.bf16, t.distill_content_words
-            )
+            targets = compute_llm_targets(teacher, chunk_records, length, t.batch_size, t.bf16, t.distill_content_words)
             targets = targets.select(range(len(local)), encoder.device)
         with autocast_for(encoder.device, t.bf16):
             terms = compute_losses(encoder, chunk_records, targets, config, shard, memory, student)
