@@ -32,7 +32,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace  # what run_step reads of a TeacherCache: .targets
+from types import SimpleNamespace  # what run_step reads of a LlmTargetCache: .targets
 
 from bench_common import PROJECT_ROOT, SHARED_DATA, apply_threads, base_parser, emit, interleaved_times, machine_info
 
@@ -72,7 +72,7 @@ class Setup:
         """Fill the frozen-prefix cache for these records; its one-time cost and size."""
         import torch
 
-        from instemb_rag.training.cached_student import CachedStudent, student_inputs
+        from instemb_rag.training.lookahead.cached_student import CachedStudent, student_inputs
         from instemb_rag.training.prefix_cache import PrefixCache, input_key
 
         model = self.config.model
@@ -161,14 +161,14 @@ def prefix_setups(args, train_file: Path, records, used: list[int], folder: Path
 
 
 def cached_teacher(recipe: Setup, records, used: list[int], batch_size: int):
-    """(a frozen teacher copy, its targets for ``used`` as run_step reads a TeacherCache, seconds per example)."""
-    from instemb_rag.training.teacher_cache import MappedTargets, compute_teacher_targets
+    """(a frozen teacher copy, its targets for ``used`` as run_step reads a LlmTargetCache, seconds per example)."""
+    from instemb_rag.training.lookahead.frozen_llm import MappedTargets, compute_llm_targets
 
     teacher = copy.deepcopy(recipe.encoder).eval()
     for param in teacher.parameters():
         param.requires_grad_(False)
     started = time.perf_counter()
-    targets = compute_teacher_targets(
+    targets = compute_llm_targets(
         teacher, [records[i] for i in used], recipe.encoder.lookahead.length, batch_size, recipe.config.training.bf16
     )
     seconds = (time.perf_counter() - started) / len(used)
@@ -177,11 +177,11 @@ def cached_teacher(recipe: Setup, records, used: list[int], batch_size: int):
 
 def bench_batches(records, batch_size: int, steps: int) -> tuple[list[list[int]], list[list[int]]]:
     """The first ``steps`` micro-batches of the trainer's data order, plain and length-bucketed."""
-    from instemb_rag.training.data_order import DataOrder, record_lengths
+    from instemb_rag.training.batch_order import BatchOrder, record_lengths
 
     groups = [r.group for r in records]
-    plain = DataOrder(groups, batch_size, 1, 0)
-    bucketed = DataOrder(groups, batch_size, 1, 0, record_lengths(records))
+    plain = BatchOrder.records(groups, batch_size, 1, 0)
+    bucketed = BatchOrder.records(groups, batch_size, 1, 0, record_lengths(records))
     return [plain.micro_batch(p) for p in range(steps)], [bucketed.micro_batch(p) for p in range(steps)]
 
 
@@ -192,9 +192,9 @@ def main(argv: list[str] | None = None) -> dict:
     threads = set_threads(args)
     if not SHARED_DATA.is_dir():
         return emit({"benchmark": "training", "skipped": f"{SHARED_DATA} is absent"}, args.json_out)
-    from instemb_rag.training.builders import build_data_folder
-    from instemb_rag.training.records import read_records
-    from instemb_rag.training.trainer import run_step
+    from instemb_rag.datasets.builders import build_data_folder
+    from instemb_rag.datasets.records import read_records
+    from instemb_rag.training.lookahead.objective import run_step
 
     per_set = args.per_set or (30 if args.quick else 50)
     data = PROJECT_ROOT / "runs" / "bench_training" / f"data-{per_set}"

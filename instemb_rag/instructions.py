@@ -16,7 +16,7 @@ tests/test_shared_rules.py checks that every entry point agrees.
 none: ``instemb-rag query`` without ``--instruction``, ``/v1/search`` and ``/v1/embeddings``
 without ``instruction``, and the LlamaIndex integration's ``query_instruction``. It is None (no
 instruction) because that is how the model is trained to read a plain question: MS MARCO's
-question -> passage direction is trained without one (training/builders.py), and documents are
+question -> passage direction is trained without one (datasets/builders.py), and documents are
 embedded without one on every path. One value for all three, so the same index and query rank
 alike from the command line, the server and LlamaIndex.
 """

@@ -18,13 +18,14 @@ MAX_LINES = 500
 # top-level module or subpackage must be placed here (the test says so).
 LAYERS: list[set[str]] = [
     # base utilities: no project imports beyond this layer
-    {"errors", "paths", "choices", "instructions", "hashing", "net", "jsonl", "atomic", "progress", "facet_groups"},
+    {"errors", "paths", "choices", "instructions", "hashing", "net", "jsonl", "atomic", "progress"},
     # sentence encoders: training teachers, and the document tower of a two-tower encoder
     {"teachers"},
     # the model: everything that builds and runs an InstEmbEncoder
     {"encoder"},
-    # what the model is trained with: loss functions
-    {"losses"},
+    # what the model is trained and evaluated with: loss functions, and the data (records,
+    # embedding items, facet groups, their builders and one source registry)
+    {"losses", "datasets"},
     # what uses the model: indexing and search, training, evaluation
     {"index", "training", "eval"},
     # the HTTP server over an index or an encoder

@@ -19,7 +19,7 @@ from instemb_rag.eval import evaluate, write_results_json
 from instemb_rag.eval.facet_groups import load_facet_groups
 from instemb_rag.eval.facet_runs import hybrid_rankers, instemb_ranker, run_facet_groups
 from instemb_rag.eval.hybrid import RERANK, HybridSettings
-from instemb_rag.facet_groups import DEV_GROUPS
+from instemb_rag.datasets.facet_groups import DEV_GROUPS
 
 SETTINGS = {
     "rrf": HybridSettings("rrf", 0.5),

@@ -71,14 +71,9 @@ def train_command(
 
             typer.echo(dry_run_report(train_config, world_size or detect_env().world_size))
             return
-        if train_config.geometry.teacher_encoder is not None:
-            from ..training.geometry import train_geometry  # a sentence encoder's geometry (issue 33)
+        from ..training.trainer import train  # the objective registry picks the recipe
 
-            final = train_geometry(train_config, log=typer.echo)
-        else:
-            from ..training.trainer import train
-
-            final = train(train_config)
+        final = train(train_config, log=typer.echo)
     except InstEmbError as exc:
         fail(exc)
     from ..training.parallel import detect_env
@@ -100,9 +95,9 @@ def build_data_command(
     max_per_set: int | None = typer.Option(None, "--max-per-set", help="Cap on training records per set."),
 ) -> None:
     """Build (text, instruction, output) training records from the development sets."""
+    from ..datasets.builders import build_data_folder
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
-    from ..training.builders import build_data_folder
 
     try:
         counts = build_data_folder(
@@ -139,14 +134,14 @@ def build_distill_texts_command(
     """Build the texts a geometry-distillation run embeds (queries with instructions, passages)."""
     import time
 
+    from ..datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS
+    from ..datasets.geometry_texts import build_geometry_texts
     from ..errors import InstEmbError
-    from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS
     from ..paths import data_root as default_data_root
-    from ..training.distill_texts import build_distill_texts
 
     started = time.perf_counter()
     try:
-        summary = build_distill_texts(
+        summary = build_geometry_texts(
             out,
             data_root or default_data_root(),
             sources or None,
@@ -189,9 +184,9 @@ def build_facet_groups_command(
     """Build facet groups (a subject, a passage per aspect, an instruction per aspect) from general-domain data."""
     import json
 
+    from ..datasets.facet_sources.build import build_facet_groups
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
-    from ..training.facet_sources.build import build_facet_groups
 
     try:
         summary = build_facet_groups(

@@ -6,7 +6,7 @@ history; or opposite stances: praise and complaints), and one instruction per pa
 for its facet. Every passage shares the query's topic, so only the instruction can pick the
 right one. The dev set lives in ``eval_sets/facet_groups_dev.jsonl`` at the checkout's root
 (eval_sets/README.md: its rules; no training record may read its subjects). The file format, its
-dataclasses and loader are instemb_rag/facet_groups.py's (training reads the same format).
+dataclasses and loader are instemb_rag/datasets/facet_groups.py's (training reads the same format).
 
 Any embedder is scored through the same harness: two callables, ``embed_queries(queries,
 instructions)`` and ``embed_passages(texts)`` returning L2-normalised rows (``score_embedder``),
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import facet_groups as groups_format
-from ..facet_groups import DEV_GROUPS, FacetGroup
+from ..datasets import facet_groups as groups_format
+from ..datasets.facet_groups import DEV_GROUPS, FacetGroup
 from .bootstrap import clustered_interval
 from .data import EvalDataError
 
@@ -55,7 +55,7 @@ def resolve_groups_path(path: str | Path | None = None) -> Path:
 
 
 def load_facet_groups(path: str | Path) -> list[FacetGroup]:
-    """The groups of a facet-groups file (the format's loader, instemb_rag/facet_groups.py),
+    """The groups of a facet-groups file (the format's loader, instemb_rag/datasets/facet_groups.py),
     its errors raised as EvalDataError like every evaluation file's."""
     return groups_format.load_facet_groups(path, EvalDataError)
 

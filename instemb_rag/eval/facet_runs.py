@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..datasets.facet_groups import FacetGroup, checkout_root
 from ..encoder.protocol import Encoder
-from ..facet_groups import FacetGroup, checkout_root
 from .bootstrap import paired_gain
 from .facet_groups import ASK_METRICS, GROUP_METRICS, FacetGroupScores, PoolLayout, dense_scores, score_matrix
 from .results import TaskResult, encoder_description

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..training.records import read_records
+from ..datasets.records import read_records
 
 _SPACE = re.compile(r"\s+")
 # Shorter query texts (a few keywords) would match by chance inside long training passages.

@@ -25,7 +25,7 @@ different passages, in pools where every competitor shares the query's topic.
   the sentence (negation, antonyms), this shows whether the model learned it at all; Climate-FEVER
   needs world knowledge on top.
 
-Held-out groups (but PERSPECTRUM's) come from the training builders' own split (training/builders.py, seed 0, the
+Held-out groups (but PERSPECTRUM's) come from the training builders' own split (datasets/builders.py, seed 0, the
 sets' held-out fractions), so no group scored here was read by a model trained on the default
 data settings. ``split="train"`` scores the training groups instead: a diagnostic that tells a
 model that cannot fit the task from one that fits it and does not generalise (a dev figure is
@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from ..choices import SteeringSplit, values
-from ..training.builders import HELD_OUT_FRACTION, HELD_OUT_SEED
+from ..datasets.builders import HELD_OUT_FRACTION, HELD_OUT_SEED
 from .data import EvalDataError
 
 SPLITS = values(SteeringSplit)
@@ -50,7 +50,7 @@ SPLITS = values(SteeringSplit)
 
 def _training_and_split_records(name: str, data_root: Path, split: str):
     """(the training records, the asked split's records) of one set, built once."""
-    from ..training.builders import build_set
+    from ..datasets.builders import build_set
 
     if split not in SPLITS:
         raise EvalDataError(f"Unknown split '{split}' for {name}: use one of {', '.join(SPLITS)}.")
@@ -82,7 +82,7 @@ def _sample_groups(groups: list[str], limit: int | None, seed: int) -> list[str]
 
 def run_medquad_facets(context, data_root: Path, max_queries: int | None):
     """``max_queries`` limits the number of foci (each brings one query per facet)."""
-    from ..training.contrast_sets import FACET_EVAL_PHRASINGS, medquad_query_text
+    from ..datasets.contrast_sets import FACET_EVAL_PHRASINGS, medquad_query_text
 
     by_focus: dict[str, dict[str, str]] = {}
     for record in _split_records("medquad_facets", data_root, context.steering_split):
@@ -144,7 +144,7 @@ def instruction_effect(asked_one: list[float], asked_other: list[float]) -> list
 def _by_stance(records, group_of) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """group -> stance -> sentences, and group -> the claim asked, from stance records (the
     stance read back by ``contrast_label``)."""
-    from ..training.contrast_sets import contrast_label
+    from ..datasets.contrast_sets import contrast_label
 
     by_group: dict[str, dict[str, list[str]]] = {}
     texts: dict[str, str] = {}
@@ -209,7 +209,7 @@ def _load_perspectrum(context, data_root: Path):
 
 
 def _stance_sets() -> dict[str, StanceSet]:
-    from ..training.contrast_sets import STANCE_EVAL_PHRASINGS
+    from ..datasets.contrast_sets import STANCE_EVAL_PHRASINGS
     from .perspectrum import EVAL_PHRASINGS
 
     return {

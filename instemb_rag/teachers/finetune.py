@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..facet_groups import FacetGroup, load_facet_groups
+from ..datasets.facet_groups import FacetGroup, load_facet_groups
 from ..hashing import file_sha256
 from .errors import TeacherError
 from .teacher import load_teacher, teacher_text

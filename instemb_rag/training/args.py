@@ -66,7 +66,9 @@ class ModelArguments:
 @dataclass
 class DataArguments:
     train_file: str | None = None  # JSONL of records; None = build from build_sets below
-    data_root: str = "../shared/data"
+    data_root: str | None = (
+        None  # None = paths.data_root(): $INSTEMB_DATA_ROOT, else ../shared/data beside the checkout
+    )
     build_sets: list[str] = field(default_factory=lambda: ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"])
     build_dir: str | None = None  # where built records go; None = <output_dir>/data
     heldout_fraction: float = 0.1
@@ -109,8 +111,10 @@ class TrainingArguments:
     negative_memory: int = 0
     views: list[str] = field(default_factory=lambda: list(VIEW_NAMES))
     view_dropout: float = 0.2
-    teacher_cache: bool = True  # False = run the frozen teacher every step (benchmarks only)
-    teacher_cache_dir: str | None = None  # None = <output_dir>/teacher_cache
+    # The frozen LLM's look-ahead targets, cached on disk (lookahead/frozen_llm.py); before issue 45
+    # these were teacher_cache and teacher_cache_dir (still read: RENAMED_KEYS).
+    llm_target_cache: bool = True  # False = run the frozen LLM every step (benchmarks only)
+    llm_target_cache_dir: str | None = None  # None = <output_dir>/teacher_cache
     frozen_prefix_dir: str | None = None  # model.frozen_prefix's cache; None = $INSTEMB_HOME/prefix_cache
     # Micro-batches of records of similar length (less padding); groups still share a batch
     # (training/data_order.py). Changes which records meet in a batch, so off by default.
@@ -138,7 +142,7 @@ class GeometryArguments:
 
     The student trains its top ``model.trainable_top_layers`` layers (LoRA or full) and a projection
     head into the teacher's space, over the frozen-prefix cache, on the items of ``texts_file``
-    (queries with instructions and passages; training/distill_texts.py builds it).
+    (queries with instructions and passages; datasets/geometry_texts.py builds it).
     """
 
     teacher_encoder: str | None = None  # "minilm", "mpnet" (instemb-rag teachers install) or a local folder
@@ -161,7 +165,7 @@ class GeometryArguments:
     # the blend keeps stays the one the starting checkpoint learned from its labels.
     anchor_weight: float = 0.0
     anchor_temperature: float = 0.05
-    # Instruction-contrast records (training/records.py format, e.g. an instruction-steering run's
+    # Instruction-contrast records (datasets/records.py format, e.g. an instruction-steering run's
     # data/train.jsonl) ranked with losses/retrieval.py on the embedding that ships
     # (training/geometry_contrast.py): the labels a sentence-encoder teacher cannot give (stance,
     # negation), the query under its negative instruction as a hard negative.
@@ -303,7 +307,34 @@ class TrainConfig:
         ]
 
 
+# Old option names -> new ones, per section: configs and saved runs (train_config.json, a
+# checkpoint's training info) written before the rename still load, with a warning. "teacher" now
+# means only a sentence encoder (instemb_rag/teachers/); the frozen copy of the LLM is "frozen_llm".
+RENAMED_KEYS: dict[str, dict[str, str]] = {
+    "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
+}
+
+
+def _renamed(section: str, values: dict, source: str) -> dict:
+    renames = RENAMED_KEYS.get(section, {})
+    old = [key for key in values if key in renames]
+    if not old:
+        return values
+    import warnings
+
+    warnings.warn(
+        f"{source}: {section}.{', '.join(old)} renamed to "
+        f"{', '.join(section + '.' + renames[key] for key in old)}; the old names will stop being read.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {renames.get(key, key): value for key, value in values.items()}
+
+
 def _section_of(key: str) -> tuple[str, str]:
+    for section, renames in RENAMED_KEYS.items():
+        if key in renames:
+            return section, key
     if "." in key:
         section, name = key.split(".", 1)
         return section, name
@@ -330,7 +361,10 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     unknown = sorted(set(raw) - set(sections))
     if unknown:
         raise InstEmbError(f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training' and 'geometry'.")
-    built = {name: _build_section(cls, raw.get(name) or {}, f"{source} [{name}]") for name, cls in sections.items()}
+    built = {
+        name: _build_section(cls, _renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")
+        for name, cls in sections.items()
+    }
     return TrainConfig(**built).validate()
 
 

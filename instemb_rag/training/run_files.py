@@ -14,10 +14,10 @@ import torch
 from ..encoder import checkpoint
 from ..errors import InstEmbError
 from .args import TrainConfig
-from .negative_memory import NegativeMemory
+from .lookahead.frozen_llm import file_digest
+from .lookahead.negative_memory import NegativeMemory
 from .state import latest_checkpoint, read_trainer_state, write_trainer_state
 from .student import TrainableParts
-from .teacher_cache import file_digest
 
 __all__ = [
     "FINAL_DIR",

@@ -18,7 +18,7 @@ on CUDA, AdamW):
                  values a token a layer, for the rank's share of the micro-batch and every
                  forward pass of a micro-batch (query, output, dropout view); with gradient
                  checkpointing one d-vector a token a layer plus one layer's full set
-    teacher      a frozen float32 copy when training.teacher_cache is false (else 0)
+    teacher      a frozen float32 copy when training.llm_target_cache is false (else 0)
 
 It leaves out the CUDA context and allocator slack (add ~1-2 GB) and the KV-free attention
 kernels' workspace; treat it as a lower bound with a margin of ~15 %.
@@ -240,7 +240,7 @@ def estimate_memory(
         activations = act_bytes * tokens * counts.backward_layers * per_token_layer
     if t.distill_loss == "kl":  # student and teacher logits at the look-ahead positions, float32
         activations += 3 * 4 * math.ceil(t.batch_size / world_size) * config.model.lookahead_length * shape.vocab
-    teacher = 0.0 if t.teacher_cache else 4.0 * shape.total_params
+    teacher = 0.0 if t.llm_target_cache else 4.0 * shape.total_params
     # The trainable parameters are replicated in both modes: float32 gradients and AdamW's two moments.
     return MemoryEstimate(weights, 4.0 * counts.trainable, 8.0 * counts.trainable, activations, teacher)
 
@@ -265,7 +265,7 @@ def dry_run_report(config: TrainConfig, world_size: int = 1) -> str:
         f"{t.batch_size * t.gradient_accumulation_steps} records a step over {world_size} rank(s) "
         f"({math.ceil(t.batch_size / world_size)} a rank a micro-batch, ~{tokens_per_device(config, world_size)} tokens)",
         f"settings         bf16={t.bf16} gradient_checkpointing={t.gradient_checkpointing} "
-        f"teacher_cache={t.teacher_cache} distill_loss={t.distill_loss}",
+        f"llm_target_cache={t.llm_target_cache} distill_loss={t.distill_loss}",
         "",
         "memory per device (CUDA, bf16 autocast)    ddp          fsdp",
     ]

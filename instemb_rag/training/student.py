@@ -25,6 +25,7 @@ from typing import Protocol, Sequence
 
 import torch
 
+from ..datasets.records import TrainingRecord
 from ..encoder.checkpoint import is_checkpoint
 from ..encoder.modules.lora import apply_lora, plain_parameters
 from ..encoder.modules.pooling import anchor_positions, last_valid_positions
@@ -32,8 +33,7 @@ from ..errors import InstEmbError
 from . import parallel
 from .args import TrainConfig
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
-from .records import TrainingRecord
-from .teacher_cache import input_ids_without_slots
+from .lookahead.frozen_llm import input_ids_without_slots
 
 __all__ = [
     "FullStudent",

@@ -67,7 +67,7 @@ def test_lexical_side_alone_finds_the_shared_word_and_weight_zero_is_dense(tiny_
 
 
 def test_facet_groups_hybrid_scores_fused_dense_and_lexical_from_one_dense_pass(tiny_model_dir, tmp_path):
-    from instemb_rag.facet_groups import DEV_GROUPS
+    from instemb_rag.datasets.facet_groups import DEV_GROUPS
 
     groups = tmp_path / "groups.jsonl"
     groups.write_text("".join(DEV_GROUPS.read_text().splitlines(keepends=True)[:3]))

@@ -1,4 +1,4 @@
-"""Facet groups (instemb_rag/facet_groups.py: the format; eval/facet_groups.py, facet_runs.py: the
+"""Facet groups (instemb_rag/datasets/facet_groups.py: the format; eval/facet_groups.py, facet_runs.py: the
 scoring): the loader's errors, the metrics on a hand-built set whose right answers are known,
 the paired bootstrap, BM25 and a teacher in the same harness, and `instemb-rag eval
 facet-groups` on the tiny model."""
@@ -14,11 +14,11 @@ from helpers import build_tiny_teacher_folder
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
+from instemb_rag.datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS, leaked_subjects
 from instemb_rag.eval.bootstrap import clustered_interval, paired_gain
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.facet_groups import load_facet_groups, resolve_groups_path, score_embedder, score_matrix
 from instemb_rag.eval.facet_runs import bm25_ranker, run_facet_groups, teacher_ranker
-from instemb_rag.facet_groups import DEV_GROUPS, TRAIN_GROUPS, leaked_subjects
 
 
 def group(gid: str, domain: str, kind: str, query: str, facets: dict[str, tuple[str, str]]) -> dict:

@@ -45,7 +45,7 @@ def _groups_file(tmp_path, subjects=("tent", "backpack", "stove")):
 
 
 def _in_group_accuracy(teacher, groups_path) -> float:
-    from instemb_rag.facet_groups import load_facet_groups
+    from instemb_rag.datasets.facet_groups import load_facet_groups
 
     right = total = 0
     for group in load_facet_groups(groups_path):
@@ -58,7 +58,7 @@ def _in_group_accuracy(teacher, groups_path) -> float:
 
 
 def test_examples_pair_each_instruction_with_its_passage_and_the_groups_others(tmp_path):
-    from instemb_rag.facet_groups import load_facet_groups
+    from instemb_rag.datasets.facet_groups import load_facet_groups
 
     examples = facet_examples(load_facet_groups(_groups_file(tmp_path)))
     assert len(examples) == 9

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from instemb_rag.datasets.contrast_sets import build_climate_fever_stance, contrast_label
+from instemb_rag.datasets.records import TrainingRecord
 from instemb_rag.tools.diagnostics.group_fit import (
     competing_pairs,
     contrast_groups,
@@ -12,8 +14,6 @@ from instemb_rag.tools.diagnostics.group_fit import (
     score_groups,
     summarise,
 )
-from instemb_rag.training.contrast_sets import build_climate_fever_stance, contrast_label
-from instemb_rag.training.records import TrainingRecord
 
 
 def _record(text, output, source, group, instruction="which one?"):

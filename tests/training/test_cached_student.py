@@ -11,8 +11,8 @@ from helpers import tiny_train_config
 from safetensors.torch import load_file
 from testing import build_tiny_model_folder
 
+from instemb_rag.datasets.records import TrainingRecord, write_records
 from instemb_rag.errors import InstEmbError
-from instemb_rag.training.records import TrainingRecord, write_records
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
 # Every view, the retrieval term and its two kinds of hard negative; no randomness (view dropout
@@ -104,20 +104,20 @@ def test_training_on_from_a_lora_checkpoint_cached_equals_full(setting, tmp_path
 
 
 def test_each_loss_term_and_its_gradients_match_the_full_pass(setting, tmp_path):
-    from instemb_rag.training.cached_student import prepare_student
-    from instemb_rag.training.data_order import DataOrder
-    from instemb_rag.training.objective import compute_losses
+    from instemb_rag.datasets.records import read_records
+    from instemb_rag.training.batch_order import BatchOrder
+    from instemb_rag.training.lookahead.cached_student import prepare_student
+    from instemb_rag.training.lookahead.frozen_llm import compute_llm_targets
+    from instemb_rag.training.lookahead.losses import compute_losses
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.records import read_records
     from instemb_rag.training.student import load_student, make_trainable
-    from instemb_rag.training.teacher_cache import compute_teacher_targets
 
     config = _config(setting, tmp_path, "run", **{"model.frozen_prefix": True})
     records = read_records(setting["train"])
     encoder = load_student(config, torch.device("cpu"))
-    targets = compute_teacher_targets(encoder, records[:8], 4)
+    targets = compute_llm_targets(encoder, records[:8], 4)
     parts = make_trainable(encoder, config)
-    order = DataOrder([None] * len(records), 8, 1, 0)
+    order = BatchOrder.records([None] * len(records), 8, 1, 0)
     student = prepare_student(config, encoder, records, order, {}, SINGLE_PROCESS, log=lambda _: None)
     params = list(parts.named.values())
 
@@ -161,14 +161,14 @@ def test_a_resumed_run_reuses_the_prefix_cache_and_matches_the_whole_run(setting
 
 
 def test_another_k_gets_its_own_cache_and_says_why(setting, tmp_path):
-    from instemb_rag.training.cached_student import prepare_student
-    from instemb_rag.training.data_order import DataOrder
+    from instemb_rag.datasets.records import read_records
+    from instemb_rag.training.batch_order import BatchOrder
+    from instemb_rag.training.lookahead.cached_student import prepare_student
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.records import read_records
     from instemb_rag.training.student import load_student
 
     records = read_records(setting["train"])
-    order = DataOrder([None] * len(records), 4, 1, 0)
+    order = BatchOrder.records([None] * len(records), 4, 1, 0)
     folders = []
     for top in (1, 2):
         config = _config(setting, tmp_path, "run", **{"model.frozen_prefix": True, "model.trainable_top_layers": top})
@@ -206,14 +206,14 @@ def _padding(batches, lengths):
 
 
 def test_length_buckets_cut_padding_and_keep_groups_whole():
-    from instemb_rag.training.data_order import DataOrder
+    from instemb_rag.training.batch_order import BatchOrder
 
     rng = random.Random(0)
     groups = [None] * 300 + [f"g{n // 3}" for n in range(90)]
     lengths = [rng.randint(5, 400) for _ in groups]
-    plain = DataOrder(groups, 8, 1, seed=5)._epoch(0)
-    bucketed_order = DataOrder(groups, 8, 1, seed=5, lengths=lengths)
-    bucketed = bucketed_order._epoch(0)
+    plain = BatchOrder.records(groups, 8, 1, seed=5).epoch(0)
+    bucketed_order = BatchOrder.records(groups, 8, 1, seed=5, lengths=lengths)
+    bucketed = bucketed_order.epoch(0)
     seen = sorted(i for batch in bucketed for i in batch)
     assert seen == list(range(len(groups)))  # every record once per epoch
     assert sum(len(batch) < 8 for batch in bucketed) <= 1  # full batches but maybe one
@@ -222,9 +222,9 @@ def test_length_buckets_cut_padding_and_keep_groups_whole():
         assert len({where[i] for i, g in enumerate(groups) if g == group}) == 1, group
     assert _padding(bucketed, lengths) < 0.3 * _padding(plain, lengths)
     # A pure function of (step, seed, lengths): a resumed run sees the same batches; epochs differ.
-    again = DataOrder(groups, 8, 1, seed=5, lengths=lengths)
+    again = BatchOrder.records(groups, 8, 1, seed=5, lengths=lengths)
     assert [again.step(s) for s in range(60)] == [bucketed_order.step(s) for s in range(60)]
-    assert bucketed_order._epoch(1) != bucketed
+    assert bucketed_order.epoch(1) != bucketed
 
 
 def test_training_threads_follow_the_physical_cores_unless_omp_num_threads_is_set(monkeypatch):

@@ -1,23 +1,23 @@
-"""The distillation-items format (training/distill_items.py): what the builder writes is what a
+"""The distillation-items format (datasets/embedding_items.py): what the builder writes is what a
 geometry run reads, the builder's unit stays out of the file, and bad files are explained."""
 
 import json
 
 import pytest
 
+from instemb_rag.datasets.embedding_items import EmbeddingItem, read_items, write_items
 from instemb_rag.errors import InstEmbError
-from instemb_rag.training.distill_items import DistillItem, read_items, write_items
 
 FORMAT_KEYS = ["id", "role", "text", "instruction", "group", "positive", "source"]  # the file on disk
 
 
 def _items():
     return [
-        DistillItem(id="s:p1", role="passage", text="A tent for rain.", source="s", group="g1", unit="u1"),
-        DistillItem(
+        EmbeddingItem(id="s:p1", role="passage", text="A tent for rain.", source="s", group="g1", unit="u1"),
+        EmbeddingItem(
             id="s:q1", role="query", text="which tent", instruction="Durability only.", positive="s:p1", source="s"
         ),
-        DistillItem(id="t:q2", role="query", text="a stove", source="t", unit="u2"),
+        EmbeddingItem(id="t:q2", role="query", text="a stove", source="t", unit="u2"),
     ]
 
 

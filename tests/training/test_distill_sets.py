@@ -4,12 +4,13 @@ import pytest
 import torch
 from helpers import TINY_RECIPE, tiny_train_config
 
+from instemb_rag.datasets.records import TrainingRecord, open_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
-from instemb_rag.training.objective import compute_losses, distilled_positions
-from instemb_rag.training.records import TrainingRecord, check_distill_sets_are_present, open_records, write_records
+from instemb_rag.training.lookahead.frozen_llm import compute_llm_targets
+from instemb_rag.training.lookahead.losses import compute_losses, distilled_positions
+from instemb_rag.training.lookahead.train_file import check_distill_sets_are_present
 from instemb_rag.training.student import load_student
-from instemb_rag.training.teacher_cache import compute_teacher_targets
 
 RECORDS = [
     TrainingRecord(
@@ -52,12 +53,10 @@ def test_the_distillation_term_equals_that_of_the_named_sets_records_alone(tiny_
     encoder = load_student(config, torch.device("cpu"))
     length = encoder.lookahead.length
     with torch.no_grad():
-        targets = compute_teacher_targets(encoder, RECORDS, length)
+        targets = compute_llm_targets(encoder, RECORDS, length)
         named_only = compute_losses(encoder, RECORDS, targets, config)["distill"]
         both = compute_losses(encoder, RECORDS, targets, every_record)["distill"]
-        alone = compute_losses(
-            encoder, RECORDS[:1], compute_teacher_targets(encoder, RECORDS[:1], length), every_record
-        )
+        alone = compute_losses(encoder, RECORDS[:1], compute_llm_targets(encoder, RECORDS[:1], length), every_record)
     assert named_only.item() > 0
     assert torch.allclose(named_only, alone["distill"], atol=1e-4)
     assert not torch.allclose(named_only, both, atol=1e-4)  # the stance record's positions are left out

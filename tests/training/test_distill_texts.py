@@ -1,4 +1,4 @@
-"""Distillation texts (training/distill_texts.py) built from a tiny data root in the real file
+"""Distillation texts (datasets/geometry_texts.py) built from a tiny data root in the real file
 formats of ../shared/data: roles, positives, groups, held-out splits, duplicates, dev subjects,
 missing sets, caps and determinism."""
 
@@ -9,14 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
+from instemb_rag.datasets.builders import build_set
+from instemb_rag.datasets.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
+from instemb_rag.datasets.facet_groups import load_facet_groups
+from instemb_rag.datasets.geometry_sources import chunk_spans, race_query_text
+from instemb_rag.datasets.geometry_texts import build_geometry_texts, water_fill
+from instemb_rag.datasets.instruction_templates import TEMPLATES, all_instructions, generic_instruction
 from instemb_rag.errors import InstEmbError
 from instemb_rag.eval.steering import HELD_OUT_FRACTION, HELD_OUT_SEED
-from instemb_rag.facet_groups import load_facet_groups
-from instemb_rag.training.builders import build_set
-from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS, STANCE_EVAL_PHRASINGS
-from instemb_rag.training.distill_sources import chunk_spans, race_query_text
-from instemb_rag.training.distill_texts import build_distill_texts, water_fill
-from instemb_rag.training.instruction_templates import TEMPLATES, all_instructions, generic_instruction
 
 WORDS = "amber birch cedar dune ember fjord grove heath inlet juniper".split()
 SHARED_SENTENCE = "A brown dog is running through the tall wet grass."
@@ -261,7 +261,7 @@ def groups_file(tmp_path):
 
 def _build(tmp_path, data_root, groups_file, name="texts.jsonl", dev=None, **options):
     lines = []
-    summary = build_distill_texts(
+    summary = build_geometry_texts(
         tmp_path / name, data_root, groups_path=groups_file, dev_groups_path=dev, log=lines.append, **options
     )
     items = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
@@ -396,7 +396,7 @@ def test_cap_spreads_over_sources_keeps_query_share_and_positives(tmp_path, data
 
 def test_unknown_source_and_bad_groups_file_are_explained(tmp_path, data_root, groups_file):
     with pytest.raises(InstEmbError, match="Unknown source"):
-        build_distill_texts(tmp_path / "x.jsonl", data_root, ["wikipedia"], log=lambda _: None)
+        build_geometry_texts(tmp_path / "x.jsonl", data_root, ["wikipedia"], log=lambda _: None)
     bad = dict(GROUPS[0], instructions=[{"facet": "weight", "text": "How heavy?"}, GROUPS[0]["instructions"][0]])
     _jsonl(
         tmp_path / "bad.jsonl",

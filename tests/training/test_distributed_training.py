@@ -18,9 +18,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from instemb_rag.datasets.records import TrainingRecord, write_records
 from instemb_rag.training.args import load_config
 from instemb_rag.training.parallel import KILL_AFTER_STEP_ENV
-from instemb_rag.training.records import TrainingRecord, write_records
 from instemb_rag.training.trainer import train
 
 TINY_RECIPE = "instemb_rag/training/recipes/tiny.yaml"

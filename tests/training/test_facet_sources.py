@@ -1,4 +1,4 @@
-"""Facet groups from general-domain data (training/facet_sources/): the splits that keep dev
+"""Facet groups from general-domain data (datasets/facet_sources/): the splits that keep dev
 subjects and the held-out source unread, passages as users index them, and varied wordings."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from instemb_rag.datasets.facet_groups import load_facet_groups
+from instemb_rag.datasets.facet_sources.build import build_facet_groups, is_dev_subject
+from instemb_rag.datasets.facet_sources.passages import cut, join, sentence_around
+from instemb_rag.datasets.facet_sources.reviews import absa_aspect
 from instemb_rag.errors import InstEmbError
-from instemb_rag.facet_groups import load_facet_groups
-from instemb_rag.training.facet_sources.build import build_facet_groups, is_dev_subject
-from instemb_rag.training.facet_sources.passages import cut, join, sentence_around
-from instemb_rag.training.facet_sources.reviews import absa_aspect
 
 MAN_SECTIONS = {
     "DESCRIPTION": "The {s} command copies data from one place to another place in blocks.",

@@ -92,9 +92,9 @@ def geometry_config(setting, tmp_path: Path, **overrides):
 
 
 def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_path):
+    from instemb_rag.datasets.embedding_items import read_items
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.training.distill_items import read_items
-    from instemb_rag.training.geometry import student_embeddings
+    from instemb_rag.training.geometry.terms import student_embeddings
     from instemb_rag.training.prefix_cache import PrefixCache
     from instemb_rag.training.student import load_student, make_trainable
 
@@ -125,9 +125,9 @@ def test_prefix_cache_gives_the_full_forward_losses_and_gradients(setting, tmp_p
 
 def test_geometry_run_saves_a_headed_checkpoint(setting, tmp_path):
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.training.geometry import train_geometry
+    from instemb_rag.training.trainer import train
 
-    final = train_geometry(geometry_config(setting, tmp_path), log=lambda _: None)
+    final = train(geometry_config(setting, tmp_path), log=lambda _: None)
     encoder = InstEmbEncoder.from_pretrained(final, device="cpu")
     assert encoder.dimension == 24 and encoder.hidden_size == 64
     vectors = encoder.encode_queries(["light tent for rain"] * 2, ["focus on durability", "cold night"])
@@ -144,9 +144,9 @@ def test_geometry_run_saves_a_headed_checkpoint(setting, tmp_path):
 def test_resumed_geometry_run_equals_uninterrupted_and_reuses_the_cache(setting, tmp_path):
     from safetensors.torch import load_file
 
-    from instemb_rag.training.geometry import train_geometry
+    from instemb_rag.training.trainer import train
 
-    whole = train_geometry(geometry_config(setting, tmp_path / "a"), log=lambda _: None)
+    whole = train(geometry_config(setting, tmp_path / "a"), log=lambda _: None)
     # An interrupted run: only its step-2 checkpoint survived (same prefix cache folder).
     resumed_dir = tmp_path / "b" / "run"
     resumed_dir.mkdir(parents=True)
@@ -154,7 +154,7 @@ def test_resumed_geometry_run_equals_uninterrupted_and_reuses_the_cache(setting,
     shutil.copytree(tmp_path / "a" / "prefix", tmp_path / "b" / "prefix")
     shutil.copytree(tmp_path / "a" / "teacher_cache", tmp_path / "b" / "teacher_cache")
     logged: list[str] = []
-    resumed = train_geometry(geometry_config(setting, tmp_path / "b", **{"training.resume": True}), log=logged.append)
+    resumed = train(geometry_config(setting, tmp_path / "b", **{"training.resume": True}), log=logged.append)
     assert not any("to add under" in line for line in logged), logged  # no prefix state computed again
     for name in ("projection.safetensors", "lora/adapter_model.safetensors"):
         first, second = load_file(str(whole / name)), load_file(str(resumed / name))
@@ -173,7 +173,7 @@ def test_geometry_config_is_checked_before_any_work(setting, tmp_path):
 
 
 def test_items_file_errors_name_the_line_and_field(tmp_path):
-    from instemb_rag.training.distill_items import read_items
+    from instemb_rag.datasets.embedding_items import read_items
 
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps({"id": "a", "role": "answer", "text": "x"}) + "\n")
@@ -184,32 +184,32 @@ def test_items_file_errors_name_the_line_and_field(tmp_path):
 
 
 def test_batches_keep_groups_together_and_cover_every_item():
-    from instemb_rag.training.distill_items import DistillItem
-    from instemb_rag.training.geometry_data import epoch_batches
+    from instemb_rag.datasets.embedding_items import EmbeddingItem
+    from instemb_rag.training.batch_order import item_epoch
 
-    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
-    items[19] = DistillItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
+    items = [EmbeddingItem(f"i{n}", "passage", "x", None, f"g{n // 3}" if n < 9 else None, None) for n in range(20)]
+    items[19] = EmbeddingItem("i19", "query", "q", "an instruction", None, "i12")  # a pair: query and its positive
     lengths = [n % 7 + 1 for n in range(20)]
-    batches = epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
+    batches = item_epoch(items, lengths, batch_size=6, seed=1, epoch=0)
     assert sorted(i for batch in batches for i in batch) == list(range(20))
     for group in ("g0", "g1", "g2"):
         holding = {b for b, batch in enumerate(batches) for i in batch if items[i].group == group}
         assert len(holding) == 1
     assert any(12 in batch and 19 in batch for batch in batches)
-    assert batches == epoch_batches(items, lengths, batch_size=6, seed=1, epoch=0)
-    assert batches != epoch_batches(items, lengths, batch_size=6, seed=1, epoch=1)
+    assert batches == item_epoch(items, lengths, batch_size=6, seed=1, epoch=0)
+    assert batches != item_epoch(items, lengths, batch_size=6, seed=1, epoch=1)
 
 
 def test_order_walks_epochs_of_different_batch_counts():
-    from instemb_rag.training.distill_items import DistillItem
-    from instemb_rag.training.geometry_data import GeometryOrder, epoch_batches
+    from instemb_rag.datasets.embedding_items import EmbeddingItem
+    from instemb_rag.training.batch_order import BatchOrder, item_epoch
 
     # Groups of uneven size pack into a different number of batches from one epoch to the next.
-    items = [DistillItem(f"i{n}", "passage", "x", None, f"g{n % 13}" if n % 3 else None, None) for n in range(90)]
+    items = [EmbeddingItem(f"i{n}", "passage", "x", None, f"g{n % 13}" if n % 3 else None, None) for n in range(90)]
     lengths = [n % 11 + 1 for n in range(90)]
-    epochs = [epoch_batches(items, lengths, batch_size=8, seed=3, epoch=e) for e in range(4)]
+    epochs = [item_epoch(items, lengths, batch_size=8, seed=3, epoch=e) for e in range(4)]
     assert len({len(batches) for batches in epochs}) > 1  # the case this test is about
-    order = GeometryOrder(items, lengths, batch_size=8, seed=3)
+    order = BatchOrder.items(items, lengths, batch_size=8, seed=3)
     flat = [batch for batches in epochs for batch in batches]
     assert [order.step(step) for step in range(len(flat))] == flat
 
@@ -271,22 +271,17 @@ def contrast_overrides(tmp_path: Path) -> dict:
 
 
 def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(setting, tmp_path):
+    from instemb_rag.datasets.embedding_items import read_items
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.training.distill_items import read_items
-    from instemb_rag.training.geometry import (
-        _anchors,
-        _contrast_order,
-        compute_terms,
-        prepare_prefix_cache,
-        shipped_head,
-    )
+    from instemb_rag.training.geometry.objective import _anchors, _contrast_batches
+    from instemb_rag.training.geometry.terms import compute_terms, prepare_prefix_cache, shipped_head
     from instemb_rag.training.student import load_student, make_trainable
 
     config = geometry_config(setting, tmp_path, **contrast_overrides(tmp_path))
     items = read_items(setting["items"])
     encoder = load_student(config, torch.device("cpu"))
     make_trainable(encoder, config)
-    contrast = _contrast_order(config)
+    contrast = _contrast_batches(config)
     assert {r.source.split(":")[0] for r in contrast.records} == {"stance_test"}  # other sets left out
     cache = prepare_prefix_cache(config, encoder, items, lambda _: None, contrast.inputs())
     lengths = [cache.index[input_key_of(item)][2] for item in items]
@@ -327,7 +322,7 @@ def input_key_of(item):
 def test_contrast_run_learns_the_stance_and_resumes_batch_for_batch(setting, tmp_path):
     from safetensors.torch import load_file
 
-    from instemb_rag.training.geometry import train_geometry
+    from instemb_rag.training.trainer import train
 
     # All six records each step (one batch an epoch), so the contrast term of step 1 and step 6 compare.
     overrides = {
@@ -336,7 +331,7 @@ def test_contrast_run_learns_the_stance_and_resumes_batch_for_batch(setting, tmp
         "training.max_steps": 6,
         "training.save_steps": 3,
     }
-    whole = train_geometry(geometry_config(setting, tmp_path / "a", **overrides), log=lambda _: None)
+    whole = train(geometry_config(setting, tmp_path / "a", **overrides), log=lambda _: None)
     rows = [json.loads(line) for line in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all("contrast" in row and "anchor" in row for row in rows)
     assert rows[-1]["contrast"] < rows[0]["contrast"]  # the labelled stance is being learned
@@ -344,7 +339,7 @@ def test_contrast_run_learns_the_stance_and_resumes_batch_for_batch(setting, tmp
     resumed_dir.mkdir(parents=True)
     shutil.copytree(tmp_path / "a" / "run" / "checkpoint-3", resumed_dir / "checkpoint-3")
     shutil.copy(tmp_path / "a" / "run" / "anchor_targets.safetensors", resumed_dir)
-    resumed = train_geometry(
+    resumed = train(
         geometry_config(setting, tmp_path / "b", **overrides, **{"training.resume": True}), log=lambda _: None
     )
     first, second = load_file(str(whole / "projection.safetensors")), load_file(str(resumed / "projection.safetensors"))
@@ -353,7 +348,7 @@ def test_contrast_run_learns_the_stance_and_resumes_batch_for_batch(setting, tmp
 
 
 def test_contrast_order_keeps_groups_together_and_errors_name_the_fix(tmp_path):
-    from instemb_rag.training.geometry_contrast import load_contrast_order
+    from instemb_rag.training.geometry.contrast import load_contrast_order
 
     path = write_contrast_records(tmp_path / "records.jsonl")
     assert len(load_contrast_order(str(path), None, None, 2, seed=3).records) == 7  # None: every set

@@ -9,21 +9,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instemb_rag.datasets.records import TrainingRecord, read_records, write_records
 from instemb_rag.eval.bootstrap import bootstrap_interval
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.steering import medquad_focus_and_facet
 from instemb_rag.losses import instruction_retrieval_loss, multiview_supcon_loss
-from instemb_rag.training.data_order import DataOrder
-from instemb_rag.training.objective import shared_targets
-from instemb_rag.training.records import TrainingRecord, read_records, write_records
-from instemb_rag.training.teacher_cache import content_words
+from instemb_rag.training.batch_order import BatchOrder
+from instemb_rag.training.lookahead.frozen_llm import content_words
+from instemb_rag.training.lookahead.losses import shared_targets
 
 
 # ---------------------------------------------------------------------------- data order
 def test_a_group_lands_in_one_micro_batch_and_every_record_once_per_epoch():
     groups = [None] * 10 + ["a", "a", "b", "b", "b", "c", "c"]
-    order = DataOrder(groups, batch_size=6, micro_batches_per_step=1, seed=3)
-    epoch = order._epoch(0)
+    order = BatchOrder.records(groups, batch_size=6, micro_batches_per_step=1, seed=3)
+    epoch = order.epoch(0)
     seen = Counter(i for batch in epoch for i in batch)
     assert sorted(seen) == list(range(len(groups))) and set(seen.values()) == {1}
     assert all(len(batch) <= 6 for batch in epoch)
@@ -32,12 +32,12 @@ def test_a_group_lands_in_one_micro_batch_and_every_record_once_per_epoch():
         members = [i for i, g in enumerate(groups) if g == group]
         assert len({where[i] for i in members}) == 1, f"group {group} was split across micro-batches"
     # A pure function of (step, seed): a resumed run sees the same batches.
-    again = DataOrder(groups, batch_size=6, micro_batches_per_step=1, seed=3)
+    again = BatchOrder.records(groups, batch_size=6, micro_batches_per_step=1, seed=3)
     assert [again.step(s) for s in range(8)] == [order.step(s) for s in range(8)]
 
 
 def test_a_group_larger_than_half_a_batch_is_cut_into_units():
-    order = DataOrder(["g"] * 7, batch_size=4, micro_batches_per_step=2, seed=0)
+    order = BatchOrder.records(["g"] * 7, batch_size=4, micro_batches_per_step=2, seed=0)
     assert sorted(len(unit) for unit in order.units) == [1, 2, 2, 2]
     assert len(order.step(0)) == 2
 
@@ -104,8 +104,8 @@ def test_records_round_trip_the_contrast_fields(tmp_path):
 
 # ---------------------------------------------------------------------------- builders on the real data
 def test_medquad_facets_split_by_focus_and_eval_wordings_are_unseen(shared_data_dir_or_skip):
-    from instemb_rag.training.builders import build_set
-    from instemb_rag.training.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS
+    from instemb_rag.datasets.builders import build_set
+    from instemb_rag.datasets.contrast_sets import FACET_EVAL_PHRASINGS, FACET_PHRASINGS
 
     train, heldout = build_set("medquad_facets", shared_data_dir_or_skip, 0.1, 0)
     assert {r.group for r in train}.isdisjoint({r.group for r in heldout})
@@ -116,7 +116,7 @@ def test_medquad_facets_split_by_focus_and_eval_wordings_are_unseen(shared_data_
 
 
 def test_climate_fever_claims_with_both_stances_share_a_group(shared_data_dir_or_skip):
-    from instemb_rag.training.builders import build_set
+    from instemb_rag.datasets.builders import build_set
 
     train, heldout = build_set("climate_fever_stance", shared_data_dir_or_skip, 0.1, 0)
     assert {r.group for r in train}.isdisjoint({r.group for r in heldout})
@@ -128,7 +128,7 @@ def test_climate_fever_claims_with_both_stances_share_a_group(shared_data_dir_or
 
 
 def test_negate_sentence_puts_not_after_the_first_auxiliary_and_skips_negated_ones():
-    from instemb_rag.training.contrast_sets import negate_sentence
+    from instemb_rag.datasets.contrast_sets import negate_sentence
 
     assert negate_sentence("A man is playing a guitar.") == "A man is not playing a guitar."
     assert negate_sentence("The dogs can swim") == "The dogs can not swim"
@@ -154,7 +154,7 @@ def _write_nli_root(root):
 
 
 def test_stance_pairs_give_each_premise_both_stances_in_one_group(tmp_path):
-    from instemb_rag.training.contrast_sets import STANCE_PHRASINGS, build_stance_pairs, contrast_label
+    from instemb_rag.datasets.contrast_sets import STANCE_PHRASINGS, build_stance_pairs, contrast_label
 
     _write_nli_root(tmp_path)
     records = [grouped.record for grouped in build_stance_pairs(tmp_path)]
@@ -187,7 +187,7 @@ def test_nli_stance_held_out_premises_share_no_sentence_with_training(shared_dat
 
 
 def test_counterfactual_claims_flip_the_instruction(shared_data_dir_or_skip):
-    from instemb_rag.training.builders import build_set
+    from instemb_rag.datasets.builders import build_set
 
     train, _ = build_set("scifact_stance_counterfactual", shared_data_dir_or_skip, 0.1, 0)
     original, negated = train[0], train[1]
@@ -262,9 +262,9 @@ def test_instruction_effect_is_zero_when_the_instruction_changes_nothing():
 def test_steering_train_split_scores_training_groups_and_says_so(tiny_encoder, shared_data_dir_or_skip):
     """The fit diagnostic reads the builders' training groups, never the held-out ones, and its
     result cannot be mistaken for a dev figure."""
+    from instemb_rag.datasets.builders import build_set
     from instemb_rag.eval import steering
     from instemb_rag.eval.tasks import evaluate
-    from instemb_rag.training.builders import build_set
 
     train, heldout = build_set(
         "medquad_facets", shared_data_dir_or_skip, steering.HELD_OUT_FRACTION, steering.HELD_OUT_SEED

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instemb_rag.datasets.records import TrainingRecord
 from instemb_rag.errors import CheckpointError
 from instemb_rag.losses import instruction_retrieval_loss
-from instemb_rag.training.negative_memory import NegativeMemory
-from instemb_rag.training.records import TrainingRecord
+from instemb_rag.training.lookahead.negative_memory import NegativeMemory
 
 
 def _records(*pairs):

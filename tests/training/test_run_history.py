@@ -8,8 +8,8 @@ from datetime import datetime
 
 from helpers import tiny_train_config
 
-from instemb_rag.training.records import TrainingRecord, write_records
-from instemb_rag.training.teacher_cache import file_digest
+from instemb_rag.datasets.records import TrainingRecord, write_records
+from instemb_rag.training.lookahead.frozen_llm import file_digest
 from instemb_rag.training.trainer import train
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()

@@ -10,12 +10,12 @@ from helpers import TINY_RECIPE, tiny_train_config
 from safetensors.torch import load_file
 
 from instemb_rag import InstEmbEncoder
+from instemb_rag.datasets.records import TrainingRecord, read_records, write_records
 from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
-from instemb_rag.training.objective import compute_losses
-from instemb_rag.training.records import TrainingRecord, read_records, write_records
+from instemb_rag.training.lookahead.frozen_llm import LlmTargetCache, cache_key_fields, compute_llm_targets
+from instemb_rag.training.lookahead.losses import compute_losses
 from instemb_rag.training.student import load_student
-from instemb_rag.training.teacher_cache import TeacherCache, cache_key_fields, compute_teacher_targets
 from instemb_rag.training.trainer import train
 
 WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
@@ -62,7 +62,7 @@ def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(tiny_model_di
     records = read_records(train_file)[:4]
 
     def fixed_batch_loss(encoder):
-        targets = compute_teacher_targets(teacher, records, 4)
+        targets = compute_llm_targets(teacher, records, 4)
         with torch.no_grad():
             return compute_losses(encoder, records, targets, config)["loss"].item()
 
@@ -104,22 +104,24 @@ def test_resume_after_interruption_matches_an_uninterrupted_run(tiny_model_dir, 
 
 
 def test_teacher_cache_is_keyed_by_teacher_and_input(tiny_model_dir, train_file, tmp_path):
-    config = _config(tiny_model_dir, train_file, tmp_path / "a", **{"training.teacher_cache_dir": str(tmp_path / "tc")})
+    config = _config(
+        tiny_model_dir, train_file, tmp_path / "a", **{"training.llm_target_cache_dir": str(tmp_path / "tc")}
+    )
     encoder = load_student(config, torch.device("cpu"))
     records = read_records(train_file)
     fields = cache_key_fields(encoder, encoder.backbone.fingerprint, 4)
-    first = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
+    first = LlmTargetCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
     first.ensure(encoder, records, range(6))
     assert first.computed_last == 6
-    again = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
+    again = LlmTargetCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
     again.ensure(encoder, records, range(8))
     assert again.computed_last == 2  # only the two records not cached before
     assert torch.equal(again.targets.select(range(6)).lookahead, first.targets.select(range(6)).lookahead)
-    direct = compute_teacher_targets(encoder, records[:8], 4)
+    direct = compute_llm_targets(encoder, records[:8], 4)
     assert torch.allclose(again.targets.select(range(8)).lookahead, direct.lookahead, atol=1e-6)
     # Keyed by input, not by data file: the same records in another file and order cost nothing.
     shuffled = records[::-1]
-    other = TeacherCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
+    other = LlmTargetCache(tmp_path / "tc", fields, 4, encoder.hidden_size)
     other.ensure(encoder, shuffled, range(8, 16))  # records 7..0
     assert other.computed_last == 0
     assert torch.equal(other.targets.select([15]).anchor, again.targets.select([0]).anchor)
@@ -127,8 +129,8 @@ def test_teacher_cache_is_keyed_by_teacher_and_input(tiny_model_dir, train_file,
     edited = [records[0].model_copy(update={"output": records[0].output + " stove"})]
     other.ensure(encoder, edited, [0])
     assert other.computed_last == 1
-    assert TeacherCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 3, 64).key != first.key
-    assert TeacherCache(tmp_path / "tc", cache_key_fields(encoder, "another", 4), 4, 64).key != first.key
+    assert LlmTargetCache(tmp_path / "tc", {**fields, "lookahead_length": 3}, 3, 64).key != first.key
+    assert LlmTargetCache(tmp_path / "tc", cache_key_fields(encoder, "another", 4), 4, 64).key != first.key
     # Short answers: mask marks exactly the answer tokens.
     mask = again.targets.select(range(8)).mask
     for index in range(8):
@@ -139,7 +141,7 @@ def test_teacher_cache_is_keyed_by_teacher_and_input(tiny_model_dir, train_file,
 def test_cached_and_uncached_teacher_give_the_same_first_loss(tiny_model_dir, train_file, tmp_path):
     common = {"training.max_steps": 1, "training.views": ["student_input", "teacher_input", "student_output"]}
     train(_config(tiny_model_dir, train_file, tmp_path / "cached", **common))
-    train(_config(tiny_model_dir, train_file, tmp_path / "live", **common, **{"training.teacher_cache": False}))
+    train(_config(tiny_model_dir, train_file, tmp_path / "live", **common, **{"training.llm_target_cache": False}))
     assert _metrics(tmp_path / "cached")[0]["loss"] == pytest.approx(_metrics(tmp_path / "live")[0]["loss"], abs=1e-5)
 
 
@@ -204,7 +206,7 @@ def _check_teacher_aligns_with_student(encoder, records, length):
     """At the initial weights the teacher's |x| state is the student's (causal attention: the
     look-ahead slots after |x| cannot change it), and the first look-ahead slot sees the same
     prefix as the teacher's first answer token."""
-    targets = compute_teacher_targets(encoder, records, length)
+    targets = compute_llm_targets(encoder, records, length)
     ids = [encoder.build_ids(r.text, r.instruction, length) for r in records]
     batch = encoder.collate(ids)
     with torch.no_grad():
@@ -235,7 +237,7 @@ def test_real_model_losses_are_finite_and_teacher_aligned(default_encoder):
     ]
     _check_teacher_aligns_with_student(default_encoder, records, default_encoder.lookahead.length)
     config = load_config(TINY_RECIPE, {"training.batch_size": 2})
-    targets = compute_teacher_targets(default_encoder, records, default_encoder.lookahead.length)
+    targets = compute_llm_targets(default_encoder, records, default_encoder.lookahead.length)
     with torch.no_grad():
         terms = compute_losses(default_encoder, records, targets, config)
     assert all(torch.isfinite(value) for value in terms.values())
@@ -255,7 +257,7 @@ def test_a_hard_negative_joins_the_pooled_retrieval_loss_and_gets_gradient(
     encoder = load_student(config, torch.device("cpu"))
     plain = read_records(train_file)[:4]
     flipped = [plain[0].model_copy(update={field: value}), *plain[1:]]
-    targets = compute_teacher_targets(encoder, plain, 4)  # the teacher never reads the negative
+    targets = compute_llm_targets(encoder, plain, 4)  # the teacher never reads the negative
     without = compute_losses(encoder, plain, targets, config)["retrieval"]
     with_negative = compute_losses(encoder, flipped, targets, config)["retrieval"]
     # One more candidate in a denominator: the retrieval loss can only grow.

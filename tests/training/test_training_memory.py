@@ -96,7 +96,7 @@ def test_dry_run_of_an_unknown_model_is_bad_input(tmp_path):
 def test_gradient_checkpointing_changes_memory_not_the_result(tiny_model_dir, tmp_path):
     from safetensors.torch import load_file
 
-    from instemb_rag.training.records import TrainingRecord, write_records
+    from instemb_rag.datasets.records import TrainingRecord, write_records
     from instemb_rag.training.trainer import train
 
     words = "the tent is light and durable for a camp trip in cold rain".split()

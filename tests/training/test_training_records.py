@@ -5,8 +5,8 @@ import json
 import pytest
 from testing import shared_data_or_skip
 
-from instemb_rag.training.builders import build_data_folder, build_records
-from instemb_rag.training.records import RecordError, TrainingRecord, read_records, write_records
+from instemb_rag.datasets.builders import build_data_folder, build_records
+from instemb_rag.datasets.records import RecordError, TrainingRecord, read_records, write_records
 
 
 def _write_lines(path, lines):
@@ -109,7 +109,7 @@ def test_negative_instruction_round_trips_and_is_left_out_when_absent(tmp_path):
 
 
 def test_record_file_streams_the_records_read_records_reads(tmp_path):
-    from instemb_rag.training.records import open_records
+    from instemb_rag.datasets.records import open_records
 
     records = [
         TrainingRecord(

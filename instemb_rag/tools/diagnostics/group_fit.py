@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from ...datasets.contrast_sets import contrast_label
+from ...datasets.records import TrainingRecord, read_records
 from ...eval.bootstrap import bootstrap_interval
-from ...training.contrast_sets import contrast_label
-from ...training.records import TrainingRecord, read_records
 
 
 def contrast_groups(

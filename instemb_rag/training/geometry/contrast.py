@@ -3,7 +3,7 @@
 A sentence encoder reads "find a study that supports" and "... that contradicts" almost alike
 (mpnet with the instruction pasted in has no stance), so distilling its geometry alone wears away
 what the starting checkpoint learned from contrast records: issue 33's candidates lost SciFact
-stance and the NLI stance effect. This module feeds those records (training/records.py format,
+stance and the NLI stance effect. This module feeds those records (datasets/records.py format,
 e.g. an instruction-steering run's ``data/train.jsonl``) to the geometry run: each step reads a
 few records, and losses/retrieval.py ranks each query against its own output, the other records'
 outputs, and (from the output's side) the same text under its negative instruction, on the
@@ -21,14 +21,16 @@ from collections.abc import Callable
 
 import torch
 
-from ..errors import InstEmbError
-from ..losses.retrieval import instruction_retrieval_loss
-from .records import TrainingRecord, read_records, source_set
+from ...datasets.records import TrainingRecord, read_records, source_set
+from ...errors import InstEmbError
+from ...losses.retrieval import instruction_retrieval_loss
+from ..batch_order import BatchOrder
 
 Input = tuple[str, str | None]
 
 
 def _unit_of(record: TrainingRecord) -> str:
+    """Records sharing this are sampled (and batched, BatchOrder.contrast) together."""
     return record.group or record.source or record.text
 
 
@@ -60,8 +62,9 @@ def select_records(
     return chosen
 
 
-class ContrastOrder:
-    """The records of any step: each epoch shuffles the groups and cuts batches of a fixed size."""
+class ContrastBatches:
+    """The contrast records and the records of any step (``BatchOrder.contrast``: each epoch
+    shuffles the groups and cuts batches of a fixed size)."""
 
     def __init__(self, records: list[TrainingRecord], batch_size: int, seed: int):
         if len(records) < batch_size:
@@ -70,24 +73,11 @@ class ContrastOrder:
                 f"({batch_size}): add records or lower the batch size."
             )
         self.records, self.batch_size, self.seed = records, batch_size, seed
-        units: dict[str, list[int]] = {}
-        for index, record in enumerate(records):
-            units.setdefault(_unit_of(record), []).append(index)
-        self._units = list(units.values())
+        self.order = BatchOrder.contrast(records, batch_size, seed)
         self.per_epoch = len(records) // batch_size  # the last partial batch of an epoch is left out
-        self._epoch_order: tuple[int, list[int]] | None = None
-
-    def _order(self, epoch: int) -> list[int]:
-        if self._epoch_order is None or self._epoch_order[0] != epoch:
-            units = list(self._units)
-            random.Random(f"{self.seed}:contrast:{epoch}").shuffle(units)
-            self._epoch_order = (epoch, [index for unit in units for index in unit])
-        return self._epoch_order[1]
 
     def step(self, step: int) -> list[TrainingRecord]:
-        epoch, within = divmod(step, self.per_epoch)
-        order = self._order(epoch)
-        return [self.records[i] for i in order[within * self.batch_size : (within + 1) * self.batch_size]]
+        return [self.records[i] for i in self.order.step(step)]
 
     def inputs(self) -> list[Input]:
         """Every input a step may embed (for the prefix cache), each once."""
@@ -102,7 +92,7 @@ class ContrastOrder:
 
 def load_contrast_order(path: str, sets: list[str] | None, max_per_set: int | None, batch_size: int, seed: int):
     records = select_records(read_records(path), sets, max_per_set, seed)
-    return ContrastOrder(records, batch_size, seed)
+    return ContrastBatches(records, batch_size, seed)
 
 
 def shared_pairs(records: list[TrainingRecord]) -> torch.Tensor:

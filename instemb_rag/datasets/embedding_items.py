@@ -23,7 +23,7 @@ WRITTEN_FIELDS = ("id", "role", "text", "instruction", "group", "positive", "sou
 
 
 @dataclass(frozen=True)
-class DistillItem:
+class EmbeddingItem:
     id: str
     role: str  # "query" | "passage"
     text: str
@@ -42,7 +42,7 @@ class DistillItem:
         return {name: getattr(self, name) for name in WRITTEN_FIELDS}
 
 
-def write_items(path: Path, items: list[DistillItem]) -> None:
+def write_items(path: Path, items: list[EmbeddingItem]) -> None:
     """One item a line, written aside and renamed into place; ids must be unique."""
     repeated = [key for key, count in Counter(item.id for item in items).items() if count > 1]
     if repeated:  # a reader's bug: a positive would point at two passages
@@ -51,7 +51,7 @@ def write_items(path: Path, items: list[DistillItem]) -> None:
     write_text_atomically(path, "".join(json.dumps(item.as_json(), ensure_ascii=False) + "\n" for item in items))
 
 
-def _item(raw: dict, where: str) -> DistillItem:
+def _item(raw: dict, where: str) -> EmbeddingItem:
     for name in ("id", "role", "text"):
         if not isinstance(raw.get(name), str) or not raw[name].strip():
             raise InstEmbError(f"{where}: field '{name}' must be a non-empty string.")
@@ -60,7 +60,7 @@ def _item(raw: dict, where: str) -> DistillItem:
     for name in ("instruction", "group", "positive", "source"):
         if raw.get(name) is not None and not isinstance(raw[name], str):
             raise InstEmbError(f"{where}: field '{name}' must be a string or null.")
-    return DistillItem(
+    return EmbeddingItem(
         raw["id"],
         raw["role"],
         raw["text"],
@@ -71,7 +71,7 @@ def _item(raw: dict, where: str) -> DistillItem:
     )
 
 
-def read_items(path: str | Path, max_items: int | None = None) -> list[DistillItem]:
+def read_items(path: str | Path, max_items: int | None = None) -> list[EmbeddingItem]:
     """Every item of the texts file (the first ``max_items``), checked: unique ids, known positives."""
     path = Path(path)
     if not path.is_file():
@@ -79,7 +79,7 @@ def read_items(path: str | Path, max_items: int | None = None) -> list[DistillIt
             f"Distillation texts {path} not found. Build them with `instemb-rag train build-distill-texts` "
             "or point geometry.texts_file at an existing file."
         )
-    items: list[DistillItem] = []
+    items: list[EmbeddingItem] = []
     for line_number, raw in read_jsonl(path):
         if max_items is not None and len(items) >= max_items:
             break

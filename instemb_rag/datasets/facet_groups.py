@@ -10,8 +10,8 @@ its facet. One group a line:
      "instructions": [{"facet": "comfort", "text": "..."}, ...]}
 
 ``kind`` is optional ("aspect" when absent; "stance" for praise / complaint groups). Two files
-share the format: research/data/facet_groups_train.jsonl (training, training/facet_groups.py
-turns it into distillation items) and eval_sets/facet_groups_dev.jsonl (the held-out dev set,
+share the format: research/data/facet_groups_train.jsonl (training, ``facet_group_items`` below
+turns it into embedding items) and eval_sets/facet_groups_dev.jsonl (the held-out dev set,
 eval/facet_groups.py scores it; eval_sets/README.md: no training record may name its subjects,
 ``leaked_subjects`` checks that). Neither ships in the wheel.
 """
@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InstEmbError
-from .jsonl import read_jsonl
+from ..errors import InstEmbError
+from ..jsonl import read_jsonl
+from .embedding_items import EmbeddingItem
 
 GROUP_KINDS = ("aspect", "stance")
 DEV_SET_RELATIVE = Path("eval_sets") / "facet_groups_dev.jsonl"
@@ -60,7 +61,7 @@ class FacetGroup:
 
 def checkout_root() -> Path:
     """The folder holding instemb_rag/ (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 DEV_GROUPS = checkout_root() / DEV_SET_RELATIVE
@@ -168,3 +169,28 @@ def leaked_subjects(texts: Iterable[str], groups: Sequence[FacetGroup]) -> list[
         lowered = text.lower()
         found.update(original for lowered_subject, original in subjects.items() if lowered_subject in lowered)
     return sorted(found)
+
+
+def facet_group_items(groups: list[FacetGroup], source: str = "facet_groups") -> list[EmbeddingItem]:
+    """Each group's passages; its query under each instruction (positive: that facet's passage);
+    and its query alone (no positive: every passage answers it a little)."""
+    items = []
+    for group in groups:
+        passage_of = {passage.facet: f"{source}:{passage.id}" for passage in group.passages}
+        common = {"source": source, "group": group.group, "unit": group.group}
+        items += [
+            EmbeddingItem(id=passage_of[p.facet], role="passage", text=p.text.strip(), **common) for p in group.passages
+        ]
+        items.append(EmbeddingItem(id=f"{source}:{group.group}-q", role="query", text=group.query.strip(), **common))
+        for position, instruction in enumerate(group.instructions):
+            items.append(
+                EmbeddingItem(
+                    id=f"{source}:{group.group}-q{position + 1}",
+                    role="query",
+                    text=group.query.strip(),
+                    instruction=instruction.text.strip(),
+                    positive=passage_of[instruction.facet],
+                    **common,
+                )
+            )
+    return items

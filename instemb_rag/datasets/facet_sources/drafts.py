@@ -1,6 +1,6 @@
 """What every source reader returns: one subject with one passage per aspect, before wording.
 
-build.py turns a draft into a facet group (instemb_rag/facet_groups.py's format), drawing the
+build.py turns a draft into a facet group (instemb_rag/datasets/facet_groups.py's format), drawing the
 query's and each instruction's wording with a seeded generator."""
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from ..atomic import write_text_atomically
 from ..errors import InstEmbError
 from ..jsonl import jsonl_lines
-from .args import TrainConfig
 
 
 class RecordError(InstEmbError):
@@ -182,31 +181,3 @@ def write_records(path: str | os.PathLike, records: Iterable[TrainingRecord]) ->
     lines = [json.dumps(_as_json(record), ensure_ascii=False) + "\n" for record in records]
     write_text_atomically(path, "".join(lines))
     return len(lines)
-
-
-# ---------------------------------------------------------------------------- checks against a run's config
-def check_hard_negatives_have_a_loss(
-    records: RecordFile | list[TrainingRecord], config: TrainConfig, train_file: Path
-) -> None:
-    """Hard negatives act through the retrieval term only; refuse to drop them silently."""
-    carrying = (
-        records.negative_carriers
-        if isinstance(records, RecordFile)
-        else sum(1 for r in records if r.negative_instruction or r.negative_outputs)
-    )
-    if carrying and config.training.retrieval_weight <= 0:
-        raise InstEmbError(
-            f"{train_file}: {carrying} records carry negative_instruction or negative_outputs, which only the "
-            "retrieval loss reads, but training.retrieval_weight is 0. Set --set retrieval_weight=1.0 "
-            "(or drop those fields)."
-        )
-
-
-def check_distill_sets_are_present(records: RecordFile, config: TrainConfig, train_file: Path) -> None:
-    """A distill_sets name no record carries would silently switch distillation off for it."""
-    missing = sorted(set(config.training.distill_sets or ()) - set(records.source_sets))
-    if missing:
-        raise InstEmbError(
-            f"{train_file}: training.distill_sets names {missing}, but no record's source starts with that "
-            f"set name (the sets here: {sorted(records.source_sets)}). Fix the names or drop them."
-        )

@@ -13,7 +13,7 @@ tied LM head, which is cheaper than storing [L, vocab] per record.
 
 The key hashes the teacher (its weights' fingerprint), the template, L and max_length; inside
 it, rows are keyed by input (text, instruction, answer), so another data file, a longer run or
-a resumed one computes only the inputs it has not seen (``TeacherCache``). The SupCon
+a resumed one computes only the inputs it has not seen (``LlmTargetCache``). The SupCon
 ``teacher_input`` view (``anchor``) and the distillation targets come from the same pass.
 """
 
@@ -33,31 +33,29 @@ import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as save_tensors
 
-from ..atomic import write_atomically, write_text_atomically
-from ..encoder.checkpoint import is_checkpoint
-from ..errors import InstEmbError
-from ..hashing import file_sha256
-from .args import TrainConfig
-from .data_order import DataOrder
-from .parallel import SINGLE_PROCESS, DistributedEnv, local_indices
-from .prefix_cache import read_shard_index
-from .records import TrainingRecord
+from ...atomic import write_atomically, write_text_atomically
+from ...datasets.records import TrainingRecord
+from ...encoder.checkpoint import is_checkpoint
+from ...errors import InstEmbError
+from ...hashing import file_sha256
+from ..args import TrainConfig
+from ..batch_order import BatchOrder
+from ..parallel import SINGLE_PROCESS, DistributedEnv, local_indices
+from ..prefix_cache import read_shard_index
 
 CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
 SAVE_EVERY = 256  # inputs computed per shard (what an interruption can lose)
 
 
 @dataclass
-class TeacherTargets:
+class LlmTargets:
     lookahead: torch.Tensor  # [N, L, d] float32
     mask: torch.Tensor  # [N, L] bool
     anchor: torch.Tensor  # [N, d] float32
 
-    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> TeacherTargets:
+    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> LlmTargets:
         index = torch.as_tensor(list(indices), dtype=torch.long)
-        return TeacherTargets(
-            self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device)
-        )
+        return LlmTargets(self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device))
 
 
 def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: int) -> list[int]:
@@ -93,14 +91,14 @@ def autocast_for(device: torch.device, bf16: bool):
 
 
 @torch.no_grad()
-def compute_teacher_targets(
+def compute_llm_targets(
     encoder,
     records: Sequence[TrainingRecord],
     lookahead_length: int,
     batch_size: int = 8,
     bf16: bool = True,
     strip_stopwords: bool = False,
-) -> TeacherTargets:
+) -> LlmTargets:
     """Run the (frozen) encoder's backbone on ``[x; y[:L]]`` and gather the target states."""
     dim = encoder.hidden_size
     lookahead = torch.zeros(len(records), lookahead_length, dim)
@@ -116,7 +114,7 @@ def compute_teacher_targets(
             anchor[start + row] = hidden[row, x_len - 1]
             lookahead[start + row, :y_len] = hidden[row, x_len : x_len + y_len]
             mask[start + row, :y_len] = True
-    return TeacherTargets(lookahead, mask, anchor)
+    return LlmTargets(lookahead, mask, anchor)
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -145,16 +143,16 @@ def target_key(record: TrainingRecord) -> str:
 
 @dataclass
 class MappedTargets:
-    """Targets stored for some records only; ``select`` takes record indices as TeacherTargets' does."""
+    """Targets stored for some records only; ``select`` takes record indices as LlmTargets' does."""
 
-    stored: TeacherTargets
+    stored: LlmTargets
     row_of: dict[int, int]
 
-    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> TeacherTargets:
+    def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> LlmTargets:
         return self.stored.select([self.row_of[i] for i in indices], device)
 
 
-class TeacherCache:
+class LlmTargetCache:
     """Teacher targets under one teacher (``key_fields``), one row per distinct input, filled on
     demand and reused by any run, on any data file, that reads the same inputs.
 
@@ -196,7 +194,7 @@ class TeacherCache:
         with _progress(show_progress, len(missing)) as (bar, task):
             for start in range(0, len(missing), SAVE_EVERY):
                 chunk = missing[start : start + SAVE_EVERY]
-                fresh = compute_teacher_targets(
+                fresh = compute_llm_targets(
                     encoder, [records[i] for i in chunk], self.lookahead_length, batch_size, bf16, strip_stopwords
                 )
                 self._write_shard([keys[i] for i in chunk], fresh)
@@ -204,7 +202,7 @@ class TeacherCache:
         self.targets = MappedTargets(self._read([keys[i] for i in wanted]), {i: row for row, i in enumerate(wanted)})
         return self.targets
 
-    def _write_shard(self, keys: list[str], fresh: TeacherTargets) -> None:
+    def _write_shard(self, keys: list[str], fresh: LlmTargets) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         shard = 1 + max((entry[0] for entry in self.index.values()), default=-1)
         tensors = {
@@ -218,9 +216,9 @@ class TeacherCache:
         write_text_atomically(self.path / "index.json", json.dumps(self.index))
         write_text_atomically(self.folder / f"{self.key}.json", json.dumps(self.key_fields, indent=2))
 
-    def _read(self, keys: list[str]) -> TeacherTargets:
+    def _read(self, keys: list[str]) -> LlmTargets:
         """Dense targets of these inputs, in this order, read shard by shard."""
-        out = TeacherTargets(
+        out = LlmTargets(
             torch.zeros(len(keys), self.lookahead_length, self.dim),
             torch.zeros(len(keys), self.lookahead_length, dtype=torch.bool),
             torch.zeros(len(keys), self.dim),
@@ -246,7 +244,7 @@ class TeacherCache:
 @contextmanager
 def _progress(enabled: bool, total: int):
     """A rich progress bar over the records to compute: yields (bar, task)."""
-    from ..progress import counting_progress
+    from ...progress import counting_progress
 
     with counting_progress("teacher targets", enabled=enabled and total > 0) as bar:
         yield bar, bar.add_task("teacher", total=total)
@@ -264,18 +262,18 @@ def teacher_identity(config: TrainConfig, encoder) -> str:
     return identity
 
 
-def reads_teacher(config: TrainConfig) -> bool:
+def reads_frozen_llm(config: TrainConfig) -> bool:
     """Whether any loss term reads the teacher: distillation, or SupCon's teacher_input view. A
     retrieval-only run (e.g. a fit diagnostic) then skips the teacher pass entirely."""
     t = config.training
     return t.distill_weight > 0 or (t.contrastive_weight > 0 and "teacher_input" in t.views)
 
 
-def prepare_teacher(
+def prepare_frozen_llm(
     config: TrainConfig,
     encoder,
     records,
-    order: DataOrder,
+    order: BatchOrder,
     run_info: dict,
     env: DistributedEnv = SINGLE_PROCESS,
 ):
@@ -287,12 +285,12 @@ def prepare_teacher(
     split over the ranks too."""
     t = config.training
     length = encoder.lookahead.length
-    if not reads_teacher(config):
+    if not reads_frozen_llm(config):
         run_info["teacher_cache"] = {
             "skipped": "no loss term reads the teacher (distill_weight 0, no teacher_input view)"
         }
         return None, None
-    if not t.teacher_cache:
+    if not t.llm_target_cache:
         teacher = copy.deepcopy(encoder).eval()
         for param in teacher.parameters():
             param.requires_grad_(False)
@@ -300,11 +298,11 @@ def prepare_teacher(
     key_fields = cache_key_fields(encoder, teacher_identity(config, encoder), length, t.distill_content_words)
     if env.enabled:
         key_fields["rank_shard"] = f"{env.rank}/{env.world_size}"
-    folder = t.teacher_cache_dir or Path(t.output_dir) / "teacher_cache"
+    folder = t.llm_target_cache_dir or Path(t.output_dir) / "teacher_cache"
     needed = sorted(
         {i for step in range(t.max_steps) for batch in order.step(step) for i in local_indices(batch, env)[0]}
     )
-    cache = TeacherCache(folder, key_fields, length, encoder.hidden_size)
+    cache = LlmTargetCache(folder, key_fields, length, encoder.hidden_size)
     encoder.eval()
     started = time.perf_counter()
     cache.ensure(

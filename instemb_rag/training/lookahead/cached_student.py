@@ -25,15 +25,15 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..encoder.modules.layer_split import run_top
-from ..errors import InstEmbError
-from ..paths import instemb_home
-from .args import TrainConfig
-from .data_order import DataOrder
-from .parallel import DistributedEnv
-from .prefix_cache import PrefixCache
-from .records import TrainingRecord
-from .student import StudentPass, at_last_valid, needs_output_pass
+from ...datasets.records import TrainingRecord
+from ...encoder.modules.layer_split import run_top
+from ...errors import InstEmbError
+from ...paths import instemb_home
+from ..args import TrainConfig
+from ..batch_order import BatchOrder
+from ..parallel import DistributedEnv
+from ..prefix_cache import PrefixCache
+from ..student import StudentPass, at_last_valid, needs_output_pass
 
 
 class CachedStudent:
@@ -86,7 +86,7 @@ def prepare_student(
     config: TrainConfig,
     encoder,
     records: Sequence[TrainingRecord],
-    order: DataOrder,
+    order: BatchOrder,
     run_info: dict,
     env: DistributedEnv,
     log=print,

@@ -1,6 +1,6 @@
 """`instemb-rag build-facet-groups`: facet groups from ../shared/data's general-domain sets.
 
-Three files, all in the facet-groups format (instemb_rag/facet_groups.py):
+Three files, all in the facet-groups format (instemb_rag/datasets/facet_groups.py):
 - ``train.jsonl``: the training sources' subjects, less the held-out ones;
 - ``dev_subjects.jsonl``: ``dev_fraction`` of each training source's subjects (whole subjects,
   chosen by a hash of source and subject, so a rebuild with more data keeps them out);
@@ -21,24 +21,11 @@ from pathlib import Path
 
 from ...atomic import write_text_atomically
 from ...errors import InstEmbError
-from ...facet_groups import DEV_GROUPS, leaked_subjects, load_facet_groups
+from ..facet_groups import DEV_GROUPS, leaked_subjects, load_facet_groups
+from ..registry import FACET_SOURCES
 from .drafts import MAX_ASPECTS, SubjectDraft
-from .factbook import read_factbook
-from .references import read_manpages, read_numpy_scipy, read_powershell
-from .reviews import read_absa, read_subjqa
-from .stance import read_perspectrum
 from .wording import instruction, subject_query
 
-# name -> (data folder under the data root, the file it needs, its reader)
-SOURCES: dict[str, tuple[str, str, Callable[[Path], list[SubjectDraft]]]] = {
-    "absa": ("facets_general", "absa16_restaurants_laptops.jsonl", read_absa),
-    "subjqa": ("facets_general", "subjqa_reviews.jsonl", read_subjqa),
-    "manpages": ("facets_general", "manpages.jsonl", read_manpages),
-    "numpy_scipy": ("facets_general", "numpy_scipy_docstrings.jsonl", read_numpy_scipy),
-    "powershell": ("facets_general", "powershell_cmdlets.jsonl", read_powershell),
-    "factbook": ("facets_general", "factbook_fields.jsonl", read_factbook),
-    "perspectrum": ("stance_args", "perspectrum.jsonl", read_perspectrum),
-}
 DEFAULT_HELDOUT_SOURCE = "factbook"
 Log = Callable[[str], None]
 
@@ -88,11 +75,11 @@ def to_group(draft: SubjectDraft, group_id: str, rng: random.Random) -> dict:
 
 
 def _read(name: str, data_root: Path) -> list[SubjectDraft] | str:
-    folder_name, file_name, reader = SOURCES[name]
-    folder = data_root / folder_name
-    if not (folder / file_name).is_file():
-        return f"{folder / file_name} not found (development data under {data_root}; pass --data-root)"
-    return reader(folder)
+    source = FACET_SOURCES[name]
+    folder = data_root / source.folder
+    if not (folder / source.file).is_file():
+        return f"{folder / source.file} not found (development data under {data_root}; pass --data-root)"
+    return source.read(folder)
 
 
 def _names_dev_subject(group: dict, dev_groups) -> bool:
@@ -116,10 +103,10 @@ def build_facet_groups(
     seed: int = 0,
     log: Log = print,
 ) -> FacetBuildSummary:
-    sources = list(sources or SOURCES)
-    unknown = [name for name in [*sources, heldout_source] if name is not None and name not in SOURCES]
+    sources = list(sources or FACET_SOURCES)
+    unknown = [name for name in [*sources, heldout_source] if name is not None and name not in FACET_SOURCES]
     if unknown:
-        raise InstEmbError(f"Unknown facet source(s) {unknown}; choose from {list(SOURCES)}.")
+        raise InstEmbError(f"Unknown facet source(s) {unknown}; choose from {list(FACET_SOURCES)}.")
     if not 0 <= dev_fraction < 1:
         raise InstEmbError(f"dev_fraction must be in [0, 1); got {dev_fraction}.")
     out, data_root = Path(out), Path(data_root)

@@ -15,10 +15,9 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .contrast_sets import climate_evidence_text, medquad_query_text
-from .distill_items import DistillItem
+from .embedding_items import EmbeddingItem
 from .grouped import read_source_jsonl
 from .instruction_templates import (
     FACET_WORDS,
@@ -60,15 +59,15 @@ class ReadContext:
     seed: int
 
 
-ReadResult = tuple[list[DistillItem], int]  # items, and how many units were left out as held-out
+ReadResult = tuple[list[EmbeddingItem], int]  # items, and how many units were left out as held-out
 
 
-def _passage(source: str, key: str, text: str, unit: str, group: str | None = None) -> DistillItem:
-    return DistillItem(id=f"{source}:{key}", role="passage", text=text, source=source, group=group, unit=unit)
+def _passage(source: str, key: str, text: str, unit: str, group: str | None = None) -> EmbeddingItem:
+    return EmbeddingItem(id=f"{source}:{key}", role="passage", text=text, source=source, group=group, unit=unit)
 
 
-def _query(source: str, key: str, text: str, unit: str, **fields) -> DistillItem:
-    return DistillItem(id=f"{source}:{key}", role="query", text=text, source=source, unit=unit, **fields)
+def _query(source: str, key: str, text: str, unit: str, **fields) -> EmbeddingItem:
+    return EmbeddingItem(id=f"{source}:{key}", role="query", text=text, source=source, unit=unit, **fields)
 
 
 def _generic_query(source: str, key: str, text: str, unit: str, ctx: ReadContext, kinds=None, **fields):
@@ -186,7 +185,7 @@ def _content_words(text: str) -> set[str]:
     return {word for word in re.findall(r"[a-z]+", text.lower()) if len(word) > 2 and word not in _STOPWORDS}
 
 
-def _chunk_holding(question: str, answer: str, chunks: list[DistillItem]) -> str | None:
+def _chunk_holding(question: str, answer: str, chunks: list[EmbeddingItem]) -> str | None:
     """The chunk that holds the answer: the first holding it verbatim (case and spacing
     ignored), else the one sharing clearly the most content words with question and answer (at
     least half of them, 0.2 more than the runner-up: on the RACE questions both rules answer,
@@ -427,7 +426,7 @@ def read_condaqa(folder: Path, ctx: ReadContext) -> ReadResult:
     return items, 0
 
 
-def _sentence_passages(source: str, sentences) -> list[DistillItem]:
+def _sentence_passages(source: str, sentences) -> list[EmbeddingItem]:
     unique = dict.fromkeys(squash(sentence) for sentence in sentences if sentence.strip())
     return [_passage(source, f"s{n}", text, f"s{n}") for n, text in enumerate(unique)]
 
@@ -442,25 +441,3 @@ def read_stsb(folder: Path, ctx: ReadContext) -> ReadResult:
     """train and dev only: test is the STS-B evaluation."""
     rows = [row for name in ("train.jsonl", "dev.jsonl") for row in read_source_jsonl(folder / name)]
     return _sentence_passages("stsb", (s for row in rows for s in (row["sentence1"], row["sentence2"]))), 0
-
-
-@dataclass(frozen=True)
-class Source:
-    folder: str  # under the data root
-    files: tuple[str, ...]
-    read: Callable[[Path, ReadContext], ReadResult]
-
-
-SOURCES: dict[str, Source] = {
-    "msmarco": Source("msmarco_qa", ("corpus.jsonl", "queries.jsonl", "qrels.tsv"), read_msmarco),
-    "race": Source("race", ("race_articles.jsonl",), read_race),
-    "medquad": Source("medquad", ("medquad_qa.jsonl",), read_medquad),
-    "covid_qa": Source("covid_qa", ("covid_qa.json",), read_covid_qa),
-    "pubmedqa": Source("pubmedqa", ("pqal.jsonl",), read_pubmedqa),
-    "scifact": Source("scifact", ("corpus.jsonl", "qrels.tsv", "stance.jsonl"), read_scifact),
-    "vaswani": Source("vaswani", ("corpus.jsonl", "queries.jsonl", "qrels.tsv"), read_vaswani),
-    "climate_fever": Source("climate_fever", ("climate-fever.jsonl",), read_climate_fever),
-    "condaqa": Source("condaqa", ("dev.jsonl",), read_condaqa),
-    "sick": Source("sick", ("SICK.txt",), read_sick),
-    "stsb": Source("stsb", ("train.jsonl", "dev.jsonl"), read_stsb),
-}

@@ -17,8 +17,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save
 
-from ..atomic import write_atomically
-from ..errors import InstEmbError
+from ...atomic import write_atomically
+from ...errors import InstEmbError
 
 ANCHOR_FILE = "anchor_targets.safetensors"
 

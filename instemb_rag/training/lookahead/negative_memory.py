@@ -24,7 +24,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..errors import CheckpointError
+from ...errors import CheckpointError
 
 MEMORY_FILE = "trainer_memory.safetensors"
 

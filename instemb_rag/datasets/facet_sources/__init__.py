@@ -1,5 +1,5 @@
 """Facet groups built from real, general-domain data (../shared/data/facets_general and
-stance_args): one module per kind of source, one output format (instemb_rag/facet_groups.py).
+stance_args): one module per kind of source, one output format (instemb_rag/datasets/facet_groups.py).
 
     wording.py     the instruction wordings: templates over an aspect's names (never only its label)
     passages.py    passages as users index them: short sentences joined, long sections cut

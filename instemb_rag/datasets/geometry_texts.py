@@ -31,27 +31,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InstEmbError
-from ..facet_groups import DEV_GROUPS, TRAIN_GROUPS, load_facet_groups
 from ..jsonl import read_jsonl
-from .distill_items import DistillItem, write_items
-from .distill_sources import SOURCES, HeldOut, ReadContext, normalise
-from .facet_groups import facet_group_items
+from .embedding_items import EmbeddingItem, write_items
+from .facet_groups import DEV_GROUPS, TRAIN_GROUPS, facet_group_items, load_facet_groups
+from .geometry_sources import HeldOut, ReadContext, normalise
+from .registry import ITEM_SOURCES
 
 GROUPS_SOURCE = "facet_groups"
-SOURCE_NAMES: tuple[str, ...] = (*SOURCES, GROUPS_SOURCE)
-# The builder sets whose held-out split each source must respect (builders.BUILDERS names).
-SPLITS_OF: dict[str, tuple[str, ...]] = {
-    "msmarco": ("msmarco_qa",),
-    "race": ("race",),
-    "medquad": ("medquad_facets",),
-    "covid_qa": ("covid_qa",),
-    "pubmedqa": ("pubmedqa",),
-    "scifact": ("scifact_stance_query",),
-    "climate_fever": ("climate_fever_stance",),
-    "condaqa": ("condaqa",),
-    "sick": ("nli_pairs", "stance_pairs"),
-    "stsb": ("nli_pairs", "stance_pairs"),  # STS-B and SICK share caption sentences
-}
+SOURCE_NAMES: tuple[str, ...] = (*ITEM_SOURCES, GROUPS_SOURCE)
 # Sets whose record instruction is the set's own question (a text to hold out), not a template.
 QUESTION_SETS = frozenset({"msmarco_qa", "race", "covid_qa", "pubmedqa", "condaqa"})
 DEFAULT_QUERY_SHARE = 0.5
@@ -101,7 +88,9 @@ def builders_heldout(data_root: Path, sources: list[str], log: Log) -> HeldOut:
     from .builders import HELD_OUT_FRACTION, HELD_OUT_SEED, build_set
 
     heldout = HeldOut()
-    names = dict.fromkeys(name for source in sources for name in SPLITS_OF.get(source, ()))
+    names = dict.fromkeys(
+        name for source in sources for name in (ITEM_SOURCES[source].splits if source in ITEM_SOURCES else ())
+    )
     for name in names:
         try:
             _, records = build_set(name, data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
@@ -131,12 +120,12 @@ def dev_subjects(path: Path | None, log: Log) -> list[str]:
     return [group.subject.strip().lower() for group in load_facet_groups(path)]
 
 
-def names_a_subject(item: DistillItem, subjects: list[str]) -> bool:
+def names_a_subject(item: EmbeddingItem, subjects: list[str]) -> bool:
     text = f"{item.text}\n{item.instruction or ''}".lower()
     return any(subject in text for subject in subjects)
 
 
-def _without_dangling_positives(items: list[DistillItem]) -> list[DistillItem]:
+def _without_dangling_positives(items: list[EmbeddingItem]) -> list[EmbeddingItem]:
     """A query whose positive passage was left out keeps its text, with no positive."""
     passages = {item.id for item in items if item.role == "passage"}
     return [
@@ -144,7 +133,7 @@ def _without_dangling_positives(items: list[DistillItem]) -> list[DistillItem]:
     ]
 
 
-def deduplicate(items: list[DistillItem], counts: dict[str, SourceCounts]) -> list[DistillItem]:
+def deduplicate(items: list[EmbeddingItem], counts: dict[str, SourceCounts]) -> list[EmbeddingItem]:
     """The first of each (text, instruction), case and spacing ignored; positives re-pointed."""
     kept_id: dict[tuple[str, str], str] = {}
     moved: dict[str, str] = {}
@@ -173,7 +162,7 @@ def water_fill(available: dict[str, int], budget: int) -> dict[str, int]:
     return shares
 
 
-def _in_unit_order(items: list[DistillItem], source: str, seed: int) -> list[DistillItem]:
+def _in_unit_order(items: list[EmbeddingItem], source: str, seed: int) -> list[EmbeddingItem]:
     units = list(dict.fromkeys(item.unit for item in items))
     random.Random(f"{seed}:{source}").shuffle(units)
     rank = {unit: position for position, unit in enumerate(units)}
@@ -181,12 +170,12 @@ def _in_unit_order(items: list[DistillItem], source: str, seed: int) -> list[Dis
 
 
 def select(
-    by_source: dict[str, list[DistillItem]],
+    by_source: dict[str, list[EmbeddingItem]],
     max_items: int | None,
     max_per_source: int | None,
     query_share: float,
     seed: int,
-) -> dict[str, list[DistillItem]]:
+) -> dict[str, list[EmbeddingItem]]:
     """Queries first (``query_share`` of ``max_items``, spread by water_fill), then their
     positive passages, then the other passages to fill the cap. ``max_per_source`` limits the
     queries and the passages of one source each."""
@@ -194,7 +183,7 @@ def select(
     queries = {name: [i for i in items if i.role == "query"] for name, items in ordered.items()}
     passages = {name: [i for i in items if i.role == "passage"] for name, items in ordered.items()}
 
-    def limited(pool: dict[str, list[DistillItem]]) -> dict[str, int]:
+    def limited(pool: dict[str, list[EmbeddingItem]]) -> dict[str, int]:
         return {name: min(len(items), max_per_source or len(items)) for name, items in pool.items()}
 
     query_room = limited(queries)
@@ -221,7 +210,7 @@ def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: Read
         if groups_path is None or not Path(groups_path).is_file():
             return f"{groups_path} not found (the hand-written training groups; pass --groups)"
         return facet_group_items(load_facet_groups(groups_path)), 0
-    source = SOURCES[name]
+    source = ITEM_SOURCES[name]
     folder = data_root / source.folder
     missing = [str(folder / file) for file in source.files if not (folder / file).is_file()]
     if missing:
@@ -229,7 +218,7 @@ def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: Read
     return source.read(folder, ctx)
 
 
-def build_distill_texts(
+def build_geometry_texts(
     out: str | Path,
     data_root: str | Path,
     sources: list[str] | None = None,
@@ -252,7 +241,7 @@ def build_distill_texts(
     summary = BuildSummary(Path(out))
     ctx = ReadContext(builders_heldout(data_root, sources, log), seed)
     subjects = dev_subjects(Path(dev_groups_path) if dev_groups_path else None, log)
-    everything: list[DistillItem] = []
+    everything: list[EmbeddingItem] = []
     for name in sources:
         result = _read_source(name, data_root, Path(groups_path) if groups_path else None, ctx)
         if isinstance(result, str):

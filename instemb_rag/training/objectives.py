@@ -1,0 +1,33 @@
+"""The objective registry: which recipe a config trains (training/objective.py says what one is).
+
+The first entry whose ``selects(config)`` holds is the run's objective; the look-ahead objective
+is last and selects every config. A new recipe adds its subpackage's objective here, before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .args import TrainConfig
+from .geometry.objective import GeometryObjective
+from .lookahead.objective import LookaheadObjective
+from .objective import Objective
+
+
+@dataclass(frozen=True)
+class Entry:
+    objective: type[Objective]
+    selects: Callable[[TrainConfig], bool]
+
+
+OBJECTIVES: list[Entry] = [
+    # a sentence encoder's geometry into the student's (issue 33): geometry.teacher_encoder set
+    Entry(GeometryObjective, lambda config: config.geometry.teacher_encoder is not None),
+    # look-ahead distillation + multi-view contrastive + retrieval: the default recipe
+    Entry(LookaheadObjective, lambda config: True),
+]
+
+
+def objective_for(config: TrainConfig) -> type[Objective]:
+    return next(entry.objective for entry in OBJECTIVES if entry.selects(config))

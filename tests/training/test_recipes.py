@@ -1,0 +1,132 @@
+"""Every packaged recipe trains one step on the tiny models, whichever objective it selects; and a
+run that builds its own records reads them from ``$INSTEMB_DATA_ROOT`` (paths.data_root())."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from helpers import TINY_RECIPE, build_tiny_teacher_folder
+from test_geometry import write_contrast_records, write_items
+from testing import build_tiny_model_folder
+
+from instemb_rag.datasets.records import TrainingRecord, write_records
+from instemb_rag.training.args import load_config
+from instemb_rag.training.objectives import objective_for
+from instemb_rag.training.trainer import train
+
+RECIPES = sorted(Path(TINY_RECIPE).parent.glob("*.yaml"))
+WORDS = "the tent is light and durable for a camp trip in cold rain with water stove".split()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("recipes")
+    rng = random.Random(1)
+    records = [
+        TrainingRecord(
+            text=" ".join(rng.choice(WORDS) for _ in range(8)),
+            instruction=rng.choice(["what is the weight ?", None]),
+            output=" ".join(rng.choice(WORDS) for _ in range(4)),
+            source=f"{rng.choice(['msmarco_passages', 'stance_pairs'])}:{n}",
+        )
+        for n in range(12)
+    ]
+    write_records(root / "train.jsonl", records)
+    return {
+        "root": root,
+        "student": build_tiny_model_folder(root / "student", layers=3),
+        "teacher": build_tiny_teacher_folder(root / "teacher"),
+        "items": write_items(root / "items.jsonl"),
+        "contrast": write_contrast_records(root / "contrast.jsonl"),
+        "train": root / "train.jsonl",
+    }
+
+
+def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
+    """The recipe as written, on the tiny models and files: one step, on the CPU."""
+    overrides = {
+        "model.model_name_or_path": str(tiny["student"]),
+        "model.max_length": 48,
+        "model.trainable_top_layers": 1,
+        "training.output_dir": str(output / "run"),
+        "training.max_steps": 1,
+        "training.save_steps": 1,
+        "training.batch_size": 4,
+        "training.gradient_accumulation_steps": 1,
+        "training.device": "cpu",
+        "training.show_progress": False,
+        "training.frozen_prefix_dir": str(output / "frozen_prefix"),
+    }
+    geometry = raw.get("geometry") or {}
+    if geometry.get("teacher_encoder"):
+        overrides.update(
+            {
+                "geometry.teacher_encoder": str(tiny["teacher"]),
+                "geometry.texts_file": str(tiny["items"]),
+                "geometry.prefix_cache_dir": str(output / "prefix"),
+                "geometry.teacher_embedding_dir": str(output / "teacher_embeddings"),
+                "training.batch_size": 6,
+            }
+        )
+        if geometry.get("contrast_file"):
+            overrides.update(
+                {
+                    "geometry.contrast_file": str(tiny["contrast"]),
+                    "geometry.contrast_sets": ["stance_test"],
+                    "geometry.contrast_batch_size": 4,
+                }
+            )
+    else:
+        overrides["data.train_file"] = str(tiny["train"])
+    return overrides
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[path.stem for path in RECIPES])
+def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
+    raw = yaml.safe_load(recipe.read_text())
+    config = load_config(recipe, tiny_overrides(raw, tiny, tmp_path))
+    final = train(config, log=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1] and final.is_dir()
+    expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
+    assert objective_for(config).name == expected
+
+
+def write_msmarco(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    rng = random.Random(2)
+    passages = [" ".join(rng.choice(WORDS) for _ in range(9)) for _ in range(12)]
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"p{n}", "text": t}) + "\n" for n, t in enumerate(passages))
+    )
+    queries = [{"_id": f"q{n}", "text": "what is the weight ?", "answers": [passages[n][:20]]} for n in range(12)]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{n}\tp{n}\t1\n" for n in range(12)))
+
+
+def test_a_run_that_builds_its_records_reads_instemb_data_root(tiny, tmp_path, monkeypatch):
+    recipe = Path(TINY_RECIPE).resolve()
+    write_msmarco(tmp_path / "data" / "msmarco_qa")
+    monkeypatch.setenv("INSTEMB_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no ../shared/data from here: only the variable can lead to the data
+    overrides = tiny_overrides({}, tiny, tmp_path)
+    del overrides["data.train_file"]
+    config = load_config(recipe, {**overrides, "data.build_sets": ["msmarco_qa"]})
+    assert config.data.data_root is None
+    train(config, log=lambda _: None)
+    built = (tmp_path / "run" / "data" / "train.jsonl").read_text().splitlines()
+    assert built and all(json.loads(line)["source"].startswith("msmarco_qa:") for line in built)
+
+
+def test_a_config_written_before_the_rename_still_loads_with_a_warning(tmp_path):
+    old = tmp_path / "train_config.json"
+    old.write_text(json.dumps({"training": {"teacher_cache": False, "teacher_cache_dir": "tc"}}))
+    with pytest.warns(DeprecationWarning, match="llm_target_cache"):
+        config = load_config(old)
+    assert config.training.llm_target_cache is False and config.training.llm_target_cache_dir == "tc"
+    with pytest.warns(DeprecationWarning):
+        assert load_config(None, {"training.teacher_cache": False}).training.llm_target_cache is False
