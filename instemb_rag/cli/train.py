@@ -238,7 +238,9 @@ def export_command(
         if document_tower is not None:
             from ..encoder.modules.document_tower import DocumentTower
 
-            options["document_tower"] = DocumentTower.load(DocumentTower.recorded_reference(document_tower)).get_config_dict()
+            options["document_tower"] = DocumentTower.load(
+                DocumentTower.recorded_reference(document_tower)
+            ).get_config_dict()
         export_checkpoint(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
         fail(exc)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import InstEmbError
-from ..instructions import Instructions
+from ..instructions import Instructions, normalize_instruction
 from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
@@ -401,7 +401,6 @@ class InstEmbEncoder(nn.Module):
         return self.projection(pooled) if self.projection is not None else pooled
 
     # ------------------------------------------------------------------ public encoding API
-    @torch.inference_mode()
     def encode(
         self,
         texts: Sequence[str],
@@ -409,10 +408,24 @@ class InstEmbEncoder(nn.Module):
         batch_size: int = 16,
         show_progress: bool = False,
     ) -> np.ndarray:
-        """L2-normalised float32 embeddings [N, d], in input order.
+        """The LLM tower's L2-normalised float32 embeddings [N, d], in input order (one prefill
+        per input, look-ahead tokens, pooling, the head). The embedding of a query is
+        ``encode_queries``, of a document ``encode_documents``: in two-tower mode they differ.
 
         Inputs are sorted by token length so each batch pads as little as possible.
         """
+        return self.encode_unnormalised(texts, instructions, batch_size, show_progress, normalise=True)
+
+    @torch.inference_mode()
+    def encode_unnormalised(
+        self,
+        texts: Sequence[str],
+        instructions: Instructions = None,
+        batch_size: int = 16,
+        show_progress: bool = False,
+        normalise: bool = False,
+    ) -> np.ndarray:
+        """``encode`` before the L2 normalisation (an anchored query tower adds it to its anchor)."""
         texts = list(texts)
         for position, text in enumerate(texts):
             if not isinstance(text, str):
@@ -427,13 +440,25 @@ class InstEmbEncoder(nn.Module):
         for start in _progress(starts, show_progress, total_items=len(order), batch_size=batch_size):
             chunk = order[start : start + batch_size]
             pooled = self.forward(self.collate([id_lists[i] for i in chunk])).float()
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            if normalise:
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
             output[chunk] = pooled.cpu().numpy()
         return output
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
-        """One instruction per query (or one string for all, or None); one batched call."""
-        return self.encode(queries, instructions, **kwargs)
+        """One instruction per query (or one string for all, or None); one batched call.
+
+        An anchored two-tower query is the document tower's vector of "instruction + query" plus
+        the LLM tower's (un-normalised) output, normalised (document_tower.py)."""
+        if self.document_tower is None or not self.document_tower.query_anchor:
+            return self.encode(queries, instructions, **kwargs)
+        queries = list(queries)
+        correction = self.encode_unnormalised(queries, instructions, **kwargs)
+        return self._anchored(queries, _per_item_instructions(instructions, len(queries)), correction)
+
+    def _anchored(self, queries: list[str], instructions: list[str | None], correction: np.ndarray) -> np.ndarray:
+        combined = self.document_tower.anchor_vectors(queries, instructions) + correction
+        return combined / np.maximum(np.linalg.norm(combined, axis=1, keepdims=True), 1e-12)
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         """Documents are embedded once, under one optional instruction (symmetric mode), or by the
@@ -456,7 +481,11 @@ class InstEmbEncoder(nn.Module):
         """
         from .fast.shared_prefix import encode_instructions
 
-        return encode_instructions(self, text, instructions, batch_size=batch_size)
+        if self.document_tower is None or not self.document_tower.query_anchor:
+            return encode_instructions(self, text, instructions, batch_size=batch_size)
+        correction = encode_instructions(self, text, instructions, batch_size=batch_size, normalise=False)
+        per_item = [normalize_instruction(instruction) for instruction in instructions]
+        return self._anchored([text] * len(per_item), per_item, correction)
 
 
 def load_checkpoint(

@@ -181,11 +181,38 @@ class GeometryArguments:
 
 
 @dataclass
+class QueryTowerArguments:
+    """The two-tower query tower (training/query_tower/); off while document_tower is None.
+
+    Documents are the document tower's (a frozen sentence encoder's) vectors, cached on disk; a
+    query's embedding is that tower's own vector of "instruction + query" (the anchor) plus the
+    LLM's correction through a head that starts at zero, normalised. Only short queries run
+    through the LLM, on the frozen-prefix cache.
+    """
+
+    document_tower: str | None = None  # "minilm" (instemb-rag teachers install) or a sentence-transformers folder
+    texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
+    max_queries: int | None = None  # the first N queries with a positive (None = all)
+    prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
+    embedding_dir: str | None = None  # the document tower's cached vectors; None = $INSTEMB_HOME/teacher_embeddings
+    # InfoNCE: the query against its positive passage, every passage of the batch's groups (a
+    # subject's other aspects, a claim's other stance: the hard negatives) and a fresh seeded
+    # sample of the cached passages (the free negative bank).
+    infonce_weight: float = 1.0
+    temperature: float = 0.05
+    bank_negatives: int = 1024
+    # The correction's squared norm: how far the query may move from its anchor.
+    anchor_weight: float = 0.1
+    head_learning_rate: float = 1e-3
+
+
+@dataclass
 class TrainConfig:
     model: ModelArguments = field(default_factory=ModelArguments)
     data: DataArguments = field(default_factory=DataArguments)
     training: TrainingArguments = field(default_factory=TrainingArguments)
     geometry: GeometryArguments = field(default_factory=GeometryArguments)
+    query_tower: QueryTowerArguments = field(default_factory=QueryTowerArguments)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -234,6 +261,7 @@ class TrainConfig:
         ]
         checks += self._frozen_prefix_checks()
         checks += self._geometry_checks()
+        checks += self._query_tower_checks()
         for ok, message in checks:
             if not ok:
                 raise InstEmbError(f"Invalid training config: {message}.")
@@ -264,6 +292,25 @@ class TrainConfig:
                 m.frozen_prefix_dtype in ("float16", "float32"),
                 "model.frozen_prefix_dtype must be float16 or float32",
             ),
+        ]
+
+    def _query_tower_checks(self) -> list[tuple[bool, str]]:
+        q, m = self.query_tower, self.model
+        if q.document_tower is None:
+            return []
+        return [
+            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.document_tower"),
+            (self.geometry.teacher_encoder is None, "query_tower and geometry are two recipes: set one of them"),
+            (not m.train_lookahead, "the query tower keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
+            (
+                m.trainable_top_layers > 0 and not m.lora_all_layers,
+                "the query tower needs model.trainable_top_layers > 0",
+            ),
+            (
+                q.infonce_weight > 0 and q.anchor_weight >= 0,
+                "query_tower.infonce_weight must be > 0, anchor_weight >= 0",
+            ),
+            (q.temperature > 0 and q.bank_negatives >= 0, "query_tower.temperature must be > 0, bank_negatives >= 0"),
         ]
 
     def _geometry_checks(self) -> list[tuple[bool, str]]:
@@ -360,7 +407,9 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     sections = {s.name: s.default_factory for s in dataclasses.fields(TrainConfig)}  # type: ignore[misc]
     unknown = sorted(set(raw) - set(sections))
     if unknown:
-        raise InstEmbError(f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training' and 'geometry'.")
+        raise InstEmbError(
+            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry' and 'query_tower'."
+        )
     built = {
         name: _build_section(cls, _renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")
         for name, cls in sections.items()

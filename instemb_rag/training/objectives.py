@@ -13,6 +13,7 @@ from .args import TrainConfig
 from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
+from .query_tower.objective import QueryTowerObjective
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class Entry:
 
 
 OBJECTIVES: list[Entry] = [
+    # InstEmb queries into a sentence encoder's document space (issue 44): query_tower.document_tower set
+    Entry(QueryTowerObjective, lambda config: config.query_tower.document_tower is not None),
     # a sentence encoder's geometry into the student's (issue 33): geometry.teacher_encoder set
     Entry(GeometryObjective, lambda config: config.geometry.teacher_encoder is not None),
     # look-ahead distillation + multi-view contrastive + retrieval: the default recipe

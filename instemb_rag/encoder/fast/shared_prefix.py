@@ -57,8 +57,10 @@ def encode_instructions(
     text: str,
     instructions: Sequence[str | None],
     batch_size: int = 32,
+    normalise: bool = True,
 ) -> np.ndarray:
-    """L2-normalised float32 embeddings [K, d] of ``text`` under each of K instructions."""
+    """L2-normalised float32 embeddings [K, d] of ``text`` under each of K instructions
+    (``normalise=False``: before the normalisation, as ``encoder.encode_unnormalised``)."""
     if not isinstance(text, str):
         raise InstEmbError(f"The text is {type(text).__name__}, not a string.")
     instructions = _normalise_instructions(instructions)
@@ -70,15 +72,19 @@ def encode_instructions(
     id_lists = [encoder.build_ids(text, instruction) for instruction in instructions]
     prefix_length = shared_prefix_length(id_lists, lookahead_length)
     if len(instructions) == 1 or prefix_length == 0:
-        return encoder.encode([text] * len(instructions), instructions, batch_size=max(batch_size, 1))
+        return encoder.encode_unnormalised(
+            [text] * len(instructions), instructions, batch_size=max(batch_size, 1), normalise=normalise
+        )
     prefix_ids = id_lists[0][:prefix_length]
     cache = run_prefix(encoder, prefix_ids)
     if not cache_is_plain(cache):
-        return encoder.encode([text] * len(instructions), instructions, batch_size=max(batch_size, 1))
+        return encoder.encode_unnormalised(
+            [text] * len(instructions), instructions, batch_size=max(batch_size, 1), normalise=normalise
+        )
     output = np.zeros((len(instructions), encoder.dimension), dtype=np.float32)
     for start in range(0, len(id_lists), batch_size):
         suffixes = [ids[prefix_length:] for ids in id_lists[start : start + batch_size]]
-        pooled = pool_suffixes(encoder, cache, prefix_length, suffixes)
+        pooled = pool_suffixes(encoder, cache, prefix_length, suffixes, normalise)
         output[start : start + len(suffixes)] = pooled.cpu().numpy()
     return output
 
@@ -112,12 +118,14 @@ def cache_is_plain(cache: DynamicCache) -> bool:
     return all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
-def pool_suffixes(encoder, cache: DynamicCache, prefix_length: int, suffixes: list[list[int]]) -> torch.Tensor:
-    """Run right-padded suffixes after the cached prefix; pooled, normalised [K, d]."""
+def pool_suffixes(
+    encoder, cache: DynamicCache, prefix_length: int, suffixes: list[list[int]], normalise: bool = True
+) -> torch.Tensor:
+    """Run right-padded suffixes after the cached prefix; pooled (and normalised) [K, d]."""
     batch = encoder.collate(suffixes, padding_side="right")
     rows, width = batch["attention_mask"].shape
     # Positions go on from the prefix (padding included: nothing valid attends to it).
     batch["position_ids"] = prefix_length + torch.arange(width).expand(rows, -1)
     states = encoder.states(batch, cache=repeat_cache(cache, rows))
     pooled = encoder.embed_states(states).float()
-    return torch.nn.functional.normalize(pooled, dim=-1)
+    return torch.nn.functional.normalize(pooled, dim=-1) if normalise else pooled

@@ -29,14 +29,19 @@ __all__ = ["DocumentTower", "checked_config", "refuse_document_instruction"]
 
 
 CONFIG_KEYS = ("encoder", "fingerprint", "dimension")
+OPTIONAL_KEYS = ("query_anchor",)
 
 
 def checked_config(raw: dict, where: str) -> dict:
-    """The ``document_tower`` config entry, checked: ``encoder``, ``fingerprint``, ``dimension``."""
-    if not isinstance(raw, dict) or set(raw) != set(CONFIG_KEYS):
+    """The ``document_tower`` config entry, checked: ``encoder``, ``fingerprint``, ``dimension``
+    and, for an anchored query tower, ``query_anchor: true``."""
+    if not isinstance(raw, dict) or not set(CONFIG_KEYS) <= set(raw) <= set(CONFIG_KEYS + OPTIONAL_KEYS):
         raise CheckpointError(
-            f"{where}: document_tower must hold exactly {list(CONFIG_KEYS)}; found {raw!r}. The checkpoint is damaged."
+            f"{where}: document_tower must hold {list(CONFIG_KEYS)} (and optionally {list(OPTIONAL_KEYS)}); "
+            f"found {raw!r}. The checkpoint is damaged."
         )
+    if not isinstance(raw.get("query_anchor", False), bool):
+        raise CheckpointError(f"{where}: document_tower.query_anchor must be true or false.")
     if not isinstance(raw["dimension"], int) or raw["dimension"] < 1:
         raise CheckpointError(f"{where}: document_tower.dimension must be a positive integer.")
     return dict(raw)
@@ -45,10 +50,25 @@ def checked_config(raw: dict, where: str) -> dict:
 class DocumentTower:
     """A loaded sentence encoder that embeds documents (L2-normalised float32), with its identity."""
 
-    def __init__(self, sentence_encoder, reference: str):
+    def __init__(self, sentence_encoder, reference: str, query_anchor: bool = False):
         # sentence_encoder: a teachers.Teacher (name, folder, fingerprint, dimension, encode).
         self.sentence_encoder = sentence_encoder
         self.reference = reference  # as the config names it: a teacher name or a folder path
+        # Anchored query tower: a query's embedding is the tower's own vector of "instruction +
+        # query" plus the LLM's correction (the projection head's output), normalised. At a zero
+        # head it is exactly the anchor a user could build with the sentence encoder alone; what
+        # training adds is what only the LLM reads.
+        self.query_anchor = bool(query_anchor)
+
+    def anchored(self, query_anchor: bool = True) -> DocumentTower:
+        """The same sentence encoder with queries anchored (or not): another encoder identity."""
+        return DocumentTower(self.sentence_encoder, self.reference, query_anchor)
+
+    def anchor_vectors(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
+        """The tower's own vectors of each query with its instruction pasted in front."""
+        from ...teachers import teacher_text
+
+        return self.encode([teacher_text(query, instruction) for query, instruction in zip(queries, instructions)])
 
     @property
     def fingerprint(self) -> str:
@@ -68,7 +88,8 @@ class DocumentTower:
         return self.sentence_encoder.name
 
     def get_config_dict(self) -> dict:
-        return {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
+        config = {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
+        return {**config, "query_anchor": True} if self.query_anchor else config
 
     def encode(self, documents: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         return self.sentence_encoder.encode(list(documents), batch_size=batch_size, show_progress=show_progress)
@@ -104,7 +125,9 @@ class DocumentTower:
         cls, config: dict, device: str = "cpu", checkpoint_folder: Path | None = None, where: str = "checkpoint"
     ) -> DocumentTower:
         config = checked_config(config, where)
-        tower = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder)
+        tower = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder).anchored(
+            config.get("query_anchor", False)
+        )
         if tower.fingerprint != config["fingerprint"]:
             raise FingerprintMismatchError(
                 f"{where} was trained to embed queries into the space of document tower "
