@@ -47,9 +47,11 @@ class VectorStoreIndexBackend:
 
     def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: MetadataFilters | None):
         self._retriever = index.as_retriever(similarity_top_k=similarity_top_k, filters=filters)
-        # Qdrant stores opened with a sync client only (the usual in-memory / local-path set-up)
-        # raise on aquery; search those in a worker thread instead.
-        self._sync_only = getattr(index.vector_store, "_aclient", _UNSET) is None
+        # A QdrantVectorStore given a sync client only (the usual in-memory / local-path set-up)
+        # raises on aquery; search those in a worker thread instead. qdrant_vector_store()'s
+        # stores answer async calls themselves (qdrant_store.py).
+        store = index.vector_store
+        self._sync_only = getattr(store, "_aclient", _UNSET) is None and not getattr(store, "answers_async", False)
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
         return self._retriever.retrieve(query)
@@ -219,7 +221,9 @@ class InstEmbRetriever(BaseRetriever):
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
-        """Release what the backend opened (the index folder's lock and catalog)."""
+        """Release what the retriever opened: an index folder's lock and catalog (from_instemb_index
+        with a path). A VectorStoreIndex's store is not the retriever's: close it where it was made
+        (``store.close()``, or ``with qdrant_vector_store(...) as store``)."""
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
