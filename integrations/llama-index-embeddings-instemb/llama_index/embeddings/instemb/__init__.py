@@ -5,6 +5,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 from .base import InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InstructionEmbeddingStartEvent
+from .limits import TruncationWarning
 from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
@@ -20,6 +21,7 @@ __all__ = [
     "QueryEmbeddingCache",
     "QueryKey",
     "RemoteEncoder",
+    "TruncationWarning",
     "faiss_vector_store",
     "qdrant_vector_store",
 ]

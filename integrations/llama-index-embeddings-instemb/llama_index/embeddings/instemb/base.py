@@ -39,6 +39,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instru
 
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
+from .limits import require_local, text_token_limit, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
 from .query import InstructionQueryBundle, instruction_of
 
@@ -228,6 +229,48 @@ class InstEmbEmbedding(BaseEmbedding):
     def query_cache(self) -> QueryEmbeddingCache:
         return self._query_cache
 
+    # ------------------------------------------------------------------ chunking
+    @property
+    def document_token_limit(self) -> int:
+        """Tokens of a document (node text plus the metadata LlamaIndex embeds with it) the model
+        reads; the rest is cut (with a TruncationWarning). Counted in the model's own tokens."""
+        require_local(self._encoder, "document_token_limit")
+        return text_token_limit(self._encoder, normalize_instruction(self.text_instruction))
+
+    @property
+    def recommended_chunk_size(self) -> int:
+        """The node parser's chunk size, in the model's tokens: the CLI's (``instemb-rag index``
+        chunks at 256), or the document limit if that is smaller."""
+        from instemb_rag.index.options import IndexOptions
+
+        return min(IndexOptions.chunk_size, self.document_token_limit)
+
+    def node_parser(self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any):
+        """LlamaIndex's SentenceSplitter counting the model's own tokens, sized so the model reads
+        each node whole: ``chunk_size`` defaults to ``recommended_chunk_size``, ``chunk_overlap`` to
+        the CLI's (32); a chunk_size over ``document_token_limit`` is refused. It splits as
+        ``instemb-rag index`` does. Pass it as ``transformations=[embed_model.node_parser()]``."""
+        from llama_index.core.node_parser import SentenceSplitter
+
+        from instemb_rag.index.options import IndexOptions
+
+        limit = self.document_token_limit
+        chunk_size = self.recommended_chunk_size if chunk_size is None else chunk_size
+        if chunk_size > limit:
+            raise InstEmbError(
+                f"chunk_size={chunk_size} is more than the {limit} tokens of a document the model reads "
+                f"(max_length={self.max_length} less the template and look-ahead tokens): the end of "
+                f"longer chunks would be cut off. Use chunk_size <= {limit}."
+            )
+        overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
+        tokenizer = self._encoder.tokenizer  # as the CLI's ChunkSplitter (instemb_rag/index/documents.py)
+        return SentenceSplitter(
+            chunk_size=chunk_size,
+            chunk_overlap=overlap,
+            tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
+            **kwargs,
+        )
+
     def close(self) -> None:
         """Close the connection to the server this embedding opened (base_url); a local model stays."""
         if self._owns_remote:
@@ -339,6 +382,7 @@ class InstEmbEmbedding(BaseEmbedding):
         results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
+            warn_if_truncated(self._encoder, [queries[i] for i in missing], [instructions[i] for i in missing], "query")
             with self._model_lock:
                 fresh = self._encoder.encode_queries(
                     [str(queries[i]) for i in missing],
@@ -393,8 +437,10 @@ class InstEmbEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """Documents in slices of embed_batch_size, one reported call each (the lock is freed
         between slices, so queries from other threads are not held up by a long ingestion)."""
+        texts = list(texts)
+        self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(list(texts), self.embed_batch_size):
+        for batch in _slices(texts, self.embed_batch_size):
             with self._document_call(batch) as call:
                 call.vectors = self._get_text_embeddings(batch)
             vectors += call.vectors
@@ -404,12 +450,18 @@ class InstEmbEmbedding(BaseEmbedding):
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
+        texts = list(texts)
+        self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(list(texts), self.embed_batch_size):
+        for batch in _slices(texts, self.embed_batch_size):
             with self._document_call(batch) as call:
                 call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
             vectors += call.vectors
         return vectors
+
+    def _warn_if_documents_truncated(self, texts: list[str]) -> None:
+        instruction = normalize_instruction(self.text_instruction)
+        warn_if_truncated(self._encoder, texts, [instruction] * len(texts), "document")
 
     def _document_call(self, batch: list[str]):
         instructions = [normalize_instruction(self.text_instruction)] * len(batch)
