@@ -5,6 +5,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 from .base import InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InstructionEmbeddingStartEvent
+from .fusion import InstructionFusionRetriever
 from .limits import TruncationWarning
 from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
@@ -17,6 +18,7 @@ __all__ = [
     "InstEmbRetriever",
     "InstructedText",
     "InstructionEmbeddingStartEvent",
+    "InstructionFusionRetriever",
     "InstructionQueryBundle",
     "QueryEmbeddingCache",
     "QueryKey",

@@ -242,21 +242,7 @@ class InstEmbRetriever(BaseRetriever):
         return await super().aretrieve(self._bundle(query, instruction))
 
     def _bundle(self, query: str | QueryBundle, instruction: str | None) -> QueryBundle:
-        """Attach the call's instruction; an explicit argument wins over the bundle's own."""
-        if isinstance(query, str):
-            return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
-        if not isinstance(query, QueryBundle):
-            raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-        if instruction is _UNSET:
-            return query
-        if query.embedding is not None:
-            raise InstEmbError(
-                "The QueryBundle already carries an embedding, so an instruction cannot change it. "
-                "Pass the query string with instruction=..., or a bundle without an embedding."
-            )
-        return InstructionQueryBundle(
-            query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
-        )
+        return bundle_with_instruction(query, instruction)
 
     # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -271,6 +257,24 @@ class InstEmbRetriever(BaseRetriever):
             embedding = await self.embed_model.aget_agg_embedding_from_queries(strings)
             query_bundle = _with_embedding(query_bundle, embedding)
         return await self.backend.asearch(query_bundle)
+
+
+def bundle_with_instruction(query: str | QueryBundle, instruction: str | None = _UNSET) -> QueryBundle:
+    """Attach the call's instruction; an explicit argument wins over the bundle's own."""
+    if isinstance(query, str):
+        return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
+    if not isinstance(query, QueryBundle):
+        raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
+    if instruction is _UNSET:
+        return query
+    if query.embedding is not None:
+        raise InstEmbError(
+            "The QueryBundle already carries an embedding, so an instruction cannot change it. "
+            "Pass the query string with instruction=..., or a bundle without an embedding."
+        )
+    return InstructionQueryBundle(
+        query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
+    )
 
 
 def _embedding_strings(query_bundle: QueryBundle) -> list[str]:
