@@ -7,6 +7,7 @@ from .cache import QueryEmbeddingCache, QueryKey
 from .events import InstructionEmbeddingStartEvent
 from .fusion import InstructionFusionRetriever
 from .limits import TruncationWarning
+from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
@@ -14,7 +15,9 @@ from .stores import faiss_vector_store, qdrant_vector_store
 
 __all__ = [
     "DEFAULT_QUERY_INSTRUCTION",
+    "FILE_METADATA_KEYS",
     "InstEmbEmbedding",
+    "InstEmbNodeParser",
     "InstEmbRetriever",
     "InstructedText",
     "InstructionEmbeddingStartEvent",

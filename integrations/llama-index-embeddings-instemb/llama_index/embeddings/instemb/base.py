@@ -41,6 +41,7 @@ from .cache import QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
 from .limits import require_local, text_token_limit, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
+from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructionQueryBundle, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
@@ -245,13 +246,23 @@ class InstEmbEmbedding(BaseEmbedding):
 
         return min(IndexOptions.chunk_size, self.document_token_limit)
 
-    def node_parser(self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any):
-        """LlamaIndex's SentenceSplitter counting the model's own tokens, sized so the model reads
-        each node whole: ``chunk_size`` defaults to ``recommended_chunk_size``, ``chunk_overlap`` to
-        the CLI's (32); a chunk_size over ``document_token_limit`` is refused. It splits as
-        ``instemb-rag index`` does. Pass it as ``transformations=[embed_model.node_parser()]``."""
-        from llama_index.core.node_parser import SentenceSplitter
+    def node_parser(
+        self,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        excluded_embed_metadata_keys: Sequence[str] = FILE_METADATA_KEYS,
+        **kwargs: Any,
+    ) -> InstEmbNodeParser:
+        """LlamaIndex's SentenceSplitter on the model's own tokens, sized so the model reads each
+        node whole, as ``instemb-rag index`` splits (node_parser.py). Pass it as
+        ``transformations=[embed_model.node_parser()]``.
 
+        ``chunk_size`` defaults to ``recommended_chunk_size``; one over ``document_token_limit``
+        is refused. ``chunk_overlap`` defaults to the CLI's 32 (a quarter of a smaller chunk).
+        ``excluded_embed_metadata_keys`` (default: what SimpleDirectoryReader adds, file_path
+        first) join each node's own: the nodes keep that metadata, the embedded text leaves it out.
+        Other keyword arguments go to SentenceSplitter.
+        """
         from instemb_rag.index.options import IndexOptions
 
         limit = self.document_token_limit
@@ -264,7 +275,8 @@ class InstEmbEmbedding(BaseEmbedding):
             )
         overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
         tokenizer = self._encoder.tokenizer  # as the CLI's ChunkSplitter (instemb_rag/index/documents.py)
-        return SentenceSplitter(
+        return InstEmbNodeParser(
+            excluded_embed_metadata_keys=excluded_embed_metadata_keys,
             chunk_size=chunk_size,
             chunk_overlap=overlap,
             tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,

@@ -125,8 +125,17 @@ def _index_filter(filter: dict[str, str] | None, filters: MetadataFilters | None
 
 
 def _hit_node(hit: Any) -> TextNode:
+    """The hit as a node whose metadata modes say what the index did: it embedded the chunk text
+    alone (MetadataMode.EMBED gives just the text), and an LLM is shown the source (and page) but
+    not the bookkeeping (position, chunk_id)."""
     metadata = {"source": hit.source, "position": hit.position, "chunk_id": hit.chunk_id, **(hit.extra or {})}
-    return TextNode(text=hit.text, id_=f"{hit.source}#{hit.position}", metadata=metadata)
+    return TextNode(
+        text=hit.text,
+        id_=f"{hit.source}#{hit.position}",
+        metadata=metadata,
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=["position", "chunk_id"],
+    )
 
 
 class InstEmbRetriever(BaseRetriever):
