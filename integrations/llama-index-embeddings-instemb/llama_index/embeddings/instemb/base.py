@@ -39,6 +39,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instru
 
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
+from .inputs import check_texts
 from .limits import require_local, text_token_limit, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
@@ -334,6 +335,7 @@ class InstEmbEmbedding(BaseEmbedding):
         Cached embeddings are reused; the rest are encoded in one batched call.
         """
         queries = list(queries)
+        check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
             call.vectors = self._embed_queries(queries, per_query)
@@ -344,6 +346,7 @@ class InstEmbEmbedding(BaseEmbedding):
         self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
     ) -> list[Embedding]:
         queries = list(queries)
+        check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
             call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query)
@@ -387,7 +390,8 @@ class InstEmbEmbedding(BaseEmbedding):
         return [self.resolve_instruction(instruction) for instruction in instructions]
 
     def _embed_queries(self, queries: list[str], instructions: list[str | None]) -> list[Embedding]:
-        """The cache, then one encoder call for what it lacks (no events: callers report)."""
+        """The cache, then one encoder call for what it lacks (no events: callers report).
+        Queries are checked strings (check_texts); str() drops an InstructedText's instruction."""
         keys = [
             QueryKey(self.fingerprint, instruction, str(query)) for query, instruction in zip(queries, instructions)
         ]
@@ -431,6 +435,7 @@ class InstEmbEmbedding(BaseEmbedding):
         return (agg_fn or mean_agg)(vectors)
 
     def _get_query_embedding(self, query: str) -> Embedding:
+        check_texts([query], "query")
         return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))])[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
@@ -450,12 +455,15 @@ class InstEmbEmbedding(BaseEmbedding):
         """Documents in slices of embed_batch_size, one reported call each (the lock is freed
         between slices, so queries from other threads are not held up by a long ingestion)."""
         texts = list(texts)
+        check_texts(texts, "document")
         self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(texts, self.embed_batch_size):
-            with self._document_call(batch) as call:
-                call.vectors = self._get_text_embeddings(batch)
-            vectors += call.vectors
+        with _progress(len(texts), show_progress) as progress:
+            for batch in _slices(texts, self.embed_batch_size):
+                with self._document_call(batch) as call:
+                    call.vectors = self._get_text_embeddings(batch)
+                vectors += call.vectors
+                progress.update(len(batch))
         return vectors
 
     @dispatcher.span
@@ -463,12 +471,15 @@ class InstEmbEmbedding(BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         texts = list(texts)
+        check_texts(texts, "document")
         self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(texts, self.embed_batch_size):
-            with self._document_call(batch) as call:
-                call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
-            vectors += call.vectors
+        with _progress(len(texts), show_progress) as progress:
+            for batch in _slices(texts, self.embed_batch_size):
+                with self._document_call(batch) as call:
+                    call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
+                vectors += call.vectors
+                progress.update(len(batch))
         return vectors
 
     def _warn_if_documents_truncated(self, texts: list[str]) -> None:
@@ -484,6 +495,7 @@ class InstEmbEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        check_texts(texts, "document")
         # The encoder sorts each slice by length so padding stays small.
         with self._model_lock:
             vectors = self._encoder.encode_documents(
@@ -496,6 +508,13 @@ class InstEmbEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _progress(total: int, show: bool):
+    """The bar LlamaIndex shows for ``show_progress=True`` ("Generating embeddings"), per text."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="Generating embeddings", disable=not show)
 
 
 def _slices(items: list, size: int):

@@ -82,9 +82,15 @@ class InstEmbIndexBackend:
         self.similarity_top_k = similarity_top_k
         self.filter = _index_filter(filter, filters)
         self._owns_index = owns_index
+        self._closed = False
         self.hybrid = hybrid  # {"hybrid", "hybrid_weight", "resolve_instruction"}: Index.search's hybrid search
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
+        if self._closed:
+            raise InstEmbError(
+                "This retriever was closed (close(), or the end of its `with` block), and its index folder "
+                "with it: open a new one with InstEmbRetriever.from_instemb_index(...)."
+            )
         vector = np.asarray(query.embedding, dtype=np.float32)
         if self.hybrid is not None:  # the full-text side reads the query text and the instruction it was embedded under
             instruction = self.hybrid["resolve_instruction"](getattr(query, "instruction", None))
@@ -107,8 +113,9 @@ class InstEmbIndexBackend:
         return await asyncio.to_thread(self.search, query)
 
     def close(self) -> None:
-        if self._owns_index:
+        if self._owns_index and not self._closed:
             self.index.close()
+            self._closed = True
 
 
 def _index_filter(filter: dict[str, str] | None, filters: MetadataFilters | None) -> dict | None:
@@ -211,7 +218,7 @@ class InstEmbRetriever(BaseRetriever):
 
         owns_index = not isinstance(index, Index)
         if owns_index:
-            encoder = None if embed_model is None else embed_model.encoder
+            encoder = _recorded_encoder(Path(index), device) if embed_model is None else embed_model.encoder
             index = Index.open(index, encoder=encoder, device=device)
         elif embed_model is not None and index.encoder is not None:
             _check_same_encoder(embed_model, index.encoder.fingerprint)
@@ -302,6 +309,44 @@ def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> Instru
         instruction=getattr(query_bundle, "instruction", None),
         embedding=embedding,
     )
+
+
+def _recorded_encoder(index_dir: Path, device: str) -> Any:
+    """The encoder an index folder records, loaded as Index.open would load it, or an error that
+    says why it cannot be: the folder records the model (a path, "default", or the Python API's
+    IndexOptions.model_label) but not the settings it ran with. None: no index there (Index.open
+    says so)."""
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.errors import ModelNotFoundError
+    from instemb_rag.index import read_manifest
+
+    manifest = read_manifest(index_dir)
+    if manifest is None:
+        return None
+    reference = manifest.encoder_reference
+    advice = (
+        "Pass the model it was built with: embed_model=InstEmbEmbedding(model_path, pooling=..., "
+        "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
+        "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
+    )
+    try:
+        encoder = InstEmbEncoder.from_pretrained(None if reference == "default" else reference, device=device)
+    except ModelNotFoundError as error:
+        raise InstEmbError(
+            f"The index in {index_dir} records its model as {reference!r}, which cannot be loaded here "
+            f"({error}). An index built through the Python API records IndexOptions.model_label there, "
+            f"not a model folder. {advice}"
+        ) from None
+    if encoder.fingerprint != manifest.encoder_fingerprint:
+        settings = ", ".join(f"{name}={value!r}" for name, value in encoder.settings.get_config_dict().items())
+        raise InstEmbError(
+            f"The index in {index_dir} was embedded by encoder {manifest.encoder_fingerprint}, but its recorded "
+            f"model {reference!r}, loaded with its own settings ({settings}), is encoder {encoder.fingerprint}. "
+            "The folder records the model, not the settings it ran with: an index built through the Python API "
+            f"with other settings (or other weights under the same label) cannot be reopened from the folder alone. "
+            f"{advice}"
+        )
+    return encoder
 
 
 def _reloadable_reference(index: Any) -> str | None:
