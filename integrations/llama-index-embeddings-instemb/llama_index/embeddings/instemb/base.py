@@ -37,7 +37,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, fiel
 from instemb_rag.errors import InstEmbError
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction  # torch-free
 
-from .cache import QueryEmbeddingCache, QueryKey
+from .cache import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
 from .inputs import check_texts
 from .limits import require_local, text_token_limit, warn_if_truncated
@@ -72,6 +72,10 @@ class InstEmbEmbedding(BaseEmbedding):
             fingerprint differs is refused.
         query_cache_size: how many query embeddings to keep (LRU keyed on encoder
             fingerprint, instruction and text); 0 turns the cache off.
+        embeddings_cache: a LlamaIndex ``BaseKVStore`` (e.g. ``SimpleKVStore``, persisted with
+            ``persist(path)``) for document embeddings, keyed on the fingerprint of the encoder
+            that embeds documents, ``text_instruction`` and the text: re-ingesting unchanged
+            nodes embeds nothing. Not saved by to_dict or pickling (pass it again).
         encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``
             (``model_path`` then says where it can be loaded again, for to_dict and pickling).
         base_url: URL of a running ``instemb-rag serve`` (e.g. "http://127.0.0.1:8000"): embed
@@ -110,10 +114,19 @@ class InstEmbEmbedding(BaseEmbedding):
         default=None, frozen=True, description="URL of a running `instemb-rag serve`; None loads the model locally."
     )
     api_key: str | None = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
+    # LlamaIndex's field, used for documents only and keyed on more than the text (cache.py). A
+    # live store (a file's contents, a Redis connection), so neither to_dict nor pickling carries it.
+    embeddings_cache: Any = Field(
+        default=None,
+        exclude=True,
+        repr=False,
+        description="A LlamaIndex BaseKVStore for document embeddings (keyed on encoder, instruction and text).",
+    )
     timeout: float = Field(default=60.0, gt=0, description="Seconds the server may take to answer (base_url).")
 
     _encoder: InstEmbEncoder | RemoteEncoder = PrivateAttr()
     _query_cache: QueryEmbeddingCache = PrivateAttr()
+    _document_cache: DocumentEmbeddingCache | None = PrivateAttr(default=None)
     # One forward pass at a time: the async methods run the encoder in worker threads.
     _model_lock: Any = PrivateAttr()
     _owns_remote: bool = PrivateAttr(default=False)
@@ -137,14 +150,6 @@ class InstEmbEmbedding(BaseEmbedding):
         fingerprint: str | None = None,
         **kwargs: Any,
     ):
-        if kwargs.get("embeddings_cache") is not None:
-            # LlamaIndex's embeddings_cache keys on the text alone, so two instructions (or two
-            # checkpoints) would silently share entries.
-            raise InstEmbError(
-                "InstEmbEmbedding does not accept embeddings_cache: it keys on the text only and "
-                "would mix up embeddings made under different instructions. Use query_cache_size "
-                "(keyed on fingerprint, instruction and text) instead."
-            )
         model_path = None if model_path is None else str(model_path)
         asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
         loaded, settings = load_encoder(
@@ -176,6 +181,7 @@ class InstEmbEmbedding(BaseEmbedding):
         self._encoder = loaded
         self._owns_remote = base_url is not None
         self._query_cache = QueryEmbeddingCache(query_cache_size)
+        self._document_cache = None if self.embeddings_cache is None else DocumentEmbeddingCache(self.embeddings_cache)
         # Local: one forward pass at a time. Remote: the server batches concurrent requests itself.
         self._model_lock = contextlib.nullcontext() if base_url is not None else threading.Lock()
 
@@ -230,6 +236,18 @@ class InstEmbEmbedding(BaseEmbedding):
     @property
     def query_cache(self) -> QueryEmbeddingCache:
         return self._query_cache
+
+    @property
+    def document_cache(self) -> DocumentEmbeddingCache | None:
+        """The document-embedding cache over ``embeddings_cache`` (None without one)."""
+        return self._document_cache
+
+    @property
+    def document_fingerprint(self) -> str:
+        """The fingerprint of what embeds documents, which the document cache keys on. An encoder
+        may embed documents with a model of its own (a two-tower encoder's document side says so
+        with ``document_fingerprint``); otherwise it is the encoder's fingerprint."""
+        return getattr(self._encoder, "document_fingerprint", None) or self._encoder.fingerprint
 
     # ------------------------------------------------------------------ chunking
     @property
@@ -312,7 +330,12 @@ class InstEmbEmbedding(BaseEmbedding):
         # to its own process's, e.g. Settings.callback_manager).
         state = BaseModel.__getstate__(self)
         state["__pydantic_private__"] = None
-        state["__dict__"] = {key: value for key, value in state["__dict__"].items() if key != "callback_manager"}
+        # So is the embeddings_cache's store (a live object, e.g. a Redis connection): pass it again.
+        state["__dict__"] = {
+            key: value
+            for key, value in state["__dict__"].items()
+            if key not in ("callback_manager", "embeddings_cache")
+        }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -496,11 +519,23 @@ class InstEmbEmbedding(BaseEmbedding):
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         check_texts(texts, "document")
-        # The encoder sorts each slice by length so padding stays small.
+        instruction = normalize_instruction(self.text_instruction)
+        if self._document_cache is None:
+            return self._encode_documents(texts, instruction)
+        keys = [DocumentEmbeddingCache.key(self.document_fingerprint, instruction, text) for text in texts]
+        results = self._document_cache.get_many(keys)
+        missing = [position for position, found in enumerate(results) if found is None]
+        if missing:
+            fresh = self._encode_documents([texts[i] for i in missing], instruction)
+            self._document_cache.put_many([keys[i] for i in missing], fresh)
+            for position, vector in zip(missing, fresh):
+                results[position] = vector
+        return results  # type: ignore[return-value]
+
+    def _encode_documents(self, texts: list[str], instruction: str | None) -> list[Embedding]:
+        # Documents go through the encoder's document side; it sorts each slice by length so padding stays small.
         with self._model_lock:
-            vectors = self._encoder.encode_documents(
-                texts, instruction=normalize_instruction(self.text_instruction), batch_size=self.embed_batch_size
-            )
+            vectors = self._encoder.encode_documents(texts, instruction=instruction, batch_size=self.embed_batch_size)
         return vectors.tolist()
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
