@@ -13,8 +13,11 @@ InstEmb embeds a query *together with an instruction*, so this class
   the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines.
 
 Documents (``text`` in LlamaIndex's words) are embedded under ``text_instruction`` (normally
-None). Every call, query or document, is reported to LlamaIndex's dispatcher and callback
-manager with its instructions (events.py).
+None), through the encoder's document method (queries through its query method). Every call,
+query or document, is reported to LlamaIndex's dispatcher and callback manager with its
+instructions (events.py). Text longer than the model reads gives a TruncationWarning (limits.py);
+``node_parser()`` splits documents into nodes it reads whole (node_parser.py); an
+``embeddings_cache`` (a LlamaIndex KV store) keeps document embeddings (cache.py).
 
 The fields say which model this is (``model_path``, the encoder settings, and ``fingerprint``),
 so ``to_dict``/``from_dict`` and pickling rebuild the same encoder, and refuse a model whose
@@ -42,7 +45,7 @@ from .events import InputType, embedding_call
 from .inputs import check_texts
 from .limits import require_local, text_token_limit, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
-from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
+from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser, node_parser_for
 from .query import InstructionQueryBundle, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
@@ -282,25 +285,7 @@ class InstEmbEmbedding(BaseEmbedding):
         first) join each node's own: the nodes keep that metadata, the embedded text leaves it out.
         Other keyword arguments go to SentenceSplitter.
         """
-        from instemb_rag.index.options import IndexOptions
-
-        limit = self.document_token_limit
-        chunk_size = self.recommended_chunk_size if chunk_size is None else chunk_size
-        if chunk_size > limit:
-            raise InstEmbError(
-                f"chunk_size={chunk_size} is more than the {limit} tokens of a document the model reads "
-                f"(max_length={self.max_length} less the template and look-ahead tokens): the end of "
-                f"longer chunks would be cut off. Use chunk_size <= {limit}."
-            )
-        overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
-        tokenizer = self._encoder.tokenizer  # as the CLI's ChunkSplitter (instemb_rag/index/documents.py)
-        return InstEmbNodeParser(
-            excluded_embed_metadata_keys=excluded_embed_metadata_keys,
-            chunk_size=chunk_size,
-            chunk_overlap=overlap,
-            tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
-            **kwargs,
-        )
+        return node_parser_for(self, chunk_size, chunk_overlap, excluded_embed_metadata_keys, **kwargs)
 
     def close(self) -> None:
         """Close the connection to the server this embedding opened (base_url); a local model stays."""

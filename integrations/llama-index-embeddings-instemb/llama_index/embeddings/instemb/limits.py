@@ -7,8 +7,10 @@ only after it get the same vector. This module counts, with the encoder's own to
 template, how many tokens of text fit, and builds the warning an embedding call gives when a text
 is cut (once per call, naming the longest text, its length and the limit).
 
-Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Documents are
-counted with the encoder that embeds them (``encoder.encode_documents``'s tokenizer and template).
+Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Texts are counted
+with the encoder's tokenizer, template and max_length, which is what ``encode_documents`` and
+``encode_queries`` read today; an encoder whose documents go to a model of their own would have
+to give that model's tokenizer and limit here for documents.
 """
 
 from __future__ import annotations

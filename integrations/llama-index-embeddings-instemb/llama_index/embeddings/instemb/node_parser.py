@@ -21,6 +21,8 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode
 
+from instemb_rag.errors import InstEmbError
+
 # What SimpleDirectoryReader's default file_metadata adds to every document.
 FILE_METADATA_KEYS = (
     "file_path",
@@ -59,3 +61,32 @@ class InstEmbNodeParser(SentenceSplitter):
         if not missing:
             return node
         return node.model_copy(update={"excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *missing]})
+
+
+def node_parser_for(
+    embed_model: Any,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    excluded_embed_metadata_keys: Sequence[str],
+    **kwargs: Any,
+) -> InstEmbNodeParser:
+    """InstEmbEmbedding.node_parser: sized to what the model reads, on its own tokenizer."""
+    from instemb_rag.index.options import IndexOptions
+
+    limit = embed_model.document_token_limit
+    chunk_size = embed_model.recommended_chunk_size if chunk_size is None else chunk_size
+    if chunk_size > limit:
+        raise InstEmbError(
+            f"chunk_size={chunk_size} is more than the {limit} tokens of a document the model reads "
+            f"(max_length={embed_model.max_length} less the template and look-ahead tokens): the end of "
+            f"longer chunks would be cut off. Use chunk_size <= {limit}."
+        )
+    overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
+    tokenizer = embed_model.encoder.tokenizer  # as the CLI's ChunkSplitter (instemb_rag/index/documents.py)
+    return InstEmbNodeParser(
+        excluded_embed_metadata_keys=excluded_embed_metadata_keys,
+        chunk_size=chunk_size,
+        chunk_overlap=overlap,
+        tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
+        **kwargs,
+    )
