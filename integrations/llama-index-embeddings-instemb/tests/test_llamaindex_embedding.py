@@ -7,7 +7,6 @@ import asyncio
 import numpy as np
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.storage.kvstore import SimpleKVStore
 
 from instemb_rag.errors import InstEmbError
 from llama_index.embeddings.instemb import (
@@ -103,11 +102,6 @@ def test_cache_can_be_turned_off(tiny_embed_model):
     uncached = InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, query_cache_size=0)
     uncached.get_query_embedding_for("which tent is light ?", "focus on weight")
     assert len(uncached.query_cache) == 0
-
-
-def test_text_only_embeddings_cache_is_refused(tiny_embed_model):
-    with pytest.raises(InstEmbError, match="query_cache_size"):
-        InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, embeddings_cache=SimpleKVStore())
 
 
 def test_async_paths_match_sync(tiny_embed_model, tiny_docs):

@@ -5,6 +5,9 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 from .base import InstEmbEmbedding
 from .cache import QueryEmbeddingCache, QueryKey
 from .events import InstructionEmbeddingStartEvent
+from .fusion import InstructionFusionRetriever
+from .limits import TruncationWarning
+from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructedText, InstructionQueryBundle
 from .remote import RemoteEncoder
 from .retriever import InstEmbRetriever
@@ -12,14 +15,18 @@ from .stores import faiss_vector_store, qdrant_vector_store
 
 __all__ = [
     "DEFAULT_QUERY_INSTRUCTION",
+    "FILE_METADATA_KEYS",
     "InstEmbEmbedding",
+    "InstEmbNodeParser",
     "InstEmbRetriever",
     "InstructedText",
     "InstructionEmbeddingStartEvent",
+    "InstructionFusionRetriever",
     "InstructionQueryBundle",
     "QueryEmbeddingCache",
     "QueryKey",
     "RemoteEncoder",
+    "TruncationWarning",
     "faiss_vector_store",
     "qdrant_vector_store",
 ]

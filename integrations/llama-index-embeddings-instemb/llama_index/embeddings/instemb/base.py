@@ -13,8 +13,11 @@ InstEmb embeds a query *together with an instruction*, so this class
   the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines.
 
 Documents (``text`` in LlamaIndex's words) are embedded under ``text_instruction`` (normally
-None). Every call, query or document, is reported to LlamaIndex's dispatcher and callback
-manager with its instructions (events.py).
+None), through the encoder's document method (queries through its query method). Every call,
+query or document, is reported to LlamaIndex's dispatcher and callback manager with its
+instructions (events.py). Text longer than the model reads gives a TruncationWarning (limits.py);
+``node_parser()`` splits documents into nodes it reads whole (node_parser.py); an
+``embeddings_cache`` (a LlamaIndex KV store) keeps document embeddings (cache.py).
 
 The fields say which model this is (``model_path``, the encoder settings, and ``fingerprint``),
 so ``to_dict``/``from_dict`` and pickling rebuild the same encoder, and refuse a model whose
@@ -41,9 +44,12 @@ from instemb_rag.instructions import (  # torch-free
     per_item_instructions,
 )
 
-from .cache import QueryEmbeddingCache, QueryKey
+from .cache import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
+from .inputs import check_texts
+from .limits import require_local, text_token_limit, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
+from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser, node_parser_for
 from .query import InstructionQueryBundle, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
@@ -73,6 +79,10 @@ class InstEmbEmbedding(BaseEmbedding):
             fingerprint differs is refused.
         query_cache_size: how many query embeddings to keep (LRU keyed on encoder
             fingerprint, instruction and text); 0 turns the cache off.
+        embeddings_cache: a LlamaIndex ``BaseKVStore`` (e.g. ``SimpleKVStore``, persisted with
+            ``persist(path)``) for document embeddings, keyed on the fingerprint of the encoder
+            that embeds documents, ``text_instruction`` and the text: re-ingesting unchanged
+            nodes embeds nothing. Not saved by to_dict or pickling (pass it again).
         encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``
             (``model_path`` then says where it can be loaded again, for to_dict and pickling).
         base_url: URL of a running ``instemb-rag serve`` (e.g. "http://127.0.0.1:8000"): embed
@@ -111,10 +121,19 @@ class InstEmbEmbedding(BaseEmbedding):
         default=None, frozen=True, description="URL of a running `instemb-rag serve`; None loads the model locally."
     )
     api_key: str | None = Field(default=None, exclude=True, repr=False, description="Bearer key for base_url.")
+    # LlamaIndex's field, used for documents only and keyed on more than the text (cache.py). A
+    # live store (a file's contents, a Redis connection), so neither to_dict nor pickling carries it.
+    embeddings_cache: Any = Field(
+        default=None,
+        exclude=True,
+        repr=False,
+        description="A LlamaIndex BaseKVStore for document embeddings (keyed on encoder, instruction and text).",
+    )
     timeout: float = Field(default=60.0, gt=0, description="Seconds the server may take to answer (base_url).")
 
     _encoder: InstEmbEncoder | RemoteEncoder = PrivateAttr()
     _query_cache: QueryEmbeddingCache = PrivateAttr()
+    _document_cache: DocumentEmbeddingCache | None = PrivateAttr(default=None)
     # One forward pass at a time: the async methods run the encoder in worker threads.
     _model_lock: Any = PrivateAttr()
     _owns_remote: bool = PrivateAttr(default=False)
@@ -138,14 +157,6 @@ class InstEmbEmbedding(BaseEmbedding):
         fingerprint: str | None = None,
         **kwargs: Any,
     ):
-        if kwargs.get("embeddings_cache") is not None:
-            # LlamaIndex's embeddings_cache keys on the text alone, so two instructions (or two
-            # checkpoints) would silently share entries.
-            raise InstEmbError(
-                "InstEmbEmbedding does not accept embeddings_cache: it keys on the text only and "
-                "would mix up embeddings made under different instructions. Use query_cache_size "
-                "(keyed on fingerprint, instruction and text) instead."
-            )
         model_path = None if model_path is None else str(model_path)
         asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
         loaded, settings = load_encoder(
@@ -177,6 +188,7 @@ class InstEmbEmbedding(BaseEmbedding):
         self._encoder = loaded
         self._owns_remote = base_url is not None
         self._query_cache = QueryEmbeddingCache(query_cache_size)
+        self._document_cache = None if self.embeddings_cache is None else DocumentEmbeddingCache(self.embeddings_cache)
         # Local: one forward pass at a time. Remote: the server batches concurrent requests itself.
         self._model_lock = contextlib.nullcontext() if base_url is not None else threading.Lock()
 
@@ -232,6 +244,53 @@ class InstEmbEmbedding(BaseEmbedding):
     def query_cache(self) -> QueryEmbeddingCache:
         return self._query_cache
 
+    @property
+    def document_cache(self) -> DocumentEmbeddingCache | None:
+        """The document-embedding cache over ``embeddings_cache`` (None without one)."""
+        return self._document_cache
+
+    @property
+    def document_fingerprint(self) -> str:
+        """The fingerprint of what embeds documents, which the document cache keys on. An encoder
+        may embed documents with a model of its own (a two-tower encoder's document side says so
+        with ``document_fingerprint``); otherwise it is the encoder's fingerprint."""
+        return getattr(self._encoder, "document_fingerprint", None) or self._encoder.fingerprint
+
+    # ------------------------------------------------------------------ chunking
+    @property
+    def document_token_limit(self) -> int:
+        """Tokens of a document (node text plus the metadata LlamaIndex embeds with it) the model
+        reads; the rest is cut (with a TruncationWarning). Counted in the model's own tokens."""
+        require_local(self._encoder, "document_token_limit")
+        return text_token_limit(self._encoder, normalize_instruction(self.text_instruction))
+
+    @property
+    def recommended_chunk_size(self) -> int:
+        """The node parser's chunk size, in the model's tokens: the CLI's (``instemb-rag index``
+        chunks at 256), or the document limit if that is smaller."""
+        from instemb_rag.index.options import IndexOptions
+
+        return min(IndexOptions.chunk_size, self.document_token_limit)
+
+    def node_parser(
+        self,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        excluded_embed_metadata_keys: Sequence[str] = FILE_METADATA_KEYS,
+        **kwargs: Any,
+    ) -> InstEmbNodeParser:
+        """LlamaIndex's SentenceSplitter on the model's own tokens, sized so the model reads each
+        node whole, as ``instemb-rag index`` splits (node_parser.py). Pass it as
+        ``transformations=[embed_model.node_parser()]``.
+
+        ``chunk_size`` defaults to ``recommended_chunk_size``; one over ``document_token_limit``
+        is refused. ``chunk_overlap`` defaults to the CLI's 32 (a quarter of a smaller chunk).
+        ``excluded_embed_metadata_keys`` (default: what SimpleDirectoryReader adds, file_path
+        first) join each node's own: the nodes keep that metadata, the embedded text leaves it out.
+        Other keyword arguments go to SentenceSplitter.
+        """
+        return node_parser_for(self, chunk_size, chunk_overlap, excluded_embed_metadata_keys, **kwargs)
+
     def close(self) -> None:
         """Close the connection to the server this embedding opened (base_url); a local model stays."""
         if self._owns_remote:
@@ -260,7 +319,12 @@ class InstEmbEmbedding(BaseEmbedding):
         # to its own process's, e.g. Settings.callback_manager).
         state = BaseModel.__getstate__(self)
         state["__pydantic_private__"] = None
-        state["__dict__"] = {key: value for key, value in state["__dict__"].items() if key != "callback_manager"}
+        # So is the embeddings_cache's store (a live object, e.g. a Redis connection): pass it again.
+        state["__dict__"] = {
+            key: value
+            for key, value in state["__dict__"].items()
+            if key not in ("callback_manager", "embeddings_cache")
+        }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -283,6 +347,7 @@ class InstEmbEmbedding(BaseEmbedding):
         Cached embeddings are reused; the rest are encoded in one batched call.
         """
         queries = list(queries)
+        check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
             call.vectors = self._embed_queries(queries, per_query)
@@ -293,6 +358,7 @@ class InstEmbEmbedding(BaseEmbedding):
         self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
     ) -> list[Embedding]:
         queries = list(queries)
+        check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
             call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query)
@@ -329,13 +395,15 @@ class InstEmbEmbedding(BaseEmbedding):
         return per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
 
     def _embed_queries(self, queries: list[str], instructions: list[str | None]) -> list[Embedding]:
-        """The cache, then one encoder call for what it lacks (no events: callers report)."""
+        """The cache, then one encoder call for what it lacks (no events: callers report).
+        Queries are checked strings (check_texts); str() drops an InstructedText's instruction."""
         keys = [
             QueryKey(self.fingerprint, instruction, str(query)) for query, instruction in zip(queries, instructions)
         ]
         results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
+            warn_if_truncated(self._encoder, [queries[i] for i in missing], [instructions[i] for i in missing], "query")
             with self._model_lock:
                 fresh = self._encoder.encode_queries(
                     [str(queries[i]) for i in missing],
@@ -372,6 +440,7 @@ class InstEmbEmbedding(BaseEmbedding):
         return (agg_fn or mean_agg)(vectors)
 
     def _get_query_embedding(self, query: str) -> Embedding:
+        check_texts([query], "query")
         return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))])[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
@@ -390,23 +459,37 @@ class InstEmbEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """Documents in slices of embed_batch_size, one reported call each (the lock is freed
         between slices, so queries from other threads are not held up by a long ingestion)."""
+        texts = list(texts)
+        check_texts(texts, "document")
+        self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(list(texts), self.embed_batch_size):
-            with self._document_call(batch) as call:
-                call.vectors = self._get_text_embeddings(batch)
-            vectors += call.vectors
+        with _progress(len(texts), show_progress) as progress:
+            for batch in _slices(texts, self.embed_batch_size):
+                with self._document_call(batch) as call:
+                    call.vectors = self._get_text_embeddings(batch)
+                vectors += call.vectors
+                progress.update(len(batch))
         return vectors
 
     @dispatcher.span
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
+        texts = list(texts)
+        check_texts(texts, "document")
+        self._warn_if_documents_truncated(texts)
         vectors: list[Embedding] = []
-        for batch in _slices(list(texts), self.embed_batch_size):
-            with self._document_call(batch) as call:
-                call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
-            vectors += call.vectors
+        with _progress(len(texts), show_progress) as progress:
+            for batch in _slices(texts, self.embed_batch_size):
+                with self._document_call(batch) as call:
+                    call.vectors = await asyncio.to_thread(self._get_text_embeddings, batch)
+                vectors += call.vectors
+                progress.update(len(batch))
         return vectors
+
+    def _warn_if_documents_truncated(self, texts: list[str]) -> None:
+        instruction = normalize_instruction(self.text_instruction)
+        warn_if_truncated(self._encoder, texts, [instruction] * len(texts), "document")
 
     def _document_call(self, batch: list[str]):
         instructions = [normalize_instruction(self.text_instruction)] * len(batch)
@@ -417,11 +500,24 @@ class InstEmbEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        # The encoder sorts each slice by length so padding stays small.
+        check_texts(texts, "document")
+        instruction = normalize_instruction(self.text_instruction)
+        if self._document_cache is None:
+            return self._encode_documents(texts, instruction)
+        keys = [DocumentEmbeddingCache.key(self.document_fingerprint, instruction, text) for text in texts]
+        results = self._document_cache.get_many(keys)
+        missing = [position for position, found in enumerate(results) if found is None]
+        if missing:
+            fresh = self._encode_documents([texts[i] for i in missing], instruction)
+            self._document_cache.put_many([keys[i] for i in missing], fresh)
+            for position, vector in zip(missing, fresh):
+                results[position] = vector
+        return results  # type: ignore[return-value]
+
+    def _encode_documents(self, texts: list[str], instruction: str | None) -> list[Embedding]:
+        # Documents go through the encoder's document side; it sorts each slice by length so padding stays small.
         with self._model_lock:
-            vectors = self._encoder.encode_documents(
-                texts, instruction=normalize_instruction(self.text_instruction), batch_size=self.embed_batch_size
-            )
+            vectors = self._encoder.encode_documents(texts, instruction=instruction, batch_size=self.embed_batch_size)
         return vectors.tolist()
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
@@ -429,6 +525,13 @@ class InstEmbEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _progress(total: int, show: bool):
+    """The bar LlamaIndex shows for ``show_progress=True`` ("Generating embeddings"), per text."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="Generating embeddings", disable=not show)
 
 
 def _slices(items: list, size: int):

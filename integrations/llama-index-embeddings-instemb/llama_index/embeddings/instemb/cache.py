@@ -1,15 +1,19 @@
-"""An in-memory LRU of query embeddings.
+"""Caches: an in-memory LRU of query embeddings, and document embeddings in a LlamaIndex KV store.
 
 An InstEmb query embedding depends on the query text, its instruction and the encoder's
 weights, so all three make up the key: the same question asked under two instructions
 must never share an entry, and a reloaded or retrained encoder must never reuse old ones.
+Document embeddings are keyed the same way (the encoder that embeds documents, the document
+instruction, the text).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class QueryKey(NamedTuple):
@@ -60,3 +64,40 @@ class QueryEmbeddingCache:
 
     def __contains__(self, key: QueryKey) -> bool:
         return key in self._entries
+
+
+class DocumentEmbeddingCache:
+    """Document embeddings in a LlamaIndex key-value store (``BaseKVStore``: SimpleKVStore, which
+    persists to a file, Redis, ...), so re-ingesting unchanged nodes embeds nothing.
+
+    LlamaIndex's own ``embeddings_cache`` keys on the text alone; a document embedding also
+    depends on the encoder that embeds documents and on the document instruction, so the key is a
+    hash of all three, in a collection of its own. Hits and misses are counted.
+    """
+
+    COLLECTION = "instemb_document_embeddings"
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(fingerprint: str, instruction: str | None, text: str) -> str:
+        identity = json.dumps([fingerprint, instruction, text], ensure_ascii=False)
+        return hashlib.sha256(identity.encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: list[str]) -> list[list[float] | None]:
+        found = [self.store.get(key, collection=self.COLLECTION) for key in keys]
+        vectors = [None if value is None else list(value["embedding"]) for value in found]
+        with self._lock:
+            hit = sum(vector is not None for vector in vectors)
+            self.hits += hit
+            self.misses += len(vectors) - hit
+        return vectors
+
+    def put_many(self, keys: list[str], vectors: list[list[float]]) -> None:
+        self.store.put_all(
+            [(key, {"embedding": list(vector)}) for key, vector in zip(keys, vectors)], collection=self.COLLECTION
+        )

@@ -47,9 +47,11 @@ class VectorStoreIndexBackend:
 
     def __init__(self, index: VectorStoreIndex, similarity_top_k: int, filters: MetadataFilters | None):
         self._retriever = index.as_retriever(similarity_top_k=similarity_top_k, filters=filters)
-        # Qdrant stores opened with a sync client only (the usual in-memory / local-path set-up)
-        # raise on aquery; search those in a worker thread instead.
-        self._sync_only = getattr(index.vector_store, "_aclient", _UNSET) is None
+        # A QdrantVectorStore given a sync client only (the usual in-memory / local-path set-up)
+        # raises on aquery; search those in a worker thread instead. qdrant_vector_store()'s
+        # stores answer async calls themselves (qdrant_store.py).
+        store = index.vector_store
+        self._sync_only = getattr(store, "_aclient", _UNSET) is None and not getattr(store, "answers_async", False)
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
         return self._retriever.retrieve(query)
@@ -80,9 +82,15 @@ class InstEmbIndexBackend:
         self.similarity_top_k = similarity_top_k
         self.filter = _index_filter(filter, filters)
         self._owns_index = owns_index
+        self._closed = False
         self.hybrid = hybrid  # {"hybrid", "hybrid_weight", "resolve_instruction"}: Index.search's hybrid search
 
     def search(self, query: QueryBundle) -> list[NodeWithScore]:
+        if self._closed:
+            raise InstEmbError(
+                "This retriever was closed (close(), or the end of its `with` block), and its index folder "
+                "with it: open a new one with InstEmbRetriever.from_instemb_index(...)."
+            )
         vector = np.asarray(query.embedding, dtype=np.float32)
         if self.hybrid is not None:  # the full-text side reads the query text and the instruction it was embedded under
             instruction = self.hybrid["resolve_instruction"](getattr(query, "instruction", None))
@@ -105,8 +113,9 @@ class InstEmbIndexBackend:
         return await asyncio.to_thread(self.search, query)
 
     def close(self) -> None:
-        if self._owns_index:
+        if self._owns_index and not self._closed:
             self.index.close()
+            self._closed = True
 
 
 def _index_filter(filter: dict[str, str] | None, filters: MetadataFilters | None) -> dict | None:
@@ -123,8 +132,17 @@ def _index_filter(filter: dict[str, str] | None, filters: MetadataFilters | None
 
 
 def _hit_node(hit: Any) -> TextNode:
+    """The hit as a node whose metadata modes say what the index did: it embedded the chunk text
+    alone (MetadataMode.EMBED gives just the text), and an LLM is shown the source (and page) but
+    not the bookkeeping (position, chunk_id)."""
     metadata = {"source": hit.source, "position": hit.position, "chunk_id": hit.chunk_id, **(hit.extra or {})}
-    return TextNode(text=hit.text, id_=f"{hit.source}#{hit.position}", metadata=metadata)
+    return TextNode(
+        text=hit.text,
+        id_=f"{hit.source}#{hit.position}",
+        metadata=metadata,
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=["position", "chunk_id"],
+    )
 
 
 class InstEmbRetriever(BaseRetriever):
@@ -200,7 +218,7 @@ class InstEmbRetriever(BaseRetriever):
 
         owns_index = not isinstance(index, Index)
         if owns_index:
-            encoder = None if embed_model is None else embed_model.encoder
+            encoder = _recorded_encoder(Path(index), device) if embed_model is None else embed_model.encoder
             index = Index.open(index, encoder=encoder, device=device)
         elif embed_model is not None and index.encoder is not None:
             _check_same_encoder(embed_model, index.encoder.fingerprint)
@@ -219,7 +237,9 @@ class InstEmbRetriever(BaseRetriever):
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
-        """Release what the backend opened (the index folder's lock and catalog)."""
+        """Release what the retriever opened: an index folder's lock and catalog (from_instemb_index
+        with a path). A VectorStoreIndex's store is not the retriever's: close it where it was made
+        (``store.close()``, or ``with qdrant_vector_store(...) as store``)."""
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
@@ -238,21 +258,7 @@ class InstEmbRetriever(BaseRetriever):
         return await super().aretrieve(self._bundle(query, instruction))
 
     def _bundle(self, query: str | QueryBundle, instruction: str | None) -> QueryBundle:
-        """Attach the call's instruction; an explicit argument wins over the bundle's own."""
-        if isinstance(query, str):
-            return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
-        if not isinstance(query, QueryBundle):
-            raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-        if instruction is _UNSET:
-            return query
-        if query.embedding is not None:
-            raise InstEmbError(
-                "The QueryBundle already carries an embedding, so an instruction cannot change it. "
-                "Pass the query string with instruction=..., or a bundle without an embedding."
-            )
-        return InstructionQueryBundle(
-            query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
-        )
+        return bundle_with_instruction(query, instruction)
 
     # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -267,6 +273,24 @@ class InstEmbRetriever(BaseRetriever):
             embedding = await self.embed_model.aget_agg_embedding_from_queries(strings)
             query_bundle = _with_embedding(query_bundle, embedding)
         return await self.backend.asearch(query_bundle)
+
+
+def bundle_with_instruction(query: str | QueryBundle, instruction: str | None = _UNSET) -> QueryBundle:
+    """Attach the call's instruction; an explicit argument wins over the bundle's own."""
+    if isinstance(query, str):
+        return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
+    if not isinstance(query, QueryBundle):
+        raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
+    if instruction is _UNSET:
+        return query
+    if query.embedding is not None:
+        raise InstEmbError(
+            "The QueryBundle already carries an embedding, so an instruction cannot change it. "
+            "Pass the query string with instruction=..., or a bundle without an embedding."
+        )
+    return InstructionQueryBundle(
+        query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
+    )
 
 
 def _embedding_strings(query_bundle: QueryBundle) -> list[str]:
@@ -285,6 +309,44 @@ def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> Instru
         instruction=getattr(query_bundle, "instruction", None),
         embedding=embedding,
     )
+
+
+def _recorded_encoder(index_dir: Path, device: str) -> Any:
+    """The encoder an index folder records, loaded as Index.open would load it, or an error that
+    says why it cannot be: the folder records the model (a path, "default", or the Python API's
+    IndexOptions.model_label) but not the settings it ran with. None: no index there (Index.open
+    says so)."""
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.errors import ModelNotFoundError
+    from instemb_rag.index import read_manifest
+
+    manifest = read_manifest(index_dir)
+    if manifest is None:
+        return None
+    reference = manifest.encoder_reference
+    advice = (
+        "Pass the model it was built with: embed_model=InstEmbEmbedding(model_path, pooling=..., "
+        "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
+        "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
+    )
+    try:
+        encoder = InstEmbEncoder.from_pretrained(None if reference == "default" else reference, device=device)
+    except ModelNotFoundError as error:
+        raise InstEmbError(
+            f"The index in {index_dir} records its model as {reference!r}, which cannot be loaded here "
+            f"({error}). An index built through the Python API records IndexOptions.model_label there, "
+            f"not a model folder. {advice}"
+        ) from None
+    if encoder.fingerprint != manifest.encoder_fingerprint:
+        settings = ", ".join(f"{name}={value!r}" for name, value in encoder.settings.get_config_dict().items())
+        raise InstEmbError(
+            f"The index in {index_dir} was embedded by encoder {manifest.encoder_fingerprint}, but its recorded "
+            f"model {reference!r}, loaded with its own settings ({settings}), is encoder {encoder.fingerprint}. "
+            "The folder records the model, not the settings it ran with: an index built through the Python API "
+            f"with other settings (or other weights under the same label) cannot be reopened from the folder alone. "
+            f"{advice}"
+        )
+    return encoder
 
 
 def _reloadable_reference(index: Any) -> str | None:

@@ -39,9 +39,45 @@ def faiss_vector_store(embed_model: Any) -> Any:
 
 
 def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
-    """A QdrantVectorStore on ``QdrantClient(**client_options)`` (e.g. ``location=":memory:"``,
-    ``path="qdrant-data"`` or ``url=...``); LlamaIndex creates the collection on first insert."""
-    module = require_extra("qdrant")
-    from qdrant_client import QdrantClient
+    """A Qdrant store on ``QdrantClient(**client_options)`` (e.g. ``location=":memory:"``,
+    ``path="qdrant-data"`` or ``url=...``); LlamaIndex creates the collection on first insert.
 
-    return module.QdrantVectorStore(collection_name=collection_name, client=QdrantClient(**client_options))
+    It is LlamaIndex's ``QdrantVectorStore`` (InstEmbQdrantVectorStore in qdrant_store.py) with
+    async that works: a server also gets qdrant-client's ``AsyncQdrantClient``; in local mode the
+    async methods run the one client in a worker thread. ``close()`` / ``aclose()`` or a ``with``
+    block closes the clients, which frees a local ``path`` for the next store.
+    """
+    require_extra("qdrant")
+    from qdrant_client import AsyncQdrantClient, QdrantClient
+
+    from .qdrant_store import InstEmbQdrantVectorStore
+
+    try:
+        client = QdrantClient(**client_options)
+    except RuntimeError as error:
+        if "already accessed" not in str(error):
+            raise
+        raise InstEmbError(
+            f"The Qdrant folder {client_options.get('path') or client_options.get('location')} is still open "
+            "by another client (in this process, or another one). Close the store that opened it first "
+            "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
+            "Qdrant server (url=...) for concurrent access."
+        ) from None
+    # Local mode (":memory:" or a path) keeps its points in this one client: a second client, sync
+    # or async, would not share them, so there the store answers async calls with this client.
+    aclient = None if _is_local(client) else AsyncQdrantClient(**client_options)
+    try:
+        return InstEmbQdrantVectorStore(collection_name=collection_name, client=client, aclient=aclient)
+    except BaseException:
+        client.close()
+        if aclient is not None:
+            from llama_index.core.async_utils import asyncio_run
+
+            asyncio_run(aclient.close())
+        raise
+
+
+def _is_local(client: Any) -> bool:
+    from qdrant_client.local.qdrant_local import QdrantLocal
+
+    return isinstance(getattr(client, "_client", None), QdrantLocal)

@@ -1,0 +1,98 @@
+"""How much text the encoder reads, and saying so when a text is longer.
+
+The encoder reads at most ``max_length`` tokens per input: the prompt template, the instruction
+and the look-ahead slots always fit, and the text is cut to what is left (template.py). A cut
+text loses everything past that point without a word from the model, so two chunks that differ
+only after it get the same vector. This module counts, with the encoder's own tokenizer and
+template, how many tokens of text fit, and builds the warning an embedding call gives when a text
+is cut (once per call, naming the longest text, its length and the limit).
+
+Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Texts are counted
+with the encoder's tokenizer, template and max_length, which is what ``encode_documents`` and
+``encode_queries`` read today; an encoder whose documents go to a model of their own would have
+to give that model's tokenizer and limit here for documents.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from instemb_rag.errors import InstEmbError
+
+
+class TruncationWarning(UserWarning):
+    """A text was longer than the encoder reads: its end was cut off before embedding."""
+
+
+def can_count(encoder: Any) -> bool:
+    """Whether the encoder is local (its tokenizer and template are here to count with)."""
+    return hasattr(encoder, "build_ids") and hasattr(encoder, "tokenizer")
+
+
+def text_token_limit(encoder: Any, instruction: str | None) -> int:
+    """Tokens of text the encoder reads under ``instruction``: max_length less the template, the
+    instruction and the look-ahead slots."""
+    return encoder.max_length - len(encoder.build_ids("", instruction))
+
+
+def token_counts(encoder: Any, texts: Sequence[str]) -> list[int]:
+    """Tokens of each text alone, as the template tokenizes it (no special tokens)."""
+    if not texts:
+        return []
+    return [len(ids) for ids in encoder.tokenizer(list(texts), add_special_tokens=False).input_ids]
+
+
+def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence[str | None], kind: str) -> None:
+    """One TruncationWarning for the call when any text is longer than the encoder reads."""
+    if not texts or not can_count(encoder):
+        return
+    limits: dict[str | None, int] = {}
+    cut = []
+    for position, (count, instruction) in enumerate(zip(token_counts(encoder, texts), instructions)):
+        if instruction not in limits:
+            limits[instruction] = text_token_limit(encoder, instruction)
+        if count > limits[instruction]:
+            cut.append((count - limits[instruction], count, limits[instruction], position))
+    if not cut:
+        return
+    lost, count, limit, position = max(cut)
+    start = " ".join(str(texts[position]).split())[:60]
+    advice = (
+        "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
+        f"(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
+        if kind == "document"
+        else "Shorten the query (or its instruction)."
+    )
+    plural = {"document": "documents", "query": "queries"}[kind]
+    warnings.warn(
+        f"InstEmb reads at most {limit} tokens of a {kind} (max_length={encoder.max_length}, less the "
+        f"template{', instruction' if kind == 'query' else ''} and look-ahead tokens); {len(cut)} of this "
+        f"call's {len(texts)} {plural} {'was' if len(cut) == 1 else 'were'} longer and cut. The longest, "
+        f"{kind} #{position} ({start!r}...), has {count} tokens: its last {lost} were not embedded. {advice}",
+        TruncationWarning,
+        stacklevel=_callers_stacklevel(),
+    )
+
+
+# Frames of these packages (and of the threads and event loops they run calls in) are skipped, so
+# the warning points at the app's line that asked for the embeddings.
+_LIBRARY_MODULES = ("llama_index", "llama_index_instrumentation", "instemb_rag", "asyncio", "threading", "concurrent")
+
+
+def _callers_stacklevel() -> int:
+    frame, level = sys._getframe(2), 2  # 1 is warn_if_truncated itself
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _LIBRARY_MODULES:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def require_local(encoder: Any, what: str) -> None:
+    if not can_count(encoder):
+        raise InstEmbError(
+            f"{what} needs the model's tokenizer, which a base_url embedding does not load. Use a local "
+            "InstEmbEmbedding (same model) to build the node parser, or chunk with the server model's "
+            "tokenizer to at most its max_length less about 20 tokens (GET /v1/models gives max_length)."
+        )
