@@ -195,7 +195,7 @@ class DynamicBatcher:
         instructions = [instruction for job in batch for instruction in job.instructions]
         try:
             vectors = self._encode(batch[0].kind, texts, instructions)
-            tokens = [len(self.encoder.build_ids(text, instruction)) for text, instruction in zip(texts, instructions)]
+            tokens = self._tokens(batch[0].kind, texts, instructions)
         except BaseException as error:  # noqa: BLE001 - every waiting request gets the error
             for job in batch:
                 job.loop.call_soon_threadsafe(_resolve, job.future, None, error)
@@ -209,6 +209,13 @@ class DynamicBatcher:
             result = EncodeResult(vectors[start:stop], sum(tokens[start:stop]))
             job.loop.call_soon_threadsafe(_resolve, job.future, result)
             start = stop
+
+    def _tokens(self, kind: Kind, texts: list[str], instructions: list[str | None]) -> list[int]:
+        """Tokens each input ran through: a two-tower model's documents, the document tower's own."""
+        tower = getattr(self.encoder, "document_tower", None)
+        if kind == "document" and tower is not None:
+            return [tower.tokens(text) for text in texts]
+        return [len(self.encoder.build_ids(text, instruction)) for text, instruction in zip(texts, instructions)]
 
     def _encode(self, kind: Kind, texts: list[str], instructions: list[str | None]) -> np.ndarray:
         batch_size = self.options.max_batch_size  # a job larger than this is split into several passes

@@ -40,7 +40,14 @@ from .schemas import (
 )
 from .state import ServeOptions, ServerState
 
-__all__ = ["check_search", "input_texts", "per_input_instructions", "router", "server_state"]
+__all__ = [
+    "check_document_instructions",
+    "check_search",
+    "input_texts",
+    "per_input_instructions",
+    "router",
+    "server_state",
+]
 
 router = APIRouter()
 bearer = HTTPBearer(auto_error=False, description=f"Needed when the server was started with {API_KEY_ENV} set.")
@@ -99,6 +106,8 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
             f"{state.encoder.dimension}.",
             param="dimensions",
         )
+    if body.input_type == "document":
+        check_document_instructions(state.encoder, instructions)
     result = await encode(state, texts, instructions, body.input_type)
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
@@ -289,6 +298,21 @@ def per_input_instructions(value: Any, count: int, options: ServeOptions) -> lis
                 param="instruction",
             )
     return instructions
+
+
+def check_document_instructions(encoder: Any, instructions: list[str | None]) -> None:
+    """A two-tower model's documents are embedded by its document tower, which reads no
+    instruction: a document instruction is refused here (400), before the request joins a batch
+    (where its error would fail the other requests of that batch too)."""
+    if not getattr(encoder, "is_two_tower", False):
+        return
+    from ..encoder.modules.document_tower import refuse_document_instruction
+
+    for instruction in instructions:
+        try:
+            refuse_document_instruction(instruction)
+        except InstEmbError as error:
+            raise bad_request(str(error), param="instruction", code="document_instruction_unsupported") from None
 
 
 def check_search(body: SearchRequest, options: ServeOptions) -> None:

@@ -72,7 +72,7 @@ class EmbeddingRequest(BaseModel):
     input_type: Literal["query", "document"] = Field(
         "query",
         description="query: each input under its own instruction (encode_queries); "
-        "document: documents (encode_documents).",
+        "document: documents (encode_documents; a two-tower model's document tower, which takes no instruction).",
     )
 
 

@@ -1,0 +1,204 @@
+"""`instemb-rag index` and `query` with a two-tower checkpoint (issue 44): the document tower embeds
+the chunks, the query tower the query; the index is keyed on the document tower, so another query
+tower over it searches the index as it is, and an index of another document space must be rebuilt."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import index_cli_args
+from typer.testing import CliRunner
+
+from instemb_rag.cli import app
+from instemb_rag.cli.index import EXIT_INDEX_FOLDER
+from instemb_rag.index.catalog import Catalog
+from instemb_rag.index.manifest import MANIFEST_FILE, read_manifest
+
+DOCS = {
+    "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
+    "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",
+    "stove.txt": "the stove is light . fuel gas burner .",
+    "pack.txt": "the backpack strap and frame are heavy but durable .",
+}
+QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
+runner = CliRunner()
+
+
+def write_docs(folder: Path) -> Path:
+    for relative, text in DOCS.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder
+
+
+def cli(*args: str):
+    result = runner.invoke(app, list(args), env={"COLUMNS": "400"})
+    return result.exit_code, result.output
+
+
+def stored(index_dir: Path) -> tuple[list[str], list[str], np.ndarray]:
+    """(sources, chunk texts, vectors) of every chunk, in chunk-id order, from the catalog."""
+    catalog = Catalog.open(index_dir)
+    try:
+        ids, vectors = catalog.vectors()
+        rows = catalog.rows(ids.tolist())
+    finally:
+        catalog.close()
+    return [rows[int(i)].source for i in ids], [rows[int(i)].text for i in ids], vectors.copy()
+
+
+def query_json(index_dir: Path, *extra: str) -> dict:
+    code, output = cli(
+        "query",
+        QUERY,
+        "-i",
+        INSTRUCTION,
+        "-k",
+        "10",
+        "--json",
+        "--index-dir",
+        str(index_dir),
+        "--device",
+        "cpu",
+        *extra,
+    )
+    assert code == 0, output
+    return json.loads(output)
+
+
+@pytest.fixture()
+def two_tower_dir(tiny_two_tower, tmp_path) -> Path:
+    tiny_two_tower.save(tmp_path / "two_tower")
+    return tmp_path / "two_tower"
+
+
+@pytest.fixture()
+def other_query_tower_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
+    """Another query tower (another random head) into the same document tower."""
+    import torch
+
+    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.projection import Projection
+
+    torch.manual_seed(7)
+    tower = DocumentTower.load(str(tiny_st_dir))
+    head = Projection(tiny_encoder.hidden_size, tower.dimension)
+    tiny_encoder.with_projection(head).with_document_tower(tower).save(tmp_path / "other_query_tower")
+    return tmp_path / "other_query_tower"
+
+
+def loaded(folder: Path):
+    from instemb_rag import InstEmbEncoder
+
+    return InstEmbEncoder.from_pretrained(folder, device="cpu")
+
+
+def expected_hits(index_dir: Path, encoder) -> list[tuple[str, float]]:
+    """Every chunk ranked by the query tower's vector against the stored vectors."""
+    sources, _, vectors = stored(index_dir)
+    scores = vectors @ encoder.encode_queries([QUERY], INSTRUCTION)[0]
+    return sorted(zip(sources, scores.tolist()), key=lambda item: -item[1])
+
+
+def check_hits(document: dict, expected: list[tuple[str, float]]) -> None:
+    hits = [(hit["source"], hit["score"]) for hit in document["hits"]]
+    assert [source for source, _ in hits] == [source for source, _ in expected]
+    np.testing.assert_allclose([score for _, score in hits], [score for _, score in expected], atol=1e-4)
+
+
+def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
+    from instemb_rag.encoder.modules.document_tower import DocumentTower
+
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir))
+    assert code == 0, output
+
+    sources, texts, vectors = stored(index_dir)
+    assert sorted(set(sources)) == sorted(DOCS)
+    tower = DocumentTower.load(str(tiny_st_dir))
+    np.testing.assert_allclose(vectors, tower.encode(texts), atol=1e-5)
+    encoder = loaded(two_tower_dir)
+    assert not np.allclose(vectors, encoder.encode(texts), atol=1e-3)  # not the LLM tower's
+
+    manifest = read_manifest(index_dir)
+    assert manifest.document_fingerprint == tower.fingerprint == encoder.document_fingerprint
+    assert manifest.document_tower == str(tiny_st_dir)
+    assert manifest.encoder_fingerprint == encoder.fingerprint
+    assert manifest.document_instruction is None
+
+    expected = expected_hits(index_dir, encoder)
+    check_hits(query_json(index_dir), expected)  # the model the index names
+    check_hits(query_json(index_dir, "--model", str(two_tower_dir)), expected)
+    # The instruction reaches the query tower: another instruction, other scores.
+    code, output = cli("query", QUERY, "-i", "focus on durability", "--json", "--index-dir", str(index_dir))
+    assert code == 0, output
+    assert [hit["score"] for hit in json.loads(output)["hits"]] != [score for _, score in expected[:5]]
+
+
+def test_a_symmetric_index_is_told_to_rebuild_for_a_two_tower_model(tiny_model_dir, two_tower_dir, tmp_path):
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    code, output = cli(*index_cli_args(docs, index_dir, tiny_model_dir))
+    assert code == 0, output
+    before = stored(index_dir)[2]
+
+    code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--model", str(two_tower_dir), "--device", "cpu")
+    assert code == EXIT_INDEX_FOLDER, output
+    assert "--rebuild" in output and "two-tower" in output
+
+    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir))
+    assert code == EXIT_INDEX_FOLDER, output
+    assert "--rebuild" in output
+    np.testing.assert_array_equal(stored(index_dir)[2], before)  # nothing mixed in
+
+    # The command the message gives does rebuild it for the two-tower model.
+    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir, "--rebuild"))
+    assert code == 0, output
+    assert read_manifest(index_dir).document_fingerprint == loaded(two_tower_dir).document_fingerprint
+
+
+def test_a_two_tower_index_is_told_to_rebuild_for_a_symmetric_model(tiny_model_dir, two_tower_dir, tmp_path):
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    assert cli(*index_cli_args(docs, index_dir, two_tower_dir))[0] == 0
+    code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--model", str(tiny_model_dir), "--device", "cpu")
+    assert code == EXIT_INDEX_FOLDER, output
+    assert "--rebuild" in output and "document tower" in output
+
+
+def test_another_query_tower_over_the_same_document_tower_searches_without_reembedding(
+    two_tower_dir, other_query_tower_dir, tmp_path
+):
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    assert cli(*index_cli_args(docs, index_dir, two_tower_dir))[0] == 0
+    _, texts, vectors = stored(index_dir)
+    other = loaded(other_query_tower_dir)
+    assert other.fingerprint != loaded(two_tower_dir).fingerprint
+    assert other.document_fingerprint == loaded(two_tower_dir).document_fingerprint
+
+    # query --model: the other query tower's ranking over the stored vectors
+    check_hits(query_json(index_dir, "--model", str(other_query_tower_dir)), expected_hits(index_dir, other))
+
+    # index --model: the other model takes the index over with nothing re-embedded
+    code, output = cli(*index_cli_args(docs, index_dir, other_query_tower_dir))
+    assert code == 0, output
+    assert re.search(r"files embedded \(new or changed\)\s*│?\s*0\b", output), output
+    assert re.search(r"chunks added / in index\s*│?\s*0 / 4\b", output), output
+    after_texts, after = stored(index_dir)[1:]
+    assert after_texts == texts
+    np.testing.assert_array_equal(after, vectors)  # the very bytes the first model stored
+    assert read_manifest(index_dir).encoder_fingerprint == other.fingerprint
+    check_hits(query_json(index_dir), expected_hits(index_dir, other))  # query's default: the index's model
+
+
+def test_index_takes_no_document_instruction_and_leaves_no_index(two_tower_dir, tmp_path):
+    """`index` has no document-instruction option (documents are embedded without one, and a
+    two-tower model's document tower reads none): asking for one is a usage error, and no index
+    folder is started."""
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir, "--document-instruction", "focus on weight"))
+    assert code == 2, output
+    assert "--document-instruction" in output
+    assert not (index_dir / MANIFEST_FILE).exists()
