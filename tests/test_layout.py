@@ -19,13 +19,16 @@ MAX_LINES = 500
 LAYERS: list[set[str]] = [
     # base utilities: no project imports beyond this layer
     {"errors", "paths", "choices", "instructions", "hashing", "net", "jsonl", "atomic", "progress"},
-    # sentence encoders: training teachers, and the document tower of a two-tower encoder
+    # the data the model is trained and evaluated on (records, embedding items, facet groups,
+    # their builders and one source registry): files and text only, no model
+    {"datasets"},
+    # sentence encoders: training teachers (fine-tuned on facet groups), and the document tower
+    # of a two-tower encoder
     {"teachers"},
     # the model: everything that builds and runs an InstEmbEncoder
     {"encoder"},
-    # what the model is trained and evaluated with: loss functions, and the data (records,
-    # embedding items, facet groups, their builders and one source registry)
-    {"losses", "datasets"},
+    # the loss functions the model is trained with
+    {"losses"},
     # what uses the model: indexing and search, training, evaluation
     {"index", "training", "eval"},
     # the HTTP server over an index or an encoder
