@@ -128,6 +128,13 @@ class InstEmbEncoder(nn.Module):
                 f"with_options is for fp32 encoders; load the checkpoint again with "
                 f"precision='{self.precision}' and these settings instead."
             )
+        return self._view(settings, self.projection, self.document_tower)
+
+    def _view(
+        self, settings: EncoderSettings, projection: Projection | None, document_tower: DocumentTower | None
+    ) -> InstEmbEncoder:
+        """An fp32 encoder with these settings and parts, sharing this one's weights, adapter and
+        padding side (with_options, with_document_tower and with_projection)."""
         view = InstEmbEncoder(
             self.backbone,
             self.template,
@@ -136,8 +143,8 @@ class InstEmbEncoder(nn.Module):
             self.training_info,
             self.trained_names,
             _quantize=False,
-            projection=self.projection,
-            document_tower=self.document_tower,
+            projection=projection,
+            document_tower=document_tower,
         )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
@@ -246,20 +253,7 @@ class InstEmbEncoder(nn.Module):
             raise InstEmbError(
                 "with_document_tower is for fp32 encoders; load the checkpoint with its precision instead."
             )
-        view = InstEmbEncoder(
-            self.backbone,
-            self.template,
-            self.lookahead,
-            self.settings,
-            self.training_info,
-            self.trained_names,
-            _quantize=False,
-            projection=self.projection,
-            document_tower=document_tower,
-        )
-        view.padding_side = self.padding_side
-        view.__dict__["adapter"] = self.adapter
-        return view
+        return self._view(self.settings, self.projection, document_tower)
 
     def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
         """This encoder with another projection head (or none), sharing the backbone weights.
@@ -269,20 +263,7 @@ class InstEmbEncoder(nn.Module):
         """
         if self.precision != quantize.DEFAULT_PRECISION:
             raise InstEmbError("with_projection is for fp32 encoders (training); quantized encoders are for inference.")
-        view = InstEmbEncoder(
-            self.backbone,
-            self.template,
-            self.lookahead,
-            self.settings,
-            self.training_info,
-            self.trained_names,
-            _quantize=False,
-            projection=projection,
-            document_tower=self.document_tower,
-        )
-        view.padding_side = self.padding_side
-        view.__dict__["adapter"] = self.adapter
-        return view
+        return self._view(self.settings, projection, self.document_tower)
 
     @property
     def device(self) -> torch.device:
