@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
         "the compile, then again to time an index run that loads the cached graph.",
     )
     parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32", help="Backbone precision.")
+    parser.add_argument(
+        "--model", default=None, help="A checkpoint folder (a two-tower one too); default: the shipped default."
+    )
     args = parser.parse_args(argv)
     limit = args.limit or (300 if args.quick else 1000)
     query_count = args.queries or (15 if args.quick else 30)
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag.index.stores import faiss as faiss_store
     from instemb_rag.index.stores.qdrant import QdrantStore
 
-    encoder = InstEmbEncoder.from_pretrained(device=args.device, precision=args.precision)
+    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device, precision=args.precision)
     first_call_s = None
     if args.compile:
         from instemb_rag.encoder.fast.compiled import compile_encoder
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
         corpus_dir, index_dir = Path(scratch) / "corpus", Path(scratch) / "index"
         write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), corpus_dir)
         # A fresh index every run, so the throughput figure always measures real work.
-        report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label="default")).run(corpus_dir)
+        label = str(Path(args.model).resolve()) if args.model else "default"
+        report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label=label)).run(corpus_dir)
         catalog = Catalog.open(index_dir)
         ids, vectors = catalog.vectors(dimension=encoder.dimension)
         queries = [row["text"] for row in load_jsonl(DATA / "queries.jsonl")]
@@ -124,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict:
         "threads": threads,
         "quick": args.quick,
         "precision": args.precision,
+        "model": args.model or "default",
+        "two_tower": bool(getattr(encoder, "is_two_tower", False)),
         "compile": {"enabled": args.compile, "first_call_s": first_call_s},
         "corpus": {"documents": limit, "of": 11429, "chunks": report.chunks_total},
         "indexing": {"chunks_per_s": report.chunks_added / report.seconds, "seconds": report.seconds},
