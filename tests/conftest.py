@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testing import WORDS, build_tiny_model_folder, shared_data_or_skip  # noqa: F401
+from testing import WORDS, build_tiny_model_folder, build_tiny_sentence_encoder_folder, shared_data_or_skip  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -24,31 +24,7 @@ def tiny_encoder(tiny_model_dir):
 @pytest.fixture(scope="session")
 def tiny_st_dir(tmp_path_factory) -> Path:
     """(Teachers, and two-tower document towers.) A saved sentence-transformers folder: 1-layer BERT (hidden 32) + mean pooling + Normalize."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    root = tmp_path_factory.mktemp("tiny_st")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(WORDS)]
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    bert_dir = root / "bert"
-    # transformers 5 reads the vocabulary from `vocab` (a `vocab_file` keyword is ignored: every word [UNK])
-    BertTokenizerFast(vocab=str(root / "vocab.txt")).save_pretrained(bert_dir)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    BertModel(config).save_pretrained(bert_dir)
-    transformer = Transformer(str(bert_dir), max_seq_length=32)
-    model = SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu")
-    model.save(str(root / "model"))
-    return root / "model"
+    return build_tiny_sentence_encoder_folder(tmp_path_factory.mktemp("tiny_st"))
 
 
 @pytest.fixture()

@@ -62,6 +62,35 @@ def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2
     return folder
 
 
+def build_tiny_sentence_encoder_folder(root: Path, max_seq_length: int = 32) -> Path:
+    """A saved sentence-transformers folder (1-layer BERT, hidden 32, mean pooling, Normalize) over
+    WORDS, for teachers and two-tower document towers; ``root / "model"`` is returned."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(WORDS)]
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    bert_dir = root / "bert"
+    # transformers 5 reads the vocabulary from `vocab` (a `vocab_file` keyword is ignored: every word [UNK])
+    BertTokenizerFast(vocab=str(root / "vocab.txt")).save_pretrained(bert_dir)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(bert_dir)
+    transformer = Transformer(str(bert_dir), max_seq_length=max_seq_length)
+    model = SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu")
+    model.save(str(root / "model"))
+    return root / "model"
+
+
 def shared_data_dir() -> Path:
     """The development data: ``instemb_rag.paths.data_root()`` ($INSTEMB_DATA_ROOT, else
     ../shared/data beside the checkout)."""

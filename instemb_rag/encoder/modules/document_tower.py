@@ -94,9 +94,14 @@ class DocumentTower:
     def encode(self, documents: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         return self.sentence_encoder.encode(list(documents), batch_size=batch_size, show_progress=show_progress)
 
+    @property
+    def tokenizer(self):
+        """The sentence encoder's tokenizer (a transformers tokenizer): what counts a document's tokens."""
+        return self.sentence_encoder.model.tokenizer
+
     def tokens(self, text: str) -> int:
         """How many tokens the sentence encoder's tokenizer makes of ``text`` (special tokens included)."""
-        return len(self.sentence_encoder.model.tokenizer(text, add_special_tokens=True)["input_ids"])
+        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
 
     @classmethod
     def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> DocumentTower:

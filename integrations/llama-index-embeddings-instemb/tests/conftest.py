@@ -12,12 +12,34 @@ import pytest
 # on the path (the whole suite has it already; this makes the integration's tests run alone too).
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
 
-from testing import build_tiny_model_folder  # noqa: E402
+from testing import build_tiny_model_folder, build_tiny_sentence_encoder_folder  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model_folder(tmp_path_factory.mktemp("tiny_llama_li"))
+
+
+@pytest.fixture(scope="session")
+def tiny_st_dir(tmp_path_factory) -> Path:
+    """A tiny sentence-transformers folder (max_seq_length 32): a two-tower document tower."""
+    return build_tiny_sentence_encoder_folder(tmp_path_factory.mktemp("tiny_st_li"))
+
+
+@pytest.fixture()
+def tiny_two_tower(tiny_model_dir, tiny_st_dir):
+    """A two-tower encoder: the tiny sentence encoder embeds documents, the tiny LLM (a random
+    head into its 32-d space) embeds queries (as the project's tests/conftest.py builds it)."""
+    import torch
+
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.projection import Projection
+
+    encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
+    torch.manual_seed(0)
+    tower = DocumentTower.load(str(tiny_st_dir))
+    return encoder.with_projection(Projection(encoder.hidden_size, tower.dimension)).with_document_tower(tower)
 
 
 @pytest.fixture()

@@ -37,7 +37,6 @@ import llama_index.core.instrumentation as instrument
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding, mean_agg
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 
-from instemb_rag.errors import InstEmbError
 from instemb_rag.instructions import (  # torch-free
     DEFAULT_QUERY_INSTRUCTION,
     normalize_instruction,
@@ -47,7 +46,8 @@ from instemb_rag.instructions import (  # torch-free
 from .cache import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
 from .inputs import check_texts
-from .limits import require_local, text_token_limit, warn_if_truncated
+from .limits import document_token_limit as document_side_token_limit
+from .limits import require_local, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser, node_parser_for
 from .query import InstructionQueryBundle, instruction_of
@@ -72,7 +72,9 @@ class InstEmbEmbedding(BaseEmbedding):
         query_instruction: used when LlamaIndex asks for a query embedding without an
             instruction (e.g. inside a query engine). "" or None means no instruction; the
             default is instemb_rag's DEFAULT_QUERY_INSTRUCTION (none), as in the CLI and server.
-        text_instruction: instruction for document embeddings; None (the default) means none.
+        text_instruction: instruction for document embeddings; None (the default) means none. A
+            two-tower encoder (documents by its document tower, which reads no instruction)
+            refuses one.
         pooling, lookahead_length, max_length, precision: the encoder's settings (None: the
             checkpoint's own); after loading, the fields hold what the encoder uses.
         fingerprint: the encoder this embedding must be (set by to_dict); a model whose
@@ -166,6 +168,10 @@ class InstEmbEmbedding(BaseEmbedding):
             kwargs.setdefault("model_name", loaded.model_id)
         try:
             check_fingerprint(fingerprint, loaded.fingerprint, model_path, base_url)
+            if getattr(loaded, "is_two_tower", False):  # (a server's model refuses one itself: 400)
+                from instemb_rag.encoder.modules.document_tower import refuse_document_instruction
+
+                refuse_document_instruction(normalize_instruction(text_instruction))
             kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
             super().__init__(
                 model_path=model_path,
@@ -260,14 +266,15 @@ class InstEmbEmbedding(BaseEmbedding):
     @property
     def document_token_limit(self) -> int:
         """Tokens of a document (node text plus the metadata LlamaIndex embeds with it) the model
-        reads; the rest is cut (with a TruncationWarning). Counted in the model's own tokens."""
+        reads; the rest is cut (with a TruncationWarning). Counted in the model's own tokens: a
+        two-tower encoder's document tower's, against that tower's max_length."""
         require_local(self._encoder, "document_token_limit")
-        return text_token_limit(self._encoder, normalize_instruction(self.text_instruction))
+        return document_side_token_limit(self._encoder, normalize_instruction(self.text_instruction))
 
     @property
     def recommended_chunk_size(self) -> int:
-        """The node parser's chunk size, in the model's tokens: the CLI's (``instemb-rag index``
-        chunks at 256), or the document limit if that is smaller."""
+        """The node parser's chunk size, in the tokens of the model that embeds documents: the
+        CLI's (``instemb-rag index`` chunks at 256), or the document limit if that is smaller."""
         from instemb_rag.index.options import IndexOptions
 
         return min(IndexOptions.chunk_size, self.document_token_limit)

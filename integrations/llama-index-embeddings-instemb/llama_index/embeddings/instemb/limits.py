@@ -7,10 +7,11 @@ only after it get the same vector. This module counts, with the encoder's own to
 template, how many tokens of text fit, and builds the warning an embedding call gives when a text
 is cut (once per call, naming the longest text, its length and the limit).
 
-Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Texts are counted
-with the encoder's tokenizer, template and max_length, which is what ``encode_documents`` and
-``encode_queries`` read today; an encoder whose documents go to a model of their own would have
-to give that model's tokenizer and limit here for documents.
+Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Queries are
+counted with the encoder's tokenizer, template and max_length, which is what ``encode_queries``
+reads. Documents are too, unless the encoder is two-tower: its documents go to its document tower
+(a sentence encoder), so they are counted with that model's tokenizer against its own max_length
+(less its special tokens), which is what ``encode_documents`` reads there.
 """
 
 from __future__ import annotations
@@ -45,15 +46,47 @@ def token_counts(encoder: Any, texts: Sequence[str]) -> list[int]:
     return [len(ids) for ids in encoder.tokenizer(list(texts), add_special_tokens=False).input_ids]
 
 
+def document_tower_of(encoder: Any) -> Any:
+    """The document tower of a two-tower encoder (it embeds the documents), else None."""
+    return getattr(encoder, "document_tower", None)
+
+
+def document_tokenizer(encoder: Any) -> Any:
+    """The tokenizer of what embeds documents: the document tower's, else the encoder's own."""
+    tower = document_tower_of(encoder)
+    return encoder.tokenizer if tower is None else tower.tokenizer
+
+
+def document_token_limit(encoder: Any, instruction: str | None) -> int:
+    """Tokens of a document's text the encoder's document side reads: a document tower's
+    max_length less its special tokens, else ``text_token_limit``."""
+    tower = document_tower_of(encoder)
+    if tower is None:
+        return text_token_limit(encoder, instruction)
+    return tower.max_length - tower.tokens("")
+
+
+def document_max_length(encoder: Any) -> int:
+    """max_length of what embeds documents (the document tower's in two-tower mode)."""
+    tower = document_tower_of(encoder)
+    return encoder.max_length if tower is None else tower.max_length
+
+
 def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence[str | None], kind: str) -> None:
     """One TruncationWarning for the call when any text is longer than the encoder reads."""
     if not texts or not can_count(encoder):
         return
+    tower = document_tower_of(encoder) if kind == "document" else None
+    if tower is not None:
+        counts = [len(ids) for ids in tower.tokenizer(list(texts), add_special_tokens=False).input_ids]
+        limit_of = document_token_limit
+    else:
+        counts, limit_of = token_counts(encoder, texts), text_token_limit
     limits: dict[str | None, int] = {}
     cut = []
-    for position, (count, instruction) in enumerate(zip(token_counts(encoder, texts), instructions)):
+    for position, (count, instruction) in enumerate(zip(counts, instructions)):
         if instruction not in limits:
-            limits[instruction] = text_token_limit(encoder, instruction)
+            limits[instruction] = limit_of(encoder, instruction)
         if count > limits[instruction]:
             cut.append((count - limits[instruction], count, limits[instruction], position))
     if not cut:
@@ -67,9 +100,15 @@ def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence
         else "Shorten the query (or its instruction)."
     )
     plural = {"document": "documents", "query": "queries"}[kind]
+    if tower is not None:
+        reader = f"the document tower ({tower.name}, max_length={tower.max_length}, less its special tokens)"
+    else:
+        reader = (
+            f"max_length={encoder.max_length}, less the template{', instruction' if kind == 'query' else ''} "
+            "and look-ahead tokens"
+        )
     warnings.warn(
-        f"InstEmb reads at most {limit} tokens of a {kind} (max_length={encoder.max_length}, less the "
-        f"template{', instruction' if kind == 'query' else ''} and look-ahead tokens); {len(cut)} of this "
+        f"InstEmb reads at most {limit} tokens of a {kind} ({reader}); {len(cut)} of this "
         f"call's {len(texts)} {plural} {'was' if len(cut) == 1 else 'were'} longer and cut. The longest, "
         f"{kind} #{position} ({start!r}...), has {count} tokens: its last {lost} were not embedded. {advice}",
         TruncationWarning,
