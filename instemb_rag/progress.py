@@ -58,3 +58,15 @@ def counting_progress(label: str, *extra: ProgressColumn, enabled: bool = True, 
         disable=not enabled,
         **options,
     )
+
+
+def batches_with_progress(starts, enabled: bool, total_items: int, batch_size: int):
+    """Yield each batch start of ``starts``, advancing an "embedding" bar by the batch's items."""
+    if not enabled:
+        yield from starts
+        return
+    with counting_progress("embedding") as bar:
+        task = bar.add_task("embed", total=total_items)
+        for start in starts:
+            yield start
+            bar.advance(task, min(batch_size, total_items - start))

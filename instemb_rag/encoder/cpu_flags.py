@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import platform
 
+from ..errors import InstEmbError
+
 FLAGS_ENV = "INSTEMB_CPU_FLAGS"
 FBGEMM_ISA_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
 # The flags that decide which int8 / float kernels run (a cache key should not change with
@@ -111,3 +113,39 @@ def describe_cpu(kind: dict | None = None) -> str:
     flags = " ".join(kind["flags"]) or "no relevant flags"
     override = f", FBGEMM_ENABLE_INSTRUCTIONS={kind['fbgemm_isa']}" if kind["fbgemm_isa"] else ""
     return f"{kind['machine']}: {flags}{override}; int8 kernel {kind['int8_kernel']}"
+
+
+# ---------------------------------------------------------------------------- what it multiplies
+# What an int16 holds: kernels without VNNI (``int16-pairs``) add two uint8 x int8 products in one.
+INT16_MAX = 32767
+NO_INT8_KERNEL = (
+    "This torch build has no quantized engine (fbgemm/onednn/qnnpack) for int8 on this CPU (int8 kernel: "
+    "none), so precision='int8' cannot run here. Leave the precision at fp32, or install a torch build "
+    "with one (PyTorch's x86 and ARM wheels have them)."
+)
+
+
+class Int8SaturationWarning(UserWarning):
+    """An ``Int8Linear`` was given bit widths that this CPU's int8 kernel cannot multiply exactly."""
+
+
+def int8_bits(kernel: str | None = None) -> tuple[int, int]:
+    """(weight bits, activation bits) the int8 kernel of this CPU (or ``kernel``, one of
+    ``cpu_flags.INT8_KERNELS``) multiplies without saturating."""
+    kernel = kernel or int8_kernel()
+    if kernel == "none":
+        raise InstEmbError(NO_INT8_KERNEL)
+    return (8, 8) if kernel in ("vnni", "arm") else (7, 8)
+
+
+def int16_pair_sum(weight_bits: int, activation_bits: int) -> int:
+    """The largest sum of two products a kernel without VNNI forms: uint8 activations (0..255, or
+    0..127 reduced) times symmetric int8 weights (+-127 at 8 bits, +-63 at 7)."""
+    return 2 * (2**activation_bits - 1) * (2 ** (weight_bits - 1) - 1)
+
+
+def saturates(weight_bits: int, activation_bits: int, kernel: str | None = None) -> bool:
+    """Whether the int8 kernel of this CPU (or ``kernel``) saturates at these bit widths: only
+    ``int16-pairs`` can, where two products must fit an int16 (8-bit x 8-bit does not)."""
+    kernel = kernel or int8_kernel()
+    return kernel == "int16-pairs" and int16_pair_sum(weight_bits, activation_bits) > INT16_MAX

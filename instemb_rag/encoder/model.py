@@ -19,7 +19,7 @@ from . import backbone as backbone_lib
 from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
 from .device import default_dtype, resolve_device
-from .modules.document_tower import DocumentTower, refuse_document_instruction
+from .modules.document_tower import DocumentTower
 from .modules.forward import States, embed_inputs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .modules.pooling import Pooling
@@ -238,21 +238,14 @@ class InstEmbEncoder(nn.Module):
 
     @property
     def document_fingerprint(self) -> str:
-        """What decides document vectors: the document tower's fingerprint, else the whole encoder's.
-
-        An index keys its stored vectors on this: in two-tower mode a new query tower trained
-        into the same document space searches an existing index without re-embedding it.
-        """
+        """What decides document vectors (the document tower's, else the whole encoder's): an index
+        keys on it, so a new query tower into the same document space searches it as it is."""
         return self.document_tower.fingerprint if self.document_tower is not None else self.fingerprint
 
     def with_document_tower(self, document_tower: DocumentTower | None) -> InstEmbEncoder:
-        """This encoder with a document tower (two-tower) or without one (symmetric), weights shared.
-
-        A different document tower is a different encoder (its own fingerprint)."""
+        """This encoder with a document tower (two-tower) or none (symmetric): another fingerprint."""
         if self.precision != quantize.DEFAULT_PRECISION:
-            raise InstEmbError(
-                "with_document_tower is for fp32 encoders; load the checkpoint with its precision instead."
-            )
+            raise InstEmbError("with_document_tower is for fp32 encoders; load the checkpoint at its precision.")
         return self._view(self.settings, self.projection, document_tower)
 
     def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
@@ -418,7 +411,9 @@ class InstEmbEncoder(nn.Module):
         order = sorted(range(len(id_lists)), key=lambda i: -len(id_lists[i]))
         output = np.zeros((len(texts), self.dimension), dtype=np.float32)
         starts = range(0, len(order), batch_size)
-        for start in _progress(starts, show_progress, total_items=len(order), batch_size=batch_size):
+        from ..progress import batches_with_progress  # rich, imported only when a bar may show
+
+        for start in batches_with_progress(starts, show_progress, total_items=len(order), batch_size=batch_size):
             chunk = order[start : start + batch_size]
             pooled = self.forward(self.collate([id_lists[i] for i in chunk])).float()
             if normalise:
@@ -435,25 +430,16 @@ class InstEmbEncoder(nn.Module):
             return self.encode(queries, instructions, **kwargs)
         queries = list(queries)
         correction = self.encode_unnormalised(queries, instructions, **kwargs)
-        return self._anchored(queries, _per_item_instructions(instructions, len(queries)), correction)
-
-    def _anchored(self, queries: list[str], instructions: list[str | None], correction: np.ndarray) -> np.ndarray:
-        combined = self.document_tower.anchor_vectors(queries, instructions) + correction
-        return combined / np.maximum(np.linalg.norm(combined, axis=1, keepdims=True), 1e-12)
+        return self.document_tower.anchored_queries(
+            queries, _per_item_instructions(instructions, len(queries)), correction
+        )
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         """Documents are embedded once, under one optional instruction (symmetric mode), or by the
         document tower with none (two-tower mode: an instruction is refused)."""
         if self.document_tower is None:
             return self.encode(documents, instruction, **kwargs)
-        refuse_document_instruction(instruction)
-        documents = list(documents)
-        for position, text in enumerate(documents):
-            if not isinstance(text, str):
-                raise InstEmbError(f"Text #{position} is {type(text).__name__}, not a string.")
-        return self.document_tower.encode(
-            documents, batch_size=kwargs.get("batch_size", 64), show_progress=kwargs.get("show_progress", False)
-        )
+        return self.document_tower.encode_documents(documents, instruction, **kwargs)
 
     def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
         """One text under K instructions [K, d]: the text's key/value cache is computed once.
@@ -466,7 +452,7 @@ class InstEmbEncoder(nn.Module):
             return encode_instructions(self, text, instructions, batch_size=batch_size)
         correction = encode_instructions(self, text, instructions, batch_size=batch_size, normalise=False)
         per_item = [normalize_instruction(instruction) for instruction in instructions]
-        return self._anchored([text] * len(per_item), per_item, correction)
+        return self.document_tower.anchored_queries([text] * len(per_item), per_item, correction)
 
 
 def load_checkpoint(
@@ -510,16 +496,3 @@ def load_checkpoint(
         document_tower=parts.document_tower,
     )
     return encoder.to(parts.backbone.model.device)
-
-
-def _progress(starts, enabled: bool, total_items: int, batch_size: int):
-    if not enabled:
-        yield from starts
-        return
-    from ..progress import counting_progress
-
-    with counting_progress("embedding") as bar:
-        task = bar.add_task("embed", total=total_items)
-        for start in starts:
-            yield start
-            bar.advance(task, min(batch_size, total_items - start))

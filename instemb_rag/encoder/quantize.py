@@ -54,7 +54,15 @@ from torch import nn
 from ..choices import Precision, values
 from ..errors import InstEmbError
 from . import cpu_flags, quantize_plan
-from .cpu_flags import cpu_kind
+from .cpu_flags import (  # what this CPU's int8 kernel multiplies (re-exported: quantize.int8_bits, ...)
+    INT16_MAX,
+    NO_INT8_KERNEL,
+    Int8SaturationWarning,
+    cpu_kind,
+    int8_bits,
+    int16_pair_sum,
+    saturates,
+)
 from .quantize_plan import Int8Plan
 
 PRECISIONS = values(Precision)
@@ -105,45 +113,6 @@ CALIBRATION = (
         "find evidence that contradicts the claim",
     ),
 )
-
-
-# What an int16 holds: kernels without VNNI (``int16-pairs``) add two uint8 x int8 products in one.
-INT16_MAX = 32767
-NO_INT8_KERNEL = (
-    "This torch build has no quantized engine (fbgemm/onednn/qnnpack) for int8 on this CPU (int8 kernel: "
-    "none), so precision='int8' cannot run here. Leave the precision at fp32, or install a torch build "
-    "with one (PyTorch's x86 and ARM wheels have them)."
-)
-
-
-class Int8SaturationWarning(UserWarning):
-    """An ``Int8Linear`` was given bit widths that this CPU's int8 kernel cannot multiply exactly."""
-
-
-def int8_bits(kernel: str | None = None) -> tuple[int, int]:
-    """(weight bits, activation bits) the int8 kernel of this CPU (or ``kernel``, one of
-    ``cpu_flags.INT8_KERNELS``) multiplies without saturating."""
-    kernel = kernel or cpu_flags.int8_kernel()
-    if kernel == "none":
-        raise InstEmbError(NO_INT8_KERNEL)
-    return (8, 8) if kernel in ("vnni", "arm") else (7, 8)
-
-
-def int16_pair_sum(weight_bits: int, activation_bits: int) -> int:
-    """The largest sum of two products a kernel without VNNI forms: uint8 activations (0..255, or
-    0..127 reduced) times symmetric int8 weights (+-127 at 8 bits, +-63 at 7)."""
-    return 2 * (2**activation_bits - 1) * (2 ** (weight_bits - 1) - 1)
-
-
-def saturates(weight_bits: int, activation_bits: int, kernel: str | None = None) -> bool:
-    """Whether the int8 kernel of this CPU (or ``kernel``) saturates at these bit widths: only
-    ``int16-pairs`` can, where two products must fit an int16 (8-bit x 8-bit does not)."""
-    kernel = kernel or cpu_flags.int8_kernel()
-    return kernel == "int16-pairs" and int16_pair_sum(weight_bits, activation_bits) > INT16_MAX
-
-
-def activation_bits() -> int:
-    return int8_bits()[1]
 
 
 def check_precision(precision: str, device: torch.device | str | None = None) -> str:

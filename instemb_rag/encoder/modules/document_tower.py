@@ -87,6 +87,24 @@ class DocumentTower:
     def name(self) -> str:
         return self.sentence_encoder.name
 
+    def anchored_queries(
+        self, queries: Sequence[str], instructions: Sequence[str | None], corrections: np.ndarray
+    ) -> np.ndarray:
+        """An anchored query tower's embeddings: the anchor vectors plus the LLM's corrections, normalised."""
+        combined = self.anchor_vectors(queries, instructions) + corrections
+        return combined / np.maximum(np.linalg.norm(combined, axis=1, keepdims=True), 1e-12)
+
+    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        """Documents as a two-tower encoder embeds them: type-checked, with no instruction."""
+        refuse_document_instruction(instruction)
+        documents = list(documents)
+        for position, text in enumerate(documents):
+            if not isinstance(text, str):
+                raise InstEmbError(f"Text #{position} is {type(text).__name__}, not a string.")
+        return self.encode(
+            documents, batch_size=kwargs.get("batch_size", 64), show_progress=kwargs.get("show_progress", False)
+        )
+
     def get_config_dict(self) -> dict:
         config = {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
         return {**config, "query_anchor": True} if self.query_anchor else config
