@@ -101,7 +101,13 @@ def index_command(
     ray_cpus_per_worker: float = typer.Option(
         1.0, "--ray-cpus-per-worker", min=0.01, help="With --ray: CPUs per actor (torch threads on CPU actors)."
     ),
-    chunk_size: int = typer.Option(256, "--chunk-size", min=16, help="Chunk length in encoder tokens."),
+    chunk_size: int | None = typer.Option(
+        None,
+        "--chunk-size",
+        min=16,
+        help="Chunk length in tokens of what embeds documents [default: 256, or a two-tower model's document "
+        "tower limit when lower].",
+    ),
     chunk_overlap: int = typer.Option(32, "--chunk-overlap", min=0, help="Tokens shared by neighbouring chunks."),
     max_file_size: float = typer.Option(20.0, "--max-file-size", min=0.0, help="Skip files larger than this many MB."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Start over: drop the index and embed everything."),
@@ -122,8 +128,11 @@ def index_command(
     from ..index.manifest import model_label
 
     console = Console()
-    if chunk_overlap >= chunk_size:
-        fail(f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size ({chunk_size}).", ExitCode.BAD_INPUT)
+    if chunk_overlap >= (chunk_size or 256):
+        fail(
+            f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size ({chunk_size or 256}).",
+            ExitCode.BAD_INPUT,
+        )
     if ray is None and (ray_workers or ray_gpus_per_worker is not None):
         fail("--ray-workers and --ray-gpus-per-worker need --ray.", ExitCode.BAD_INPUT)
     options = IndexOptions(

@@ -146,6 +146,43 @@ def read_texts(path: Path) -> list[tuple[str, dict]]:
     return texts
 
 
+DEFAULT_CHUNK_SIZE = 256  # tokens
+
+
+def chunking_tokenizer(encoder):
+    """The tokenizer chunks are counted in: what embeds documents (a two-tower encoder's document
+    tower, whose limit is what a chunk must fit), else the encoder's own."""
+    tower = getattr(encoder, "document_tower", None)
+    return tower.tokenizer if tower is not None else encoder.tokenizer
+
+
+def resolve_chunk_size(encoder, chunk_size: int | None, chunk_overlap: int = 0) -> int:
+    """The chunk size an index uses: the one asked for, else 256, or the document tower's limit
+    when lower. A two-tower document tower cuts what runs past its limit, so a larger size asked
+    for is refused rather than cut without a word."""
+    tower = getattr(encoder, "document_tower", None)
+    if tower is None:
+        return chunk_size or DEFAULT_CHUNK_SIZE
+    limit = tower.max_length - 2  # its [CLS] and [SEP]
+    if chunk_size is None and chunk_overlap >= min(DEFAULT_CHUNK_SIZE, limit):
+        from .errors import BadInputError
+
+        raise BadInputError(
+            f"--chunk-overlap {chunk_overlap} is not below the chunk size, the document tower's ({tower.reference}) "
+            f"limit of {limit} tokens: use a smaller --chunk-overlap."
+        )
+    if chunk_size is None:
+        return min(DEFAULT_CHUNK_SIZE, limit)
+    if chunk_size > limit:
+        from .errors import BadInputError
+
+        raise BadInputError(
+            f"--chunk-size {chunk_size} is longer than the document tower ({tower.reference}) reads: {limit} "
+            f"of its tokens, the rest of each chunk would be cut. Use --chunk-size {limit} or less."
+        )
+    return chunk_size
+
+
 class ChunkSplitter:
     """Token-aware splitting with the encoder's own tokenizer (LlamaIndex SentenceSplitter)."""
 

@@ -17,6 +17,7 @@ The store is any ``VectorStore`` (stores/base.py); nothing here depends on which
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import numpy as np
 from ..encoder.protocol import LocalEncoder
 from .catalog import Catalog
 from .crash import crash_point
-from .documents import ChunkSplitter, Skipped, content_hash, discover
+from .documents import ChunkSplitter, Skipped, chunking_tokenizer, content_hash, discover, resolve_chunk_size
 from .errors import BadInputError, IndexFolderError
 from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: also imported from here)
 from .manifest import Manifest, check_encoder, read_manifest, write_manifest
@@ -45,7 +46,9 @@ class NullProgress:
 class Indexer:
     def __init__(self, encoder: LocalEncoder, options: IndexOptions):
         self.encoder = encoder
-        self.options = options
+        self.options = dataclasses.replace(
+            options, chunk_size=resolve_chunk_size(encoder, options.chunk_size, options.chunk_overlap)
+        )
         self.index_dir = Path(options.index_dir)
 
     def run(self, root: Path, progress=None) -> IndexReport:
@@ -218,7 +221,7 @@ class LocalEmbedding:
         return store
 
     def embedded(self, tasks: list[FileTask], report: IndexReport, progress):
-        splitter = ChunkSplitter(self.encoder.tokenizer, self.options.chunk_size, self.options.chunk_overlap)
+        splitter = ChunkSplitter(chunking_tokenizer(self.encoder), self.options.chunk_size, self.options.chunk_overlap)
         pending: list[EmbeddedFile] = []
         for task in tasks:
             item = file_outcome(task, *chunk_file(task.path, splitter), report, dimension=self.encoder.dimension)

@@ -38,7 +38,7 @@ from ..errors import FingerprintMismatchError
 from ..net import unreachable_reason
 from .catalog import Catalog, content_chunk_id
 from .crash import crash_point
-from .documents import Chunk, ChunkSplitter
+from .documents import Chunk, ChunkSplitter, chunking_tokenizer
 from .errors import BadInputError, RayWorkerError
 from .options import IndexOptions, RayOptions
 from .ray_failures import (
@@ -313,7 +313,7 @@ class RayEmbedding:
             batch_format="numpy",
             num_cpus=CHUNK_TASK_CPUS,
             fn_kwargs={
-                "tokenizer": self.encoder.tokenizer,
+                "tokenizer": chunking_tokenizer(self.encoder),
                 "chunk_size": self.options.chunk_size,
                 "chunk_overlap": self.options.chunk_overlap,
             },

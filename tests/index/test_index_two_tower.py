@@ -28,6 +28,11 @@ QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
 runner = CliRunner()
 
 
+def tt_index_args(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> list[str]:
+    """``index`` arguments; the tiny document tower reads 30 tokens, so chunks overlap by 8, not 32."""
+    return index_cli_args(docs, index_dir, model_dir, "--chunk-overlap", "8", *extra)
+
+
 def write_docs(folder: Path) -> Path:
     for relative, text in DOCS.items():
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +119,7 @@ def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(
     from instemb_rag.encoder.modules.document_tower import DocumentTower
 
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
-    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir))
+    code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
     assert code == 0, output
 
     sources, texts, vectors = stored(index_dir)
@@ -141,7 +146,7 @@ def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(
 
 def test_a_symmetric_index_is_told_to_rebuild_for_a_two_tower_model(tiny_model_dir, two_tower_dir, tmp_path):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
-    code, output = cli(*index_cli_args(docs, index_dir, tiny_model_dir))
+    code, output = cli(*tt_index_args(docs, index_dir, tiny_model_dir))
     assert code == 0, output
     before = stored(index_dir)[2]
 
@@ -149,20 +154,20 @@ def test_a_symmetric_index_is_told_to_rebuild_for_a_two_tower_model(tiny_model_d
     assert code == EXIT_INDEX_FOLDER, output
     assert "--rebuild" in output and "two-tower" in output
 
-    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir))
+    code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
     assert code == EXIT_INDEX_FOLDER, output
     assert "--rebuild" in output
     np.testing.assert_array_equal(stored(index_dir)[2], before)  # nothing mixed in
 
     # The command the message gives does rebuild it for the two-tower model.
-    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir, "--rebuild"))
+    code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir, "--rebuild"))
     assert code == 0, output
     assert read_manifest(index_dir).document_fingerprint == loaded(two_tower_dir).document_fingerprint
 
 
 def test_a_two_tower_index_is_told_to_rebuild_for_a_symmetric_model(tiny_model_dir, two_tower_dir, tmp_path):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
-    assert cli(*index_cli_args(docs, index_dir, two_tower_dir))[0] == 0
+    assert cli(*tt_index_args(docs, index_dir, two_tower_dir))[0] == 0
     code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--model", str(tiny_model_dir), "--device", "cpu")
     assert code == EXIT_INDEX_FOLDER, output
     assert "--rebuild" in output and "document tower" in output
@@ -172,7 +177,7 @@ def test_another_query_tower_over_the_same_document_tower_searches_without_reemb
     two_tower_dir, other_query_tower_dir, tmp_path
 ):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
-    assert cli(*index_cli_args(docs, index_dir, two_tower_dir))[0] == 0
+    assert cli(*tt_index_args(docs, index_dir, two_tower_dir))[0] == 0
     _, texts, vectors = stored(index_dir)
     other = loaded(other_query_tower_dir)
     assert other.fingerprint != loaded(two_tower_dir).fingerprint
@@ -182,7 +187,7 @@ def test_another_query_tower_over_the_same_document_tower_searches_without_reemb
     check_hits(query_json(index_dir, "--model", str(other_query_tower_dir)), expected_hits(index_dir, other))
 
     # index --model: the other model takes the index over with nothing re-embedded
-    code, output = cli(*index_cli_args(docs, index_dir, other_query_tower_dir))
+    code, output = cli(*tt_index_args(docs, index_dir, other_query_tower_dir))
     assert code == 0, output
     assert re.search(r"files embedded \(new or changed\)\s*│?\s*0\b", output), output
     assert re.search(r"chunks added / in index\s*│?\s*0 / 4\b", output), output
@@ -198,7 +203,26 @@ def test_index_takes_no_document_instruction_and_leaves_no_index(two_tower_dir, 
     two-tower model's document tower reads none): asking for one is a usage error, and no index
     folder is started."""
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
-    code, output = cli(*index_cli_args(docs, index_dir, two_tower_dir, "--document-instruction", "focus on weight"))
+    code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir, "--document-instruction", "focus on weight"))
     assert code == 2, output
     assert "--document-instruction" in output
     assert not (index_dir / MANIFEST_FILE).exists()
+
+
+def test_chunks_are_counted_in_the_document_towers_tokens_and_fit_its_limit(two_tower_dir, tmp_path):
+    docs = tmp_path / "long_docs"
+    docs.mkdir()
+    words = "the tent is durable nylon and good in rain and wind".split()
+    (docs / "long.txt").write_text(" . ".join(" ".join(words) for _ in range(20)) + " .")
+    index_dir = tmp_path / "index"
+    code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
+    assert code == 0, output
+    tower = loaded(two_tower_dir).document_tower
+    limit = tower.max_length - 2  # the tiny tower reads 32 tokens, [CLS] and [SEP] among them
+    assert read_manifest(index_dir).chunk_size == limit
+    _, texts, _ = stored(index_dir)
+    assert len(texts) > 1 and all(tower.tokens(text) <= tower.max_length for text in texts)
+    # A chunk size past what the document tower reads is refused, and the index is kept.
+    code, output = cli(*tt_index_args(docs, tmp_path / "other", two_tower_dir), "--chunk-size", str(limit + 1))
+    assert code != 0 and f"--chunk-size {limit}" in " ".join(output.split())
+    assert not (tmp_path / "other" / MANIFEST_FILE).exists()
