@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from instemb_rag import InstEmbEncoder
+from instemb_rag.datasets.facet_groups import DEV_GROUPS
 from instemb_rag.eval import evaluate, write_results_json
 from instemb_rag.eval.facet_groups import load_facet_groups
 from instemb_rag.eval.facet_runs import hybrid_rankers, instemb_ranker, run_facet_groups
 from instemb_rag.eval.hybrid import RERANK, HybridSettings
-from instemb_rag.datasets.facet_groups import DEV_GROUPS
 
 SETTINGS = {
     "rrf": HybridSettings("rrf", 0.5),
