@@ -58,7 +58,9 @@ def test_a_saved_two_tower_checkpoint_loads_as_it_was(tiny_two_tower, tmp_path):
     texts = ["the tent keeps out rain"]
     assert np.allclose(loaded.encode_documents(texts), tiny_two_tower.encode_documents(texts), atol=1e-6)
     assert np.allclose(
-        loaded.encode_queries(texts, "focus on weather"), tiny_two_tower.encode_queries(texts, "focus on weather"), atol=1e-5
+        loaded.encode_queries(texts, "focus on weather"),
+        tiny_two_tower.encode_queries(texts, "focus on weather"),
+        atol=1e-5,
     )
 
 
@@ -75,7 +77,9 @@ def test_a_checkpoint_refuses_another_document_tower(tiny_two_tower, tiny_st_dir
         InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
 
 
-def test_export_attaches_a_document_tower_only_over_a_matching_head(tiny_two_tower, tiny_encoder, tiny_st_dir, tmp_path):
+def test_export_attaches_a_document_tower_only_over_a_matching_head(
+    tiny_two_tower, tiny_encoder, tiny_st_dir, tmp_path
+):
     from instemb_rag.encoder.checkpoint import export_checkpoint
 
     tower_config = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
