@@ -23,6 +23,11 @@ def test_each_candidate_is_complete(folder):
     config = read_config(folder)
     check_complete(folder, config)  # raises naming the missing file
     assert config.base_model == "smollm2-135m-instruct"
+    if config.document_tower:  # two-tower: its document tower is an installable teacher, or ships inside
+        from instemb_rag.teachers.registry import TEACHERS
+
+        reference = config.document_tower["encoder"]
+        assert reference in TEACHERS or (folder / reference).is_dir(), reference
 
 
 @pytest.mark.slow
