@@ -77,6 +77,16 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                     "geometry.contrast_batch_size": 4,
                 }
             )
+    elif (raw.get("query_tower") or {}).get("document_tower"):
+        overrides.update(
+            {
+                "query_tower.document_tower": str(tiny["teacher"]),
+                "query_tower.texts_file": str(tiny["items"]),
+                "query_tower.prefix_cache_dir": str(output / "prefix"),
+                "query_tower.embedding_dir": str(output / "tower_embeddings"),
+                "query_tower.bank_negatives": 4,
+            }
+        )
     else:
         overrides["data.train_file"] = str(tiny["train"])
     return overrides
@@ -93,6 +103,8 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1] and final.is_dir()
     expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
+    if (raw.get("query_tower") or {}).get("document_tower"):
+        expected = "query_tower"
     assert objective_for(config).name == expected
 
 

@@ -275,9 +275,9 @@ class InstEmbEmbedding(BaseEmbedding):
     def recommended_chunk_size(self) -> int:
         """The node parser's chunk size, in the tokens of the model that embeds documents: the
         CLI's (``instemb-rag index`` chunks at 256), or the document limit if that is smaller."""
-        from instemb_rag.index.options import IndexOptions
+        from instemb_rag.index.documents import DEFAULT_CHUNK_SIZE
 
-        return min(IndexOptions.chunk_size, self.document_token_limit)
+        return min(DEFAULT_CHUNK_SIZE, self.document_token_limit)
 
     def node_parser(
         self,
