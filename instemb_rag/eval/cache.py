@@ -1,6 +1,6 @@
-"""Corpus embeddings cached per (encoder fingerprint, corpus hash, document instruction).
+"""Corpus embeddings cached per (document fingerprint, corpus hash, document instruction).
 
-Layout: ``INSTEMB_HOME/eval_embeddings/<fingerprint>/<corpus hash>.npy`` plus a ``.json`` beside it
+Layout: ``INSTEMB_HOME/eval_embeddings/<document fingerprint>/<corpus hash>.npy`` plus a ``.json`` beside it
 recording what the matrix holds. Both are written to a temporary file and renamed into place, the
 JSON last, so an interrupted run leaves no half-written entry that a later run would trust.
 """
@@ -84,14 +84,16 @@ def embed_corpus(
             list(texts), instruction=instruction, batch_size=batch_size, show_progress=show_progress
         ), False
     content_hash = corpus_hash(doc_ids, texts, instruction)
-    cached = cache.load(encoder.fingerprint, content_hash, len(texts), encoder.dimension)
+    # Keyed on what embeds documents: two query towers over one document tower share the corpus.
+    fingerprint = encoder.document_fingerprint
+    cached = cache.load(fingerprint, content_hash, len(texts), encoder.dimension)
     if cached is not None:
         return cached, True
     matrix = encoder.encode_documents(
         list(texts), instruction=instruction, batch_size=batch_size, show_progress=show_progress
     )
     cache.store(
-        encoder.fingerprint,
+        fingerprint,
         content_hash,
         matrix,
         {"corpus": corpus_name, "documents": len(texts), "instruction": instruction},

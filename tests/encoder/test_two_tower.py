@@ -89,3 +89,24 @@ def test_export_attaches_a_document_tower_only_over_a_matching_head(
     tiny_encoder.save(tmp_path / "no_head")
     with pytest.raises(CheckpointError, match="projection head"):
         export_checkpoint(tmp_path / "no_head", tmp_path / "bad", document_tower=tower_config)
+
+
+def test_eval_reuses_a_corpus_across_query_towers_over_one_document_tower(tiny_two_tower, tmp_path):
+    import torch
+
+    from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.eval.cache import EmbeddingCache, embed_corpus
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    ids, texts = ["d1", "d2"], ["the tent keeps out rain", "the stove boils water fast"]
+    first, cached = embed_corpus(tiny_two_tower, ids, texts, cache=cache)
+    assert not cached
+    torch.manual_seed(3)
+    other = tiny_two_tower.with_projection(Projection(tiny_two_tower.hidden_size, tiny_two_tower.dimension))
+    assert other.fingerprint != tiny_two_tower.fingerprint
+    again, cached = embed_corpus(other, ids, texts, cache=cache)
+    assert cached and np.array_equal(again, first)
+    # A symmetric encoder keys on its own fingerprint: nothing of the two-tower corpus is reused.
+    symmetric = tiny_two_tower.with_document_tower(None)
+    _, cached = embed_corpus(symmetric, ids, texts, cache=cache)
+    assert not cached
