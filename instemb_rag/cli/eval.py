@@ -33,7 +33,7 @@ def eval_command(
         "-m",
         help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one; "
         "pasted:NAME: the sentence encoder NAME (minilm, or a folder) on both sides, the instruction pasted "
-        "before the query (the two-tower anchor).",
+        "before the query (the two-tower anchor); concat:[W:]A,B: A's and B's embeddings side by side.",
     ),
     untrained: bool = typer.Option(
         False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."
@@ -122,6 +122,7 @@ def eval_command(
     console = Console()
     pooling = pooling.value if pooling else None
     model = model_path(model)
+    from ..eval.concatenated import ConcatenatedEncoder, is_concatenated_reference
     from ..eval.pasted import PastedInstructionEncoder, is_pasted_reference
 
     task_names = list(tasks or DEFAULT_TASKS)
@@ -137,6 +138,10 @@ def eval_command(
         )
         if is_pasted_reference(model):
             encoder = PastedInstructionEncoder.load(model, device="cpu" if device == "auto" else device)
+        elif is_concatenated_reference(model):
+            encoder = ConcatenatedEncoder.load(
+                model, lambda part: load_encoder(part, device, precision, compile, strict_precision)
+            )
         else:
             encoder = load_encoder(
                 model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
