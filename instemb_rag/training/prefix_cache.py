@@ -32,7 +32,7 @@ from safetensors import safe_open
 from safetensors.torch import save as save_tensors
 
 from ..atomic import write_atomically, write_text_atomically
-from ..encoder.modules.layer_split import layer_count, states_below
+from ..encoder.modules.layer_split import layer_count, run_top, states_below
 from ..errors import InstEmbError
 
 CACHE_FORMAT = 1
@@ -219,3 +219,10 @@ class PrefixCache:
             mask[position, :length] = 1
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         return {"hidden": hidden.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device)}
+
+
+def pooled_embeddings(encoder, cache: PrefixCache, inputs: list[tuple[str, str | None]]) -> torch.Tensor:
+    """The student's pooled (un-projected) embeddings of cached inputs: the top K layers, then pooling."""
+    batch = cache.batch(inputs, encoder.device)
+    hidden = run_top(encoder.model, batch["hidden"], batch["attention_mask"], batch["position_ids"], cache.split)
+    return encoder.pooling(hidden, batch["attention_mask"], encoder.lookahead_length)

@@ -253,3 +253,18 @@ def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
     optimizer = torch.optim.AdamW(groups)
     scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
     return optimizer, scheduler
+
+
+def optimizer_with_head(parts, head, training, head_learning_rate: float):
+    """AdamW over the student's trainable parameters and a projection head at its own learning
+    rate (no weight decay on the head), with a linear warmup and decay: the geometry and
+    query-tower objectives' optimizer."""
+    from transformers import get_linear_schedule_with_warmup
+
+    backbone = [p for name, p in parts.named.items() if not name.startswith("projection.")]
+    groups = [
+        {"params": backbone, "lr": training.learning_rate, "weight_decay": training.weight_decay},
+        {"params": list(head.parameters()), "lr": head_learning_rate, "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, training.warmup_steps, training.max_steps)

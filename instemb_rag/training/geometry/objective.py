@@ -31,6 +31,7 @@ from ...hashing import file_sha256
 from ..args import TrainConfig
 from ..batch_order import BatchOrder
 from ..objective import Objective, Prepared, StepResult
+from ..prefix_cache import pooled_embeddings
 from ..state import latest_checkpoint
 from ..student import load_student, make_trainable
 from .anchor import anchor_targets
@@ -40,7 +41,6 @@ from .terms import (
     compute_terms,
     fit_head,
     item_key,
-    pooled_embeddings,
     prepare_prefix_cache,
     shipped_head,
     teacher_embeddings,

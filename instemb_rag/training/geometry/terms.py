@@ -21,7 +21,8 @@ from ...losses.geometry import dense_cosine, group_infonce, relational_kl
 from ...paths import instemb_home
 from ..args import TrainConfig
 from ..objective import weighted_sum
-from ..prefix_cache import PrefixCache, input_key
+from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
+from ..student import optimizer_with_head
 from .contrast import contrast_term
 
 
@@ -51,13 +52,6 @@ def teacher_embeddings(config: TrainConfig, items: list[EmbeddingItem], log=prin
     log(f"teacher {teacher.name}: {len(texts)} embeddings ready in {time.perf_counter() - started:.0f} s")
     identity = {"name": teacher.name, "fingerprint": teacher.fingerprint, "dimension": teacher.dimension}
     return torch.as_tensor(vectors, dtype=torch.float32), identity
-
-
-def pooled_embeddings(encoder, cache: PrefixCache, inputs: list[tuple[str, str | None]]) -> torch.Tensor:
-    """The student's pooled (un-projected) embeddings of cached inputs: the top K layers, then pooling."""
-    batch = cache.batch(inputs, encoder.device)
-    hidden = run_top(encoder.model, batch["hidden"], batch["attention_mask"], batch["position_ids"], cache.split)
-    return encoder.pooling(hidden, batch["attention_mask"], encoder.lookahead_length)
 
 
 def student_embeddings(encoder, cache: PrefixCache, items: list[EmbeddingItem], indices: list[int]) -> torch.Tensor:
@@ -141,14 +135,7 @@ def _group_term(student: torch.Tensor, batch_items: list[EmbeddingItem], tempera
 
 
 def build_optimizer(parts, head: Projection, config: TrainConfig):
-    from transformers import get_linear_schedule_with_warmup
-
-    t, g = config.training, config.geometry
-    backbone = [p for name, p in parts.named.items() if not name.startswith("projection.")]
-    groups = [{"params": backbone, "lr": t.learning_rate, "weight_decay": t.weight_decay}]
-    groups.append({"params": list(head.parameters()), "lr": g.head_learning_rate, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(groups)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
+    return optimizer_with_head(parts, head, config.training, config.geometry.head_learning_rate)
 
 
 def prepare_prefix_cache(

@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 
 from ...encoder.modules.document_tower import DocumentTower
-from ...encoder.modules.layer_split import run_top
 from ...encoder.modules.projection import Projection
 from ...hashing import file_sha256
 from ...losses.query_tower import anchored_queries, bank_infonce, correction_norm
@@ -32,9 +31,9 @@ from ...paths import instemb_home
 from ..args import TrainConfig
 from ..batch_order import BatchOrder
 from ..objective import Objective, Prepared, StepResult, weighted_sum
-from ..prefix_cache import PrefixCache, input_key
+from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..state import latest_checkpoint
-from ..student import load_student, make_trainable
+from ..student import load_student, make_trainable, optimizer_with_head
 from .data import load_data
 
 __all__ = ["QueryTowerObjective"]
@@ -71,7 +70,7 @@ class QueryTowerObjective(Objective):
                 head.linear.bias.zero_()
         encoder = encoder.with_projection(head).with_document_tower(tower)
         parts.named.update({f"projection.{name}": p for name, p in head.named_parameters()})
-        optimizer, scheduler = _optimizer(parts, head, config)
+        optimizer, scheduler = optimizer_with_head(parts, head, t, q.head_learning_rate)
         data_info = {
             "texts_file": str(q.texts_file),
             "data_sha256": file_sha256(q.texts_file),
@@ -93,11 +92,7 @@ class QueryTowerObjective(Objective):
         q, device = self.config.query_tower, self.encoder.device
         batch = self.order.step(step)
         inputs = [self.data.queries[i].student_input for i in batch]
-        cached = self.cache.batch(inputs, device)
-        hidden = run_top(
-            self.encoder.model, cached["hidden"], cached["attention_mask"], cached["position_ids"], self.cache.split
-        )
-        corrections = self.head(self.encoder.pooling(hidden, cached["attention_mask"], self.encoder.lookahead_length))
+        corrections = self.head(pooled_embeddings(self.encoder, self.cache, inputs))
         queries = anchored_queries(self.data.anchors[batch].to(device), corrections)
         rows, positives = self.data.candidates(batch, q.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {
@@ -110,16 +105,3 @@ class QueryTowerObjective(Objective):
         terms["loss"] = weighted_sum({name: value for name, value in terms.items() if weights[name] > 0}, weights)
         terms["loss"].backward()
         return StepResult({name: float(value.detach()) for name, value in terms.items()}, {"batch": len(batch)})
-
-
-def _optimizer(parts, head: Projection, config: TrainConfig):
-    from transformers import get_linear_schedule_with_warmup
-
-    t = config.training
-    backbone = [p for name, p in parts.named.items() if not name.startswith("projection.")]
-    groups = [
-        {"params": backbone, "lr": t.learning_rate, "weight_decay": t.weight_decay},
-        {"params": list(head.parameters()), "lr": config.query_tower.head_learning_rate, "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
