@@ -207,8 +207,16 @@ class InstEmbEncoder(nn.Module):
         untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
         the backbone's linear layers in dynamic int8 on the CPU (inference only; see quantize.py).
         """
-        if path is None and is_checkpoint(SHIPPED_CHECKPOINT):
+        from .composed import is_composed
+
+        if path is None and (is_checkpoint(SHIPPED_CHECKPOINT) or is_composed(SHIPPED_CHECKPOINT)):
             path = SHIPPED_CHECKPOINT
+        if is_composed(path):  # an encoder of parts (composed/): two spaces side by side
+            from .composed.encoder import TwoSpacesEncoder
+
+            return TwoSpacesEncoder.load(
+                path, device, precision, pooling=pooling, lookahead_length=lookahead_length, max_length=max_length
+            )
         if path is not None and is_checkpoint(path):
             return load_checkpoint(path, device, pooling, lookahead_length, max_length, precision)
         return cls.from_backbone(
@@ -390,7 +398,6 @@ class InstEmbEncoder(nn.Module):
         """
         return self.encode_unnormalised(texts, instructions, batch_size, show_progress, normalise=True)
 
-    @torch.inference_mode()
     def encode_unnormalised(
         self,
         texts: Sequence[str],
@@ -400,26 +407,63 @@ class InstEmbEncoder(nn.Module):
         normalise: bool = False,
     ) -> np.ndarray:
         """``encode`` before the L2 normalisation (an anchored query tower adds it to its anchor)."""
+        _, embedded = self.encode_pooled(texts, instructions, batch_size, show_progress)
+        if normalise:
+            embedded = torch.nn.functional.normalize(embedded, dim=-1)
+        return embedded.numpy()
+
+    @torch.inference_mode()
+    def encode_pooled(
+        self,
+        texts: Sequence[str],
+        instructions: Instructions = None,
+        batch_size: int = 16,
+        show_progress: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pooled states [N, hidden], embeddings [N, d] un-normalised), float32 on the CPU, in input
+        order: one prefill per input. The pooled state is what heads beside this encoder read (an
+        encoder of parts: its tower head and gate), from the same pass as the embedding.
+
+        Inputs are sorted by token length so each batch pads as little as possible.
+        """
         texts = list(texts)
         for position, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InstEmbError(f"Text #{position} is {type(text).__name__}, not a string.")
         per_item = _per_item_instructions(instructions, len(texts))
+        pooled_out = torch.zeros((len(texts), self.hidden_size), dtype=torch.float32)
+        output = torch.zeros((len(texts), self.dimension), dtype=torch.float32)
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+            return pooled_out, output
         id_lists = [self.build_ids(text, instruction) for text, instruction in zip(texts, per_item)]
         order = sorted(range(len(id_lists)), key=lambda i: -len(id_lists[i]))
-        output = np.zeros((len(texts), self.dimension), dtype=np.float32)
         starts = range(0, len(order), batch_size)
         from ..progress import batches_with_progress  # rich, imported only when a bar may show
 
         for start in batches_with_progress(starts, show_progress, total_items=len(order), batch_size=batch_size):
             chunk = order[start : start + batch_size]
-            pooled = self.forward(self.collate([id_lists[i] for i in chunk])).float()
-            if normalise:
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            output[chunk] = pooled.cpu().numpy()
-        return output
+            states = self.states(self.collate([id_lists[i] for i in chunk]))
+            pooled = self.pooling(states.hidden, states.attention_mask, self.lookahead_length)
+            pooled_out[chunk] = pooled.float().cpu()
+            output[chunk] = self.project(pooled).float().cpu()
+        return pooled_out, output
+
+    def query_tokens(self, query: str, instruction: str | None) -> int:
+        """Tokens one query runs through: the LLM's prefill, and an anchored tower's own pass."""
+        tokens = len(self.build_ids(query, instruction))
+        if self.document_tower is not None and self.document_tower.query_anchor:
+            from ..teachers.teacher import teacher_text
+
+            tokens += self.document_tower.tokens(teacher_text(query, instruction))
+        return tokens
+
+    @property
+    def document_side(self):
+        """What embeds documents (sides.py): this LLM, or the two-tower encoder's sentence encoder."""
+        from .sides import DocumentSide, llm_part, tower_part
+
+        part = tower_part(self.document_tower) if self.document_tower is not None else llm_part(self)
+        return DocumentSide((part,), self.document_fingerprint)
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
         """One instruction per query (or one string for all, or None); one batched call.

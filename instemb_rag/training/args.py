@@ -207,12 +207,38 @@ class QueryTowerArguments:
 
 
 @dataclass
+class TwoSpacesArguments:
+    """The query side of a two-space encoder (training/two_spaces/); off while texts_file is None.
+
+    Documents are two cached halves: the frozen documents' LLM (``documents_llm``) and the
+    sentence encoder (``document_tower``). A query runs once through the student (the documents'
+    LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
+    gives the LLM half, a head from the same pooled state corrects the tower's anchor, a gate sets
+    the mix weight. Every query-side part starts where the untrained mix is.
+    """
+
+    texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
+    documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM half
+    document_tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
+    max_queries: int | None = None
+    prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
+    embedding_dir: str | None = None  # both cached halves; None = $INSTEMB_HOME/teacher_embeddings
+    temperature: float = 0.05
+    bank_negatives: int = 1024
+    anchor_weight: float = 0.1  # the tower correction's squared norm
+    initial_llm_weight: float = 0.5  # the mix at step 0 (the gate's starting bias)
+    gate: bool = True  # a per-query weight; False keeps initial_llm_weight for every query
+    head_learning_rate: float = 1.0e-3
+
+
+@dataclass
 class TrainConfig:
     model: ModelArguments = field(default_factory=ModelArguments)
     data: DataArguments = field(default_factory=DataArguments)
     training: TrainingArguments = field(default_factory=TrainingArguments)
     geometry: GeometryArguments = field(default_factory=GeometryArguments)
     query_tower: QueryTowerArguments = field(default_factory=QueryTowerArguments)
+    two_spaces: TwoSpacesArguments = field(default_factory=TwoSpacesArguments)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -262,6 +288,7 @@ class TrainConfig:
         checks += self._frozen_prefix_checks()
         checks += self._geometry_checks()
         checks += self._query_tower_checks()
+        checks += self._two_spaces_checks()
         for ok, message in checks:
             if not ok:
                 raise InstEmbError(f"Invalid training config: {message}.")
@@ -311,6 +338,22 @@ class TrainConfig:
                 "query_tower.infonce_weight must be > 0, anchor_weight >= 0",
             ),
             (q.temperature > 0 and q.bank_negatives >= 0, "query_tower.temperature must be > 0, bank_negatives >= 0"),
+        ]
+
+    def _two_spaces_checks(self) -> list[tuple[bool, str]]:
+        s, m = self.two_spaces, self.model
+        if s.texts_file is None:
+            return []
+        return [
+            (
+                self.geometry.teacher_encoder is None and self.query_tower.document_tower is None,
+                "two_spaces, query_tower and geometry are three recipes: set one of them",
+            ),
+            (not m.train_lookahead, "two_spaces keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
+            (m.trainable_top_layers > 0 and not m.lora_all_layers, "two_spaces needs model.trainable_top_layers > 0"),
+            (s.temperature > 0 and s.bank_negatives >= 0, "two_spaces.temperature must be > 0, bank_negatives >= 0"),
+            (0 < s.initial_llm_weight < 1, "two_spaces.initial_llm_weight must lie strictly between 0 and 1"),
+            (s.anchor_weight >= 0, "two_spaces.anchor_weight must be >= 0"),
         ]
 
     def _geometry_checks(self) -> list[tuple[bool, str]]:
@@ -408,7 +451,7 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     unknown = sorted(set(raw) - set(sections))
     if unknown:
         raise InstEmbError(
-            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry' and 'query_tower'."
+            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'query_tower' and 'two_spaces'."
         )
     built = {
         name: _build_section(cls, _renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")

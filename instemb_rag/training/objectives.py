@@ -14,6 +14,7 @@ from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
 from .query_tower.objective import QueryTowerObjective
+from .two_spaces.objective import TwoSpacesObjective
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Entry:
 
 
 OBJECTIVES: list[Entry] = [
+    # the query side of a two-space encoder (issue 50): two_spaces.texts_file set
+    Entry(TwoSpacesObjective, lambda config: config.two_spaces.texts_file is not None),
     # InstEmb queries into a sentence encoder's document space (issue 44): query_tower.document_tower set
     Entry(QueryTowerObjective, lambda config: config.query_tower.document_tower is not None),
     # a sentence encoder's geometry into the student's (issue 33): geometry.teacher_encoder set

@@ -45,7 +45,6 @@ def save_checkpoint(
 ) -> None:
     """An encoder checkpoint folder (loadable by InstEmbEncoder.from_pretrained), plus the
     trainer state (and the negative memory) when ``optimizer`` is given; written atomically as one folder."""
-    saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
 
     def trainer_state(staging: Path) -> None:
         if optimizer is not None:
@@ -53,9 +52,17 @@ def save_checkpoint(
             if memory is not None:
                 memory.save(staging)
 
-    checkpoint.save(
-        saved, folder, trained=parts.adapted_names, dtype=SAVE_DTYPES[config.training.save_dtype], also=trainer_state
-    )
+    dtype = SAVE_DTYPES[config.training.save_dtype]
+    if getattr(encoder, "has_query_llm", False):  # an encoder of parts (encoder/composed/): its query side trained
+        query_llm = encoder.query_llm.with_options(max_length=config.model.inference_max_length)
+        encoder.save(
+            folder,
+            save_query_llm=lambda sub: checkpoint.save(query_llm, sub, trained=parts.adapted_names, dtype=dtype),
+            also=trainer_state,
+        )
+        return
+    saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
+    checkpoint.save(saved, folder, trained=parts.adapted_names, dtype=dtype, also=trainer_state)
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

@@ -87,6 +87,17 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                 "query_tower.bank_negatives": 4,
             }
         )
+    elif (raw.get("two_spaces") or {}).get("texts_file"):
+        overrides.update(
+            {
+                "two_spaces.documents_llm": str(tiny["student"]),
+                "two_spaces.document_tower": str(tiny["teacher"]),
+                "two_spaces.texts_file": str(tiny["items"]),
+                "two_spaces.prefix_cache_dir": str(output / "prefix"),
+                "two_spaces.embedding_dir": str(output / "halves"),
+                "two_spaces.bank_negatives": 4,
+            }
+        )
     else:
         overrides["data.train_file"] = str(tiny["train"])
     return overrides
@@ -105,6 +116,8 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
     if (raw.get("query_tower") or {}).get("document_tower"):
         expected = "query_tower"
+    if (raw.get("two_spaces") or {}).get("texts_file"):
+        expected = "two_spaces"
     assert objective_for(config).name == expected
 
 

@@ -87,6 +87,13 @@ class DocumentTower:
     def name(self) -> str:
         return self.sentence_encoder.name
 
+    @property
+    def is_named_teacher(self) -> bool:
+        """Named as an installed teacher (``minilm``), not a folder of its own."""
+        from ...teachers.registry import TEACHERS
+
+        return self.reference in TEACHERS
+
     def anchored_queries(
         self, queries: Sequence[str], instructions: Sequence[str | None], corrections: np.ndarray
     ) -> np.ndarray:

@@ -1,0 +1,374 @@
+"""TwoSpacesEncoder: an encoder made of parts, with a document side and a query side.
+
+Documents: two halves, each L2-normalised, stored as ``[A; B] / sqrt(2)``:
+    A  the LLM's own document embedding (a symmetric InstEmb encoder, frozen: ``documents_llm``)
+    B  a sentence encoder's (all-MiniLM-L6-v2, or a fine-tuned copy: the document tower)
+Queries: one LLM prefill of query + instruction + look-ahead tokens (``query_llm``: the documents'
+LLM with a query-side adapter, or that LLM itself) gives the pooled state p, and from it
+    a  the LLM half: the query LLM's embedding (DAAP, through its own head if any), normalised
+    b  the tower half: the sentence encoder's vector of "instruction + query" (one pass of the
+       small encoder) plus the tower head's correction head(p), normalised
+    w  the LLM half's weight: the caller's ``llm_weight``, else the gate's reading of p, else the
+       configured weight
+stored as ``sqrt(2) * [w a; (1 - w) b]``. Inner product (FAISS, Qdrant dot) then ranks by
+``w * cos(a, A) + (1 - w) * cos(b, B)``: the weight lives on the query side only, so changing it
+never re-indexes. The document fingerprint covers the two document parts, never the weight or the
+query side: another query side over the same documents searches an index as it is.
+
+Untrained (no query LLM, head or gate) it is the fixed mix of the two spaces; the trainer
+(training/two_spaces/) starts every query-side part at zero, so its step 0 is exactly that mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...errors import InstEmbError
+from ...instructions import Instructions
+from ...instructions import per_item_instructions as _per_item_instructions
+from ..modules.document_tower import DocumentTower
+from ..modules.projection import Projection
+from ..sides import DocumentSide, llm_part, tower_part
+from .config import (
+    DOCUMENTS_LLM_DIR,
+    QUERY_LLM_DIR,
+    TOWER_DIR,
+    TOWER_HEAD_DIR,
+    PartsConfig,
+    read_parts_config,
+    write_parts_config,
+)
+from .gate import WeightGate
+
+__all__ = ["TwoSpacesEncoder", "check_llm_weight"]
+
+ROOT2 = math.sqrt(2.0)
+
+
+def check_llm_weight(llm_weight: float | None) -> float | None:
+    if llm_weight is not None and not 0.0 <= float(llm_weight) <= 1.0:
+        raise InstEmbError(
+            f"llm_weight={llm_weight} is outside [0, 1]: it is the LLM space's share of the score "
+            "(1: the LLM alone, 0: the sentence encoder alone)."
+        )
+    return None if llm_weight is None else float(llm_weight)
+
+
+class TwoSpacesEncoder:
+    """The Encoder protocol (encoder/protocol.py) over the parts above; see the module docstring."""
+
+    def __init__(
+        self,
+        documents_llm,
+        tower: DocumentTower,
+        query_llm=None,
+        tower_head: Projection | None = None,
+        gate: WeightGate | None = None,
+        llm_weight: float = 0.5,
+        training_info: dict | None = None,
+        documents_source: str | os.PathLike | None = None,
+    ):
+        if documents_llm.document_tower is not None or query_llm is not None and query_llm.document_tower is not None:
+            raise InstEmbError(
+                "The LLM parts of a two-space encoder are symmetric InstEmb encoders (no document tower)."
+            )
+        self.documents_llm = documents_llm
+        self.query_llm = query_llm if query_llm is not None else documents_llm
+        self.tower = tower.anchored(False)
+        if tower_head is not None and tower_head.dimension != tower.dimension:
+            raise InstEmbError(
+                f"The tower head maps into {tower_head.dimension} dimensions, the tower has {tower.dimension}."
+            )
+        if self.query_llm.dimension != documents_llm.dimension:
+            raise InstEmbError("The query LLM's embeddings are not in the documents' LLM space (another width).")
+        self.tower_head = tower_head
+        self.gate = gate
+        self.llm_weight = float(check_llm_weight(llm_weight))
+        self.training_info = training_info or {}
+        # The checkpoint folder the documents' LLM was loaded from: a save copies it byte for byte
+        # (a loaded encoder has its LoRA merged; saving that would write every merged tensor).
+        self.documents_source = Path(documents_source) if documents_source is not None else None
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def has_query_llm(self) -> bool:
+        return self.query_llm is not self.documents_llm
+
+    @property
+    def document_fingerprint(self) -> str:
+        digest = hashlib.sha256(b"two_spaces/1")
+        digest.update(self.documents_llm.fingerprint.encode())
+        digest.update(self.tower.fingerprint.encode())
+        return digest.hexdigest()[:32]
+
+    @property
+    def fingerprint(self) -> str:
+        """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
+        digest = hashlib.sha256(self.document_fingerprint.encode())
+        digest.update(self.query_llm.fingerprint.encode() if self.has_query_llm else b"same")
+        for name, module in (("head", self.tower_head), ("gate", self.gate)):
+            if module is not None:
+                for key, tensor in sorted(module.state_tensors().items()):
+                    digest.update(f"{name}.{key}".encode())
+                    digest.update(tensor.numpy().tobytes())
+        return digest.hexdigest()[:32]
+
+    @property
+    def llm_dimension(self) -> int:
+        return self.documents_llm.dimension
+
+    @property
+    def dimension(self) -> int:
+        return self.llm_dimension + self.tower.dimension
+
+    @property
+    def document_side(self) -> DocumentSide:
+        return DocumentSide((llm_part(self.documents_llm), tower_part(self.tower)), self.document_fingerprint)
+
+    @property
+    def label(self) -> str:
+        return f"two spaces (LLM + {self.tower.reference})"
+
+    # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
+    @property
+    def tokenizer(self):
+        return self.query_llm.tokenizer
+
+    @property
+    def template(self):
+        return self.query_llm.template
+
+    @property
+    def settings(self):
+        return self.query_llm.settings
+
+    @property
+    def max_length(self) -> int:
+        return self.query_llm.max_length
+
+    @property
+    def precision(self) -> str:
+        return self.query_llm.precision
+
+    @property
+    def backbone(self):
+        return self.query_llm.backbone
+
+    @property
+    def device(self) -> torch.device:
+        return self.query_llm.device
+
+    def build_ids(self, text: str, instruction: str | None, lookahead_length: int | None = None) -> list[int]:
+        return self.query_llm.build_ids(text, instruction, lookahead_length)
+
+    def query_tokens(self, query: str, instruction: str | None) -> int:
+        """Tokens one query runs through: the LLM's prefill and the sentence encoder's pass."""
+        from ...teachers.teacher import teacher_text
+
+        return len(self.build_ids(query, instruction)) + self.tower.tokens(teacher_text(query, instruction))
+
+    def eval(self) -> TwoSpacesEncoder:
+        for module in (self.documents_llm, self.query_llm, self.tower_head, self.gate):
+            if module is not None:
+                module.eval()
+        return self
+
+    def to(self, device) -> TwoSpacesEncoder:
+        """Every part on ``device``: both LLMs, the heads and the sentence encoder."""
+        self.documents_llm.to(device)
+        self.query_llm.to(device)
+        for module in (self.tower_head, self.gate):
+            if module is not None:
+                module.to(device)
+        self.tower.sentence_encoder.model.to(device)
+        return self
+
+    # ------------------------------------------------------------------ embedding
+    def document_halves(
+        self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(A, B): each document's LLM and sentence-encoder vectors, each normalised."""
+        documents = list(documents)
+        llm = self.documents_llm.encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
+        return llm, self.tower.encode_documents(documents, None, batch_size=max(batch_size, 32))
+
+    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        """``[A; B] / sqrt(2)`` per document; a document instruction is refused (the tower reads none)."""
+        self.document_side.refuse_instruction(instruction)
+        llm, tower = self.document_halves(documents, kwargs.get("batch_size", 16), kwargs.get("show_progress", False))
+        return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
+
+    @torch.inference_mode()
+    def query_halves(
+        self,
+        queries: Sequence[str],
+        instructions: Instructions = None,
+        batch_size: int = 16,
+        show_progress: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a, b, w): each query's LLM half and tower half (normalised) and the gate's weight for it
+        (the configured weight where there is no gate), from one prefill of the query LLM."""
+        queries = list(queries)
+        per_item = _per_item_instructions(instructions, len(queries))
+        pooled, embedded = self.query_llm.encode_pooled(queries, per_item, batch_size, show_progress)
+        llm_half = F.normalize(embedded, dim=-1)
+        tower_half = torch.as_tensor(self.tower.anchor_vectors(queries, per_item), dtype=torch.float32)
+        device = self.query_llm.device
+        if self.tower_head is not None and len(queries):
+            tower_half = tower_half + self.tower_head(pooled.to(device)).float().cpu()
+        tower_half = F.normalize(tower_half, dim=-1)
+        if self.gate is not None and len(queries):
+            weights = self.gate(pooled.to(device)).float().cpu()
+        else:
+            weights = torch.full((len(queries),), self.llm_weight)
+        return llm_half.numpy(), tower_half.numpy(), weights.numpy()
+
+    def encode_queries(
+        self, queries: Sequence[str], instructions: Instructions = None, llm_weight: float | None = None, **kwargs
+    ) -> np.ndarray:
+        """``sqrt(2) * [w a; (1 - w) b]`` per query; ``llm_weight`` (0..1) fixes w for this call
+        (None: the gate's per-query weight, else the configured one)."""
+        llm_weight = check_llm_weight(llm_weight)
+        llm_half, tower_half, weights = self.query_halves(
+            queries, instructions, kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
+        )
+        if llm_weight is not None:
+            weights = np.full_like(weights, llm_weight)
+        weights = weights[:, None]
+        return (np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1) * ROOT2).astype(np.float32)
+
+    def encode(
+        self, texts: Sequence[str], instructions: Instructions = None, batch_size: int = 16, show_progress: bool = False
+    ) -> np.ndarray:
+        """Texts each under its own instruction, embedded as queries are."""
+        return self.encode_queries(texts, instructions, batch_size=batch_size, show_progress=show_progress)
+
+    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
+        """One text under K instructions [K, d] (equals ``encode_queries([text] * K, instructions)``)."""
+        return self.encode_queries([text] * len(instructions), list(instructions), batch_size=batch_size)
+
+    def explain(
+        self, query: str, instruction: str | None, documents: Sequence[str], llm_weight: float | None = None
+    ) -> list[dict]:
+        """Per document: each space's cosine, the weight and the combined score a search ranks by."""
+        llm_weight = check_llm_weight(llm_weight)
+        llm_half, tower_half, weights = self.query_halves([query], [instruction])
+        weight = float(weights[0]) if llm_weight is None else llm_weight
+        llm_docs, tower_docs = self.document_halves(documents)
+        llm_scores, tower_scores = llm_docs @ llm_half[0], tower_docs @ tower_half[0]
+        return [
+            {
+                "llm": float(a),
+                "tower": float(b),
+                "llm_weight": weight,
+                "score": weight * float(a) + (1 - weight) * float(b),
+            }
+            for a, b in zip(llm_scores, tower_scores)
+        ]
+
+    # ------------------------------------------------------------------ saving and loading
+    def get_config(self) -> PartsConfig:
+        return PartsConfig(
+            document_tower=self.tower.get_config_dict(),
+            query_llm=self.has_query_llm,
+            tower_head=self.tower_head.get_config_dict() if self.tower_head is not None else None,
+            gate=self.gate.get_config_dict() if self.gate is not None else None,
+            llm_weight=self.llm_weight,
+            training=self.training_info,
+        )
+
+    def save(self, folder: str | os.PathLike, save_query_llm=None, also=None) -> None:
+        """Write the folder atomically: every part inside it (a folder-based sentence encoder copied
+        in and recorded relative), so a copy of the folder is the whole encoder. ``save_query_llm``
+        writes the query LLM's folder (the trainer: its trained tensors in its dtype); ``also``
+        writes more files beside the parts (the trainer's state) inside the same swap."""
+        from ..checkpoint import write_folder_atomically
+
+        def fill(staging: Path) -> None:
+            if self.documents_source is not None:
+                shutil.copytree(self.documents_source, staging / DOCUMENTS_LLM_DIR, ignore=shutil.ignore_patterns(".*"))
+            else:
+                self.documents_llm.save(staging / DOCUMENTS_LLM_DIR)
+            if self.has_query_llm:
+                (save_query_llm or self.query_llm.save)(staging / QUERY_LLM_DIR)
+            if self.tower_head is not None:
+                (staging / TOWER_HEAD_DIR).mkdir()
+                self.tower_head.save(staging / TOWER_HEAD_DIR)
+            if self.gate is not None:
+                self.gate.save(staging)
+            config = self.get_config()
+            if not self.tower.is_named_teacher:
+                shutil.copytree(self.tower.sentence_encoder.folder, staging / TOWER_DIR)
+                config = config.model_copy(update={"document_tower": {**config.document_tower, "encoder": TOWER_DIR}})
+            write_parts_config(staging, config)
+            if also is not None:
+                also(staging)
+
+        write_folder_atomically(Path(folder), fill)
+
+    @classmethod
+    def untrained(
+        cls,
+        documents_llm: str | os.PathLike | None,
+        tower: str = "minilm",
+        llm_weight: float = 0.5,
+        device: str = "auto",
+        **settings,
+    ) -> TwoSpacesEncoder:
+        """The fixed mix of a symmetric checkpoint (None: the shipped default's) and a sentence
+        encoder: no query-side parts, exactly the two spaces side by side."""
+        from ..checkpoint import is_checkpoint
+        from ..model import SHIPPED_CHECKPOINT, InstEmbEncoder
+
+        source = Path(documents_llm) if documents_llm is not None else SHIPPED_CHECKPOINT
+        llm = InstEmbEncoder.from_pretrained(source, device=device, **settings)
+        document_tower = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
+        return cls(
+            llm, document_tower, llm_weight=llm_weight, documents_source=source if is_checkpoint(source) else None
+        )
+
+    @classmethod
+    def load(
+        cls, folder: str | os.PathLike, device: str = "auto", precision: str = "fp32", **settings
+    ) -> TwoSpacesEncoder:
+        """Load a two-space folder; ``settings`` (pooling, lookahead_length, max_length) apply to both LLMs."""
+        from ..model import load_checkpoint
+
+        folder = Path(folder)
+        config = read_parts_config(folder)
+        documents_llm = load_checkpoint(folder / DOCUMENTS_LLM_DIR, device, precision=precision, **settings)
+        query_llm = (
+            load_checkpoint(folder / QUERY_LLM_DIR, device, precision=precision, **settings)
+            if config.query_llm
+            else None
+        )
+        where = f"{folder}/instemb_parts.json"
+        tower = DocumentTower.from_config(config.document_tower, str(documents_llm.device), folder, where)
+        target = (query_llm or documents_llm).device
+        head = Projection.load(folder / TOWER_HEAD_DIR, config.tower_head).to(target) if config.tower_head else None
+        gate = WeightGate.load(folder, config.gate).to(target) if config.gate else None
+        return cls(
+            documents_llm, tower, query_llm, head, gate, config.llm_weight, config.training, folder / DOCUMENTS_LLM_DIR
+        )
+
+    def with_llm_weight(self, llm_weight: float) -> TwoSpacesEncoder:
+        """This encoder (shared parts) with another configured weight and no gate: a new view."""
+        return TwoSpacesEncoder(
+            self.documents_llm,
+            self.tower,
+            self.query_llm if self.has_query_llm else None,
+            self.tower_head,
+            None,
+            llm_weight,
+            self.training_info,
+            self.documents_source,
+        )

@@ -1,0 +1,165 @@
+"""The two-space objective (``TwoSpacesObjective``), plugged into the one trainer loop (trainer.py).
+
+A run (``two_spaces.texts_file`` set; objectives.py selects this objective):
+
+1. caches both document halves of every passage of the items file (data.py): the frozen
+   documents' LLM (slow: start it first) and the sentence encoder; documents never run again;
+2. loads the student (the documents' LLM with its LoRA going on training live: the query-side
+   adapter), opens its top K layers and fills the frozen-prefix cache with the queries;
+3. attaches the tower head (at zero: the tower half is exactly the sentence encoder's vector of
+   "instruction + query") and the gate (zero weights, bias at logit(w0)): step 0 is exactly the
+   untrained mix at w0;
+4. each step runs the top K layers on the cached queries once; DAAP gives the LLM half, the head
+   the tower half's correction, the gate the weight; InfoNCE ranks each query's positive passage by
+   ``w cos_LLM + (1 - w) cos_tower`` above its group's other passages (a subject's other aspects,
+   a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py).
+
+The checkpoints are two-space encoders (encoder/composed/): what ``encode_queries`` computes at
+inference is what the step ranked.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...encoder.composed.encoder import TwoSpacesEncoder
+from ...encoder.composed.gate import WeightGate
+from ...encoder.modules.document_tower import DocumentTower
+from ...encoder.modules.projection import Projection
+from ...hashing import file_sha256
+from ...losses.query_tower import correction_norm
+from ...losses.two_spaces import mixed_infonce
+from ..args import TrainConfig
+from ..batch_order import BatchOrder
+from ..objective import Objective, Prepared, StepResult, weighted_sum
+from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
+from ..state import latest_checkpoint
+from ..student import load_student, make_trainable, optimizer_with_head
+from .data import load_two_spaces_data
+
+__all__ = ["TwoSpacesObjective"]
+
+
+class QuerySideHeads(nn.Module):
+    """The tower head and the gate: one parameter group at the head learning rate."""
+
+    def __init__(self, head: Projection, gate: WeightGate | None):
+        super().__init__()
+        self.head, self.gate = head, gate
+
+
+class TwoSpacesObjective(Objective):
+    name = "two_spaces"
+    logged_lr_group = 0
+
+    @staticmethod
+    def term_weights(config: TrainConfig) -> dict[str, float]:
+        return {"infonce": 1.0, "anchor": config.two_spaces.anchor_weight}
+
+    def prepare(self) -> Prepared:
+        from ...encoder import InstEmbEncoder
+
+        config, device, log = self.config, self.device, self.log
+        t, s, m = config.training, config.two_spaces, config.model
+        from ...encoder.checkpoint import is_checkpoint
+        from ...encoder.model import SHIPPED_CHECKPOINT
+
+        source = SHIPPED_CHECKPOINT if s.documents_llm in ("", "default") else Path(s.documents_llm)
+        # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
+        lookahead = None if is_checkpoint(source) else m.lookahead_length
+        documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)
+        tower = DocumentTower.load(DocumentTower.recorded_reference(s.document_tower), device=str(device))
+        data = load_two_spaces_data(
+            s.texts_file, s.max_queries, tower, documents_llm, s.documents_llm, s.embedding_dir, log
+        )
+        student = load_student(config, device)
+        if student.dimension != documents_llm.dimension:
+            raise ValueError(
+                f"model.model_name_or_path embeds in {student.dimension} dimensions, the documents' LLM in {documents_llm.dimension}."
+            )
+        parts = make_trainable(student, config)
+        student.eval()  # no dropout layers
+        root = Path(s.prefix_cache_dir) if s.prefix_cache_dir else Path(self._home()) / "prefix_cache"
+        cache = PrefixCache(root, student, m.trainable_top_layers, torch.float16)
+        started = time.perf_counter()
+        queries = data.halves.queries
+        cache.build([item.student_input for item in queries], log=log)
+        log(f"prefix cache ready ({len(cache.index)} inputs, {time.perf_counter() - started:.0f} s this run)")
+        lengths = [cache.index[input_key(*item.student_input)][2] for item in queries]
+        order = BatchOrder.items(queries, lengths, t.batch_size, t.seed)
+        head = Projection(student.hidden_size, tower.dimension).to(device)
+        gate = WeightGate(student.hidden_size, s.initial_llm_weight).to(device) if s.gate else None
+        if not (t.resume and latest_checkpoint(Path(t.output_dir)) is not None):
+            with torch.no_grad():  # a zero correction: the tower half starts at the anchor
+                head.linear.weight.zero_()
+                head.linear.bias.zero_()
+        heads = QuerySideHeads(head, gate)
+        parts.named.update({f"projection.{name}": p for name, p in heads.named_parameters()})
+        optimizer, scheduler = optimizer_with_head(parts, heads, t, s.head_learning_rate)
+        encoder = TwoSpacesEncoder(
+            documents_llm,
+            tower,
+            student,
+            head,
+            gate,
+            s.initial_llm_weight,
+            documents_source=source if is_checkpoint(source) else None,
+        )
+        data_info = {
+            "texts_file": str(s.texts_file),
+            "data_sha256": file_sha256(s.texts_file),
+            "queries": len(queries),
+            "passages": len(data.llm_passages),
+            "seed": t.seed,
+            "batches_per_epoch": order.per_epoch,
+            "documents_llm": s.documents_llm,
+            "document_fingerprint": encoder.document_fingerprint,
+        }
+        run_info = {"device": str(device), "prefix_cache": str(cache.folder), **data_info}
+        self.student, self.cache, self.data, self.order, self.heads = student, cache, data, order, heads
+        return Prepared(encoder, parts, optimizer, scheduler, data_info, run_info)
+
+    @staticmethod
+    def _home():
+        from ...paths import instemb_home
+
+        return instemb_home()
+
+    def resumed(self, start_step: int) -> None:
+        steps, per_epoch = self.config.training.max_steps, self.order.per_epoch
+        self.log(f"training steps {start_step}..{steps} ({steps / per_epoch:.1f} epochs of {per_epoch} batches)")
+
+    def step(self, step: int) -> StepResult:
+        s, device = self.config.two_spaces, self.student.device
+        halves = self.data.halves
+        batch = self.order.step(step)
+        pooled = pooled_embeddings(self.student, self.cache, [halves.queries[i].student_input for i in batch])
+        llm_half = F.normalize(self.student.project(pooled).float(), dim=-1)
+        corrections = self.heads.head(pooled)
+        tower_half = F.normalize(halves.anchors[batch].to(device) + corrections.float(), dim=-1)
+        weights = (
+            self.heads.gate(pooled)
+            if self.heads.gate is not None
+            else torch.full((len(batch),), s.initial_llm_weight, device=device)
+        )
+        rows, positives = halves.candidates(batch, s.bank_negatives, f"{self.config.training.seed}:bank:{step}")
+        terms = {
+            "infonce": mixed_infonce(
+                (llm_half, self.data.llm_passages[rows].to(device)),
+                (tower_half, halves.passages[rows].to(device)),
+                weights,
+                torch.tensor(positives, device=device),
+                s.temperature,
+            ),
+            "anchor": correction_norm(corrections),
+        }
+        weights_by_term = self.term_weights(self.config)
+        terms["loss"] = weighted_sum({n: v for n, v in terms.items() if weights_by_term[n] > 0}, weights_by_term)
+        terms["loss"].backward()
+        extra = {"batch": len(batch), "llm_weight": round(float(weights.detach().mean()), 4)}
+        return StepResult({name: float(value.detach()) for name, value in terms.items()}, extra)
