@@ -1,19 +1,26 @@
 """What every benchmark script shares: the machine label, timing, the matmul peak, JSON out.
 
 Convention for benchmarks/*.py (so that benchmarks/run.py can collect them): each script has
-``main(argv: list[str] | None = None) -> dict``, accepts ``--quick`` and ``--json-out PATH``,
-and returns (and writes, when asked) a JSON-serialisable dict.
+``main(argv: list[str] | None = None) -> dict``, accepts ``--quick``, ``--smoke`` and
+``--json-out PATH``, and returns (and writes, when asked) a JSON-serialisable dict.
+
+``--smoke`` runs the script's real code path in seconds on the tiny random Llama of
+tests/testing.py (``smoke_run``) and a handful of inputs, and writes the same JSON: its figures
+mean nothing, its shape is what tests/test_benchmarks_smoke.py checks against run.py's table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
@@ -29,11 +36,61 @@ SHARED_DATA = data_root()  # $INSTEMB_DATA_ROOT, else ../shared/data beside the 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and inputs (a smoke-level figure)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and inputs (a rough figure)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: the real code path on the tiny random model of tests/testing.py (unless --model) and a "
+        "handful of inputs, caches in a scratch INSTEMB_HOME; the figures mean nothing",
+    )
     parser.add_argument("--json-out", type=Path, default=None, help="also write the result dict here as JSON")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
     return parser
+
+
+# --smoke: torch threads unless --threads says otherwise. A tiny model gains nothing from more,
+# and on a busy machine idle OpenMP threads spinning for a core cost seconds a step.
+SMOKE_THREADS = 1
+
+
+@contextlib.contextmanager
+def smoke_run(args, layers: int = 2) -> Iterator[Path | None]:
+    """With ``--smoke``: a scratch folder holding the tiny random Llama of tests/testing.py (the
+    tests' own, built in a second without a download; not built when ``--model`` names one) and
+    ``$INSTEMB_HOME`` (so that caches the script fills stay out of the user's), removed at the
+    end; ``args.model`` is pointed at the model and ``args.threads`` defaults to SMOKE_THREADS
+    (enter it before apply_threads). Yields the scratch folder, or None without ``--smoke``."""
+    if not getattr(args, "smoke", False):
+        yield None
+        return
+    if not getattr(args, "threads", None):
+        args.threads = SMOKE_THREADS
+    saved = {name: os.environ.get(name) for name in ("INSTEMB_HOME", "OMP_NUM_THREADS")}
+    with tempfile.TemporaryDirectory(prefix="bench-smoke-") as folder:
+        scratch = Path(folder)
+        os.environ["INSTEMB_HOME"] = str(scratch / "home")
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # processes the script starts (servers)
+        try:
+            if getattr(args, "model", None) is None:
+                args.model = str(tiny_model(scratch / "tiny_model", layers))
+            yield scratch
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def tiny_model(folder: Path, layers: int = 2) -> Path:
+    """tests/testing.py's tiny random Llama with its word-level tokenizer, saved in ``folder``."""
+    tests = str(PROJECT_ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from testing import build_tiny_model_folder
+
+    return build_tiny_model_folder(folder, layers=layers)
 
 
 def apply_threads(threads: int | None) -> int:
@@ -135,19 +192,19 @@ PROBE_SIZE = 1024
 PROBE_REPEATS = 4
 
 
-def gemm_probe(device: str = "cpu"):
+def gemm_probe(device: str = "cpu", size: int = PROBE_SIZE):
     """(callable, flops): a short fp32 GEMM burst to time next to each model run, so that the
     fraction of peak compares the model with the matmul rate available at that moment."""
     import torch
 
-    left = torch.randn(PROBE_SIZE, PROBE_SIZE, device=device)
-    right = torch.randn(PROBE_SIZE, PROBE_SIZE, device=device)
+    left = torch.randn(size, size, device=device)
+    right = torch.randn(size, size, device=device)
 
     def run():
         for _ in range(PROBE_REPEATS):
             torch.matmul(left, right)
 
-    return run, PROBE_REPEATS * 2 * PROBE_SIZE**3
+    return run, PROBE_REPEATS * 2 * size**3
 
 
 def emit(result: dict, json_out: Path | None) -> dict:
