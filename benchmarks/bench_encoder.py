@@ -13,6 +13,9 @@
     int8 load time with the layer plan calibrated and cached, the layer counts, and the CPU flags
     that chose the int8 kernel. ``--only-int8`` runs (d) alone.
 
+``--smoke`` runs (a)-(d) in seconds on the tiny random model of tests/testing.py (4 documents, 2
+repeats, small GEMMs): the suite's check that the script still runs; its figures mean nothing.
+
 ``--emulate-avx2`` runs the whole benchmark again in a process whose fbgemm, ATen, MKL and oneDNN
 kernels are limited to AVX2 (their own switches; INSTEMB_CPU_FLAGS=avx2,fma for instemb_rag):
 the int8 and float kernels of a CPU without AVX512-VNNI, on this machine. The kernels are
@@ -37,6 +40,7 @@ from bench_common import (
     matmul_peak_gflops,
     median,
     percentile,
+    smoke_run,
 )
 
 QUERY = "what is the packed size and weight of the tent"
@@ -91,11 +95,13 @@ def query_latency(encoder, repeats: int, device: str) -> dict:
     }
 
 
-def document_throughput(encoder, documents: list[str], batch_sizes: list[int], repeats: int, device: str) -> dict:
+def document_throughput(
+    encoder, documents: list[str], batch_sizes: list[int], repeats: int, device: str, probe_size: int = 1024
+) -> dict:
     lengths = [len(encoder.build_ids(doc, None)) for doc in documents]
     tokens = sum(lengths)
     flops = sum(forward_flops(encoder, n) for n in lengths)
-    probe, probe_flops = gemm_probe(device)
+    probe, probe_flops = gemm_probe(device, probe_size)
     runs = {"gemm_probe": probe}
     runs.update(
         {
@@ -247,32 +253,38 @@ def main(argv: list[str] | None = None) -> dict:
         # The kernel libraries read their switches once, when loaded: start afresh with them set.
         arguments = [sys.executable, str(Path(__file__).resolve()), *(sys.argv[1:] if argv is None else argv)]
         os.execve(sys.executable, arguments, {**os.environ, **AVX2_ENVIRONMENT})
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
+
+
+def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)
-    documents, source = load_documents(8 if args.quick else 48)
-    repeats = 3 if args.quick else 7
-    batch_sizes = [8] if args.quick else [1, 4, 16, 48]
+    smoke = args.smoke
+    documents, source = load_documents(4 if smoke else 8 if args.quick else 48)
+    repeats = 2 if smoke else 3 if args.quick else 7
+    batch_sizes = [4] if smoke else [8] if args.quick else [1, 4, 16, 48]
     int8 = (lambda: int8_vs_fp32(encoder, documents[:8], repeats, device, args.model)) if device == "cpu" else None
     if args.only_int8:
-        return emit(
-            {
-                "benchmark": "encoder_int8",
-                "machine": machine_info(device),
-                "cpu_flags": cpu_info(),
-                "threads": threads,
-                "quick": args.quick,
-                "documents_source": source,
-                "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"},
-            },
-            args.json_out,
-        )
+        return {
+            "benchmark": "encoder_int8",
+            "machine": machine_info(device),
+            "cpu_flags": cpu_info(),
+            "threads": threads,
+            "quick": args.quick,
+            "smoke": smoke,
+            "documents_source": source,
+            "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"},
+        }
 
-    peak_before = matmul_peak_gflops(device, quick=args.quick)
-    throughput = document_throughput(encoder, documents, batch_sizes, repeats, device)
-    peak_after = matmul_peak_gflops(device, quick=args.quick)
+    sizes = (128, 256) if smoke else None
+    peak_before = matmul_peak_gflops(device, quick=args.quick or smoke, sizes=sizes)
+    throughput = document_throughput(encoder, documents, batch_sizes, repeats, device, 256 if smoke else 1024)
+    peak_after = matmul_peak_gflops(device, quick=args.quick or smoke, sizes=sizes)
     # The machine is shared: take the better of two peak measurements bracketing the run.
     peak = max(peak_before["peak_gflops"], peak_after["peak_gflops"])
     throughput["fraction_of_matmul_peak"] = throughput["model_gflops"] / peak
@@ -282,15 +294,18 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_flags": cpu_info(),
         "threads": threads,
         "quick": args.quick,
+        "smoke": smoke,
         "documents_source": source,
-        "query_latency": query_latency(encoder, 10 if args.quick else 30, device),
+        "query_latency": query_latency(encoder, 3 if smoke else 10 if args.quick else 30, device),
         "document_throughput": throughput,
         "matmul_peak": {"peak_gflops": peak, "before": peak_before, "after": peak_after},
-        "daap_vs_last_token": daap_cost(encoder, documents[:4] if args.quick else documents[:16], repeats, device),
+        "daap_vs_last_token": daap_cost(
+            encoder, documents[:2] if smoke else documents[:4] if args.quick else documents[:16], repeats, device
+        ),
     }
     if int8:
         result["int8_vs_fp32"] = int8()
-    return emit(result, args.json_out)
+    return result
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """InstEmb (one prefill) vs generate-then-embed (greedy 32-token answer, then embed it).
 
     python benchmarks/bench_generate_baseline.py [--quick] [--json-out out.json]
+    python benchmarks/bench_generate_baseline.py --smoke   # seconds: tiny random model, 4 new tokens
 
 Both use the same decoder and tokenizer; latency of one (text, instruction), timed in
 alternation. The ratio baseline / InstEmb is the latency the look-ahead tokens save.
@@ -8,7 +9,7 @@ alternation. The ratio baseline / InstEmb is the latency the look-ahead tokens s
 
 from __future__ import annotations
 
-from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median
+from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median, smoke_run
 
 TEXT = (
     "The two-person tent weighs 1.9 kg and packs to 45 by 15 cm. Its aluminium poles held up in "
@@ -20,9 +21,16 @@ INSTRUCTION = "How durable is the tent in bad weather?"
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
-    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=None, help="greedy answer tokens (default 32, smoke 4)")
     parser.add_argument("--batch", type=int, default=1, help="(text, instruction) pairs per call")
     args = parser.parse_args(argv)
+    args.new_tokens = args.new_tokens or (4 if args.smoke else 32)
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
+
+
+def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
     from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
@@ -31,7 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = str(encoder.device)
     baseline = GenerateThenEmbed(encoder, GenerateThenEmbedArgs(max_new_tokens=args.new_tokens, batch_size=args.batch))
     texts, instructions = [TEXT] * args.batch, [INSTRUCTION] * args.batch
-    repeats = 3 if args.quick else 10
+    repeats = 2 if args.smoke else 3 if args.quick else 10
     samples = interleaved_times(
         {
             "instemb": lambda: encoder.encode_queries(texts, instructions),
@@ -41,11 +49,12 @@ def main(argv: list[str] | None = None) -> dict:
         device,
     )
     instemb, generate = median(samples["instemb"]), median(samples["generate_then_embed"])
-    result = {
+    return {
         "benchmark": "generate_baseline",
         "machine": machine_info(device),
         "threads": threads,
         "quick": args.quick,
+        "smoke": args.smoke,
         "batch": args.batch,
         "new_tokens": args.new_tokens,
         "input_tokens": len(encoder.build_ids(TEXT, INSTRUCTION)),
@@ -54,7 +63,6 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_generate_vs_instemb": generate / instemb,
         "repeats": repeats,
     }
-    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":

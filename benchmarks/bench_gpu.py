@@ -2,11 +2,13 @@
 
     python benchmarks/bench_gpu.py --device cuda [--quick] [--json-out out.json]
     INSTEMB_GPU_DRY_RUN=1 python benchmarks/bench_gpu.py --device cpu --quick --model TINY_DIR
+    python benchmarks/bench_gpu.py --smoke      # the same dry run on tests/testing.py's tiny model
 
 Run by benchmarks/gpu.sh (through run.py --device cuda); training examples/s on the GPU come
 from bench_training.py in the same run. On a device other than CUDA the script skips, unless
 INSTEMB_GPU_DRY_RUN=1: then every measurement runs on the CPU with small sizes (the suite's
-check that the script works without a GPU; its figures mean nothing).
+check that the script works without a GPU; its figures mean nothing). ``--smoke`` is that dry
+run, on the tiny random model of tests/testing.py unless --model (or INSTEMB_BENCH_MODEL) names one.
 
 (a) one query + instruction, batch of one, many repetitions: p50 and p99 latency;
 (b) document tokens/s at the best batch size, the model FLOP rate it implies (bench_encoder's
@@ -29,6 +31,7 @@ from bench_common import (
     matmul_peak_gflops,
     median,
     percentile,
+    smoke_run,
 )
 from bench_encoder import INSTRUCTION, QUERY, forward_flops, load_documents
 
@@ -135,9 +138,15 @@ def main(argv: list[str] | None = None) -> dict:
         help="checkpoint or HF folder (default: the shipped model; env INSTEMB_BENCH_MODEL)",
     )
     args = parser.parse_args(argv)
-    dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1"
+    dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1" or args.smoke
     if not args.device.startswith("cuda") and not dry_run:
         return emit({"benchmark": "gpu", "skipped": "needs --device cuda (benchmarks/gpu.sh)"}, args.json_out)
+    with smoke_run(args):
+        result = measure(args, dry_run)
+    return emit(result, args.json_out)
+
+
+def measure(args, dry_run: bool) -> dict:
     threads = apply_threads(args.threads)
     import torch
 
@@ -162,9 +171,10 @@ def main(argv: list[str] | None = None) -> dict:
         "bf16_gflops": sheet,
         "fraction": throughput["model_gflops"] / sheet if sheet else None,
     }
-    result = {
+    return {
         "benchmark": "gpu",
         "dry_run": dry_run,
+        "smoke": args.smoke,
         "machine": machine,
         "threads": threads,
         "quick": args.quick,
@@ -175,7 +185,6 @@ def main(argv: list[str] | None = None) -> dict:
         "matmul_peak": {"dtype": "bf16" if device.startswith("cuda") else "fp32", **peak},
         "faiss": faiss_search(encoder.dimension, 2_000 if dry_run else 100_000, 50 if dry_run else 1_000, device),
     }
-    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ both alike), ``Index.search`` end to end (one prefill + search + rows) dense and
 run's chunks/s (embedding dominates), and the catalog commits alone replayed into a fresh
 catalog with and without the full-text index (the only part of indexing this feature changes),
 alternating rounds.
+
+``--smoke`` runs it all in seconds on the tiny random model of tests/testing.py, 8 abstracts, 3
+queries and one commit round (made-up texts where ../shared/data is absent): the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import SHARED_DATA, apply_threads, base_parser, emit, machine_info, percentile
-from bench_index import load_jsonl, write_corpus
+from bench_common import SHARED_DATA, apply_threads, base_parser, emit, machine_info, percentile, smoke_run
+from bench_index import corpus_and_queries, write_corpus
 
 DATA = SHARED_DATA / "vaswani"
 INSTRUCTION = "Find physics abstracts relevant to this search query."  # the vaswani task's
@@ -68,20 +71,34 @@ def stored_files(index_dir: Path, dimension: int) -> list[tuple]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (default 300, quick 100).")
-    parser.add_argument("--queries", type=int, default=None, help="Queries timed (default 40, quick 15; 93 in all).")
-    parser.add_argument("--commit-rounds", type=int, default=5, help="Replays of the commits with and without FTS.")
+    parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (default 300, quick 100, smoke 8).")
+    parser.add_argument(
+        "--queries", type=int, default=None, help="Queries timed (default 40, quick 15, smoke 3; 93 in all)."
+    )
+    parser.add_argument(
+        "--commit-rounds",
+        type=int,
+        default=None,
+        help="Replays of the commits with and without FTS (default 5, smoke 1).",
+    )
     parser.add_argument(
         "--model",
         default=None,
         help="Encoder folder (default: the shipped model). A tiny test model isolates what fusion adds to the search.",
     )
     args = parser.parse_args(argv)
-    limit = args.limit or (100 if args.quick else 300)
-    query_count = args.queries or (15 if args.quick else 40)
-    threads = apply_threads(args.threads)
-    if not DATA.is_dir():
+    if not DATA.is_dir() and not args.smoke:
         return emit({"benchmark": "hybrid", "skipped": f"{DATA} is absent (development data)"}, args.json_out)
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
+
+
+def measure(args) -> dict:
+    limit = args.limit or (8 if args.smoke else 100 if args.quick else 300)
+    query_count = args.queries or (3 if args.smoke else 15 if args.quick else 40)
+    commit_rounds = args.commit_rounds or (1 if args.smoke else 5)
+    threads = apply_threads(args.threads)
 
     import numpy as np
 
@@ -89,13 +106,14 @@ def main(argv: list[str] | None = None) -> dict:
     from instemb_rag.index import Index, Indexer, IndexOptions
 
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
-    queries = [row["text"] for row in load_jsonl(DATA / "queries.jsonl")][:query_count]
+    documents, queries, abstracts = corpus_and_queries(limit, args.smoke)
+    queries = queries[:query_count]
     modes = {"dense": None, "hybrid_rrf": "rrf", "hybrid_z": "z"}
     end_to_end: dict[str, list[float]] = {name: [] for name in modes}
     search_only: dict[str, list[float]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as scratch:
         corpus_dir, index_dir = Path(scratch) / "corpus", Path(scratch) / "index"
-        write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), corpus_dir)
+        write_corpus(documents, corpus_dir)
         label = str(Path(args.model).resolve()) if args.model else "default"
         report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label=label)).run(corpus_dir)
         with Index.open(index_dir, encoder=encoder) as index:
@@ -109,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
                     )
         files = stored_files(index_dir, encoder.dimension)
         commits = {"with_fulltext": [], "without_fulltext": []}
-        for round_number in range(args.commit_rounds):
+        for round_number in range(commit_rounds):
             for name in commits:
                 folder = Path(scratch) / f"replay-{name}-{round_number}"
                 commits[name].append(replay_commits(folder, files, with_fulltext=name == "with_fulltext"))
@@ -119,12 +137,14 @@ def main(argv: list[str] | None = None) -> dict:
         return {"p50": percentile(values, 50), "p95": percentile(values, 95)}
 
     p50 = {name: percentile(values, 50) for name, values in end_to_end.items()}
-    result = {
+    return {
         "benchmark": "hybrid",
         "machine": machine_info(args.device),
         "model": args.model or "default",
         "threads": threads,
-        "corpus": {"documents": limit, "of": 11429, "chunks": chunks},
+        "quick": args.quick,
+        "smoke": args.smoke,
+        "corpus": {"documents": len(documents), "of": abstracts, "chunks": chunks},
         "queries_timed": len(queries),
         "query_latency_ms": {name: summary(values) for name, values in end_to_end.items()},
         "search_only_ms": {name: summary(values) for name, values in search_only.items()},
@@ -141,7 +161,6 @@ def main(argv: list[str] | None = None) -> dict:
             },
         },
     }
-    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":

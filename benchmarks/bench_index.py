@@ -8,6 +8,9 @@ query -> one prefill -> search -> catalog rows for FAISS flat, FAISS HNSW and em
 and measures HNSW recall@10 against exact search on all 93 queries. The full 11,429
 abstracts take ~40 min to embed on a 2-core CPU, hence the subset; chunks/s does not depend
 on the corpus size, and HNSW recall on a larger corpus is lower than on this subset.
+
+``--smoke`` runs it all in seconds on the tiny random model of tests/testing.py, 8 abstracts and
+3 timed queries (made-up ones where ../shared/data is absent): the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -17,15 +20,38 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_common import SHARED_DATA, apply_threads, base_parser, emit, machine_info, percentile
+from bench_common import SHARED_DATA, apply_threads, base_parser, emit, machine_info, percentile, smoke_run
 
 DATA = SHARED_DATA / "vaswani"
+VASWANI_ABSTRACTS = 11429
+# --smoke where ../shared/data is absent: a handful of made-up abstracts and queries
+SMOKE_TEXTS = [
+    "the tent is light and durable in rain and wind",
+    "the gas stove burner is compact for a camp trip",
+    "this backpack frame and strap are heavy but durable",
+    "a cold night with poor water and bad fuel",
+    "the pole and zipper of the tent floor",
+    "a great review of a warm nylon tent",
+    "the packed size and weight of the stove in kg",
+    "what is the focus of this review of the frame",
+]
+SMOKE_QUERIES = ["light tent for rain", "compact stove", "heavy backpack frame", "warm nylon tent"]
 
 
 def load_jsonl(path: Path, limit: int | None = None) -> list[dict]:
     from instemb_rag.jsonl import read_jsonl_objects
 
     return read_jsonl_objects(path, limit)
+
+
+def corpus_and_queries(limit: int, smoke: bool) -> tuple[list[dict], list[str], int]:
+    """(the first ``limit`` Vaswani abstracts, all its query texts, abstracts in all); with
+    ``smoke`` where the data are absent, the made-up ones."""
+    if smoke and not DATA.is_dir():
+        documents = [{"_id": f"d{n}", "title": "", "text": text} for n, text in enumerate(SMOKE_TEXTS[:limit])]
+        return documents, SMOKE_QUERIES, len(SMOKE_TEXTS)
+    queries = [row["text"] for row in load_jsonl(DATA / "queries.jsonl")]
+    return load_jsonl(DATA / "corpus.jsonl", limit), queries, VASWANI_ABSTRACTS
 
 
 def write_corpus(documents: list[dict], folder: Path) -> None:
@@ -52,9 +78,11 @@ def time_queries(encoder, catalog, queries: list[str], search) -> list[float]:
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument(
-        "--limit", type=int, default=None, help="Abstracts to index (11,429 in all; default 1000, quick 300)."
+        "--limit", type=int, default=None, help="Abstracts to index (11,429 in all; default 1000, quick 300, smoke 8)."
     )
-    parser.add_argument("--queries", type=int, default=None, help="Queries timed per store (default 30, quick 15).")
+    parser.add_argument(
+        "--queries", type=int, default=None, help="Queries timed per store (default 30, quick 15, smoke 3)."
+    )
     parser.add_argument(
         "--compile",
         action="store_true",
@@ -66,11 +94,17 @@ def main(argv: list[str] | None = None) -> dict:
         "--model", default=None, help="A checkpoint folder (a two-tower one too); default: the shipped default."
     )
     args = parser.parse_args(argv)
-    limit = args.limit or (300 if args.quick else 1000)
-    query_count = args.queries or (15 if args.quick else 30)
-    threads = apply_threads(args.threads)
-    if not DATA.is_dir():
+    if not DATA.is_dir() and not args.smoke:
         return emit({"benchmark": "index", "skipped": f"{DATA} is absent (development data)"}, args.json_out)
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
+
+
+def measure(args) -> dict:
+    limit = args.limit or (8 if args.smoke else 300 if args.quick else 1000)
+    query_count = args.queries or (3 if args.smoke else 15 if args.quick else 30)
+    threads = apply_threads(args.threads)
 
     from instemb_rag import InstEmbEncoder
     from instemb_rag.index import Indexer, IndexOptions, StoreOptions
@@ -91,13 +125,13 @@ def main(argv: list[str] | None = None) -> dict:
         first_call_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as scratch:
         corpus_dir, index_dir = Path(scratch) / "corpus", Path(scratch) / "index"
-        write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), corpus_dir)
+        documents, queries, abstracts = corpus_and_queries(limit, args.smoke)
+        write_corpus(documents, corpus_dir)
         # A fresh index every run, so the throughput figure always measures real work.
         label = str(Path(args.model).resolve()) if args.model else "default"
         report = Indexer(encoder, IndexOptions(index_dir=index_dir, model_label=label)).run(corpus_dir)
         catalog = Catalog.open(index_dir)
         ids, vectors = catalog.vectors(dimension=encoder.dimension)
-        queries = [row["text"] for row in load_jsonl(DATA / "queries.jsonl")]
         flat = faiss_store.build_index("flat", ids, vectors, encoder.dimension)
         started = time.perf_counter()
         hnsw = faiss_store.build_index("hnsw", ids, vectors, encoder.dimension)
@@ -122,16 +156,17 @@ def main(argv: list[str] | None = None) -> dict:
             approximate = {i for i, _ in faiss_store.search(hnsw, vector, 10, None)}
             overlaps.append(len(exact & approximate) / len(exact))
         catalog.close()
-    result = {
+    return {
         "benchmark": "index",
         "machine": machine_info(args.device),
         "threads": threads,
         "quick": args.quick,
+        "smoke": args.smoke,
         "precision": args.precision,
         "model": args.model or "default",
         "two_tower": bool(getattr(encoder, "is_two_tower", False)),
         "compile": {"enabled": args.compile, "first_call_s": first_call_s},
-        "corpus": {"documents": limit, "of": 11429, "chunks": report.chunks_total},
+        "corpus": {"documents": len(documents), "of": abstracts, "chunks": report.chunks_total},
         "indexing": {"chunks_per_s": report.chunks_added / report.seconds, "seconds": report.seconds},
         "query_latency_ms": {
             name: {"p50": percentile(values, 50), "p95": percentile(values, 95)} for name, values in latencies.items()
@@ -145,7 +180,6 @@ def main(argv: list[str] | None = None) -> dict:
             "ef_search": faiss_store.HNSW_EF_SEARCH,
         },
     }
-    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """One text under K instructions: shared-prefix path vs the plain path.
 
     python benchmarks/bench_multi_instruction.py [--quick] [--json-out out.json]
+    python benchmarks/bench_multi_instruction.py --smoke   # seconds, tiny random model (figures mean nothing)
 
 A 64-token text and 16-token instructions (token counts of the encoder's own tokenizer).
 Goal: K = 8 through encode_instructions costs at most 2.5x a single (text, instruction).
@@ -8,7 +9,7 @@ Goal: K = 8 through encode_instructions costs at most 2.5x a single (text, instr
 
 from __future__ import annotations
 
-from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median
+from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median, smoke_run
 
 TEXT_SOURCE = (
     "The two-person tent weighs 1.9 kg and packs to 45 by 15 cm. Its aluminium poles held up in "
@@ -42,6 +43,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--instruction-tokens", type=int, default=16)
     parser.add_argument("--k", type=int, default=8)
     args = parser.parse_args(argv)
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
+
+
+def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
     from instemb_rag.encoder.fast.shared_prefix import shared_prefix_length
@@ -56,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
     id_lists = [encoder.build_ids(text, instruction) for instruction in instructions]
     prefix = shared_prefix_length(id_lists, encoder.lookahead_length)
     suffix_tokens = sum(len(ids) - prefix for ids in id_lists)
-    repeats = 5 if args.quick else 15
+    repeats = 2 if args.smoke else 5 if args.quick else 15
     samples = interleaved_times(
         {
             "k1_plain": lambda: encoder.encode_queries([text], [instructions[0]]),
@@ -67,11 +74,12 @@ def main(argv: list[str] | None = None) -> dict:
         device,
     )
     one = median(samples["k1_plain"])
-    result = {
+    return {
         "benchmark": "multi_instruction",
         "machine": machine_info(device),
         "threads": threads,
         "quick": args.quick,
+        "smoke": args.smoke,
         "k": args.k,
         "tokens": {
             "text": len(tokenizer(text, add_special_tokens=False).input_ids),
@@ -88,7 +96,6 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup_shared_vs_plain": median(samples["k_plain"]) / median(samples["k_shared"]),
         "repeats": repeats,
     }
-    return emit(result, args.json_out)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,17 @@
 Compares qdrant-client's local mode (pure Python, on disk) with qdrant-edge-py (the Qdrant
 engine in-process) on random unit vectors with a keyword payload filter, as in the issue.
 
-    python benchmarks/bench_qdrant_embedded.py --points 10000 --dim 576 --queries 50
+    python benchmarks/bench_qdrant_embedded.py --points 10000 --dim 576 --queries 50 [--json-out PATH]
+    python benchmarks/bench_qdrant_embedded.py --smoke     # seconds: 200 points, 16-d, 5 queries
+
+Stand-alone (not in run.py's table): it prints a line per engine and returns (and with
+--json-out writes) load seconds and query p50 / p95 per engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -28,8 +33,8 @@ def make_data(points: int, dim: int, queries: int, seed: int = 0):
     return vectors, probes, sources
 
 
-def percentiles(samples_ms: list[float]) -> str:
-    return f"p50 {np.percentile(samples_ms, 50):7.2f} ms  p95 {np.percentile(samples_ms, 95):7.2f} ms"
+def percentiles(samples_ms: list[float]) -> dict:
+    return {"p50_ms": float(np.percentile(samples_ms, 50)), "p95_ms": float(np.percentile(samples_ms, 95))}
 
 
 def bench_client_local(folder: Path, vectors, probes, sources) -> tuple[float, list[float]]:
@@ -90,18 +95,31 @@ def bench_edge(folder: Path, vectors, probes, sources) -> tuple[float, list[floa
     return load_s, latencies
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=10_000)
-    parser.add_argument("--dim", type=int, default=576)
-    parser.add_argument("--queries", type=int, default=50)
-    args = parser.parse_args()
-    vectors, probes, sources = make_data(args.points, args.dim, args.queries)
-    print(f"{args.points} random unit vectors, {args.dim}-d, {args.queries} filtered top-10 queries")
+    parser.add_argument("--points", type=int, default=None, help="default 10,000 (smoke 200)")
+    parser.add_argument("--dim", type=int, default=None, help="default 576 (smoke 16)")
+    parser.add_argument("--queries", type=int, default=None, help="default 50 (smoke 5)")
+    parser.add_argument("--smoke", action="store_true", help="a few points and queries, in seconds")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    points = args.points or (200 if args.smoke else 10_000)
+    dim = args.dim or (16 if args.smoke else 576)
+    queries = args.queries or (5 if args.smoke else 50)
+    vectors, probes, sources = make_data(points, dim, queries)
+    print(f"{points} random unit vectors, {dim}-d, {queries} filtered top-10 queries")
+    result: dict = {"benchmark": "qdrant_embedded", "points": points, "dim": dim, "queries": queries, "engines": {}}
     for name, runner in (("qdrant-edge-py", bench_edge), ("qdrant-client local", bench_client_local)):
         with tempfile.TemporaryDirectory() as scratch:
             load_s, latencies = runner(Path(scratch) / "store", vectors, probes, sources)
-        print(f"{name:20s} load {load_s:6.2f} s  query {percentiles(latencies)}")
+        figures = result["engines"][name] = {"load_s": load_s, **percentiles(latencies)}
+        print(
+            f"{name:20s} load {load_s:6.2f} s  query p50 {figures['p50_ms']:7.2f} ms  p95 {figures['p95_ms']:7.2f} ms"
+        )
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ file + store), i.e. the chunks/s no number of workers can exceed with this drive
 On a 2-core machine two workers cannot beat one by much: both share the same two cores (and
 here a training job of another engineer held them; see `load_average` in the output). The
 GPU projection lives in docs/scale-out.md.
+
+``--smoke`` runs the three indexings and the ceiling on the tiny random model of tests/testing.py,
+8 abstracts (made-up ones where ../shared/data is absent) and 80 precomputed chunks; Ray's
+start-up still takes its seconds. The figures mean nothing.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_common import SHARED_DATA, base_parser, emit, machine_info
-from bench_index import load_jsonl, write_corpus
+from bench_common import SHARED_DATA, base_parser, emit, machine_info, smoke_run
+from bench_index import corpus_and_queries, write_corpus
 
 DATA = SHARED_DATA / "vaswani"
 
@@ -122,33 +126,42 @@ def driver_ceiling(dimension: int, chunks: int = 2000, chunks_per_file: int = 4)
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (default 96, quick 32).")
+    parser.add_argument("--limit", type=int, default=None, help="Abstracts to index (default 96, quick 32, smoke 8).")
     parser.add_argument("--model", default=None, help="Encoder (default: the shipped default model).")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads-per-worker", type=int, default=2, help="CPUs of the single Ray worker.")
     args = parser.parse_args(argv)
-    limit = args.limit or (32 if args.quick else 96)
-    if not DATA.is_dir():
+    if not DATA.is_dir() and not args.smoke:
         return emit({"skipped": f"{DATA} is absent"}, args.json_out)
     try:
         import ray  # noqa: F401
 
-        from instemb_rag.index.options import RayOptions
+        from instemb_rag.index.options import RayOptions  # noqa: F401
     except ImportError:
         return emit({"skipped": "ray is not installed: pip install 'instemb-rag[ray]'"}, args.json_out)
-    from instemb_rag import InstEmbEncoder
+    with smoke_run(args):
+        result = measure(args)
+    return emit(result, args.json_out)
 
+
+def measure(args) -> dict:
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.index.options import RayOptions
+
+    limit = args.limit or (8 if args.smoke else 32 if args.quick else 96)
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     kwargs = {"path": args.model, "device": args.device}
     result: dict = {
         "machine": machine_info(args.device),
+        "quick": args.quick,
+        "smoke": args.smoke,
         "load_average_before": os.getloadavg(),
         "abstracts": limit,
         "batch_size": args.batch_size,
     }
     with tempfile.TemporaryDirectory() as folder:
         docs = Path(folder) / "docs"
-        write_corpus(load_jsonl(DATA / "corpus.jsonl", limit), docs)
+        write_corpus(corpus_and_queries(limit, args.smoke)[0], docs)
         runs = {
             "single_process": None,
             "ray_1_worker": RayOptions(workers=1, cpus_per_worker=args.threads_per_worker, encoder_kwargs=kwargs),
@@ -161,9 +174,10 @@ def main(argv: list[str] | None = None) -> dict:
     result["two_over_one_worker"] = round(
         result["ray_2_workers"]["chunks_per_s"] / result["ray_1_worker"]["chunks_per_s"], 2
     )
-    result["driver_ceiling"] = driver_ceiling(encoder.dimension, chunks=400 if args.quick else 2000)
+    chunks = 80 if args.smoke else 400 if args.quick else 2000
+    result["driver_ceiling"] = driver_ceiling(encoder.dimension, chunks=chunks)
     result["load_average_after"] = os.getloadavg()
-    return emit(result, args.json_out)
+    return result
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ modes taking turns (--rounds) so that load from other processes hits both alike.
 p50 / p99 latency per request, requests/s over the wall time, and the mean batch size the
 server ran (from /health). The load average is recorded: on a shared machine absolute
 figures move with it.
+
+``--smoke`` runs both servers on the tiny random model of tests/testing.py, at 1 and 2 clients with
+a few requests and one round each, in seconds: the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_common import base_parser, emit, machine_info, percentile
+from bench_common import base_parser, emit, machine_info, percentile, smoke_run
 
 QUERIES = [
     "Which tent should I buy for a week in the mountains?",
@@ -170,19 +173,26 @@ def measure(
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="encoder folder; default: the shipped default model")
-    parser.add_argument("--clients", type=int, nargs="*", default=[1, 4, 16])
-    parser.add_argument("--requests", type=int, default=None, help="requests per level before the 4-per-client extra")
-    parser.add_argument("--rounds", type=int, default=2, help="turns each mode takes at each level")
+    parser.add_argument(
+        "--clients", type=int, nargs="*", default=None, help="client counts (default 1 4 16, smoke 1 2)"
+    )
+    parser.add_argument(
+        "--requests", type=int, default=None, help="requests per level before the 4-per-client extra (default 96)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="turns each mode takes at each level (default 2)")
     args = parser.parse_args(argv)
-    requests = args.requests or (16 if args.quick else 96)
+    clients = args.clients or ([1, 2] if args.smoke else [1, 4, 16])
+    requests = args.requests or (2 if args.smoke else 16 if args.quick else 96)
+    rounds = args.rounds or (1 if args.smoke else 2)
     device = "cpu" if args.device == "auto" else args.device
     load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as folder:
-        modes = measure(args.model, device, args.clients, requests, max(args.rounds, 1), Path(folder), args.threads)
+    with smoke_run(args), tempfile.TemporaryDirectory() as folder:
+        modes = measure(args.model, device, clients, requests, max(rounds, 1), Path(folder), args.threads)
     result = {
         "benchmark": "serve",
         "machine": machine_info(device),
         "quick": args.quick,
+        "smoke": args.smoke,
         "request": "POST /v1/embeddings, one query + instruction per request, loopback",
         "load_average_before": round(load_before, 2),
         "cores": os.cpu_count(),
