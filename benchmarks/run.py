@@ -438,7 +438,8 @@ def render_table(results: dict, quick: bool, command: str, section: str = "resul
     lines = [
         start,
         f"Measured {dt.date.today().isoformat()} on: {machine_line(results)}.",
-        f"Mode: {mode}. Command: `{command}`. Raw figures: `benchmarks/results.json`.",
+        f"Mode: {mode}. Command: `{command}`. "
+        + ("Raw figures: not written (smoke)." if smoke else "Raw figures: `benchmarks/results.json`."),
         "",
         "| Figure | Value | Goal | Met |",
         "|---|---|---|---|",
