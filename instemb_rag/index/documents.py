@@ -150,26 +150,23 @@ DEFAULT_CHUNK_SIZE = 256  # tokens
 
 
 def chunking_tokenizer(encoder):
-    """The tokenizer chunks are counted in: what embeds documents (a two-tower encoder's document
-    tower, whose limit is what a chunk must fit), else the encoder's own."""
-    tower = getattr(encoder, "document_tower", None)
-    return tower.tokenizer if tower is not None else encoder.tokenizer
+    """The tokenizer chunks are counted in: the document side's (encoder/sides.py), the tokenizer of
+    the part that reads the fewest document tokens, whose limit is what a chunk must fit."""
+    return encoder.document_side.tokenizer
 
 
 def resolve_chunk_size(encoder, chunk_size: int | None, chunk_overlap: int = 0) -> int:
-    """The chunk size an index uses: the one asked for, else 256, or the document tower's limit
-    when lower. A two-tower document tower cuts what runs past its limit, so a larger size asked
-    for is refused rather than cut without a word."""
-    tower = getattr(encoder, "document_tower", None)
-    if tower is None:
-        return chunk_size or DEFAULT_CHUNK_SIZE
-    limit = tower.max_length - 2  # its [CLS] and [SEP]
+    """The chunk size an index uses: the one asked for, else 256, or the document side's token limit
+    (``document_side.token_limit``: what its most restrictive part reads) when lower. What runs past
+    that limit is cut, so a larger size asked for is refused rather than cut without a word."""
+    side = encoder.document_side
+    limit = side.token_limit
     if chunk_size is None and chunk_overlap >= min(DEFAULT_CHUNK_SIZE, limit):
         from .errors import BadInputError
 
         raise BadInputError(
-            f"--chunk-overlap {chunk_overlap} is not below the chunk size, the document tower's ({tower.reference}) "
-            f"limit of {limit} tokens: use a smaller --chunk-overlap."
+            f"--chunk-overlap {chunk_overlap} is not below the chunk size, the limit of what embeds documents "
+            f"({side.description}): {limit} tokens. Use a smaller --chunk-overlap."
         )
     if chunk_size is None:
         return min(DEFAULT_CHUNK_SIZE, limit)
@@ -177,7 +174,7 @@ def resolve_chunk_size(encoder, chunk_size: int | None, chunk_overlap: int = 0) 
         from .errors import BadInputError
 
         raise BadInputError(
-            f"--chunk-size {chunk_size} is longer than the document tower ({tower.reference}) reads: {limit} "
+            f"--chunk-size {chunk_size} is longer than what embeds documents ({side.description}) reads: {limit} "
             f"of its tokens, the rest of each chunk would be cut. Use --chunk-size {limit} or less."
         )
     return chunk_size

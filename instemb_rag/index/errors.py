@@ -7,6 +7,16 @@ class IndexFolderError(InstEmbError):
     """The index folder is missing, damaged, from another model, or from a newer version."""
 
 
+class EncoderMismatchError(IndexFolderError):
+    """The index's document vectors come from another document side than the encoder's (manifest.py
+    ``check_encoder``); ``same_shape``: the same width and the same recorded parts, so what differs
+    is finer (weights, precision) rather than the kind of model."""
+
+    def __init__(self, message: str, same_shape: bool = False):
+        super().__init__(message)
+        self.same_shape = same_shape
+
+
 class IndexBusyError(InstEmbError):
     """Another `instemb-rag index` run holds the index lock."""
 

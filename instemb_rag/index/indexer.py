@@ -29,7 +29,7 @@ from .crash import crash_point
 from .documents import ChunkSplitter, Skipped, chunking_tokenizer, content_hash, discover, resolve_chunk_size
 from .errors import BadInputError, IndexFolderError
 from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: also imported from here)
-from .manifest import Manifest, check_encoder, read_manifest, write_manifest
+from .manifest import Manifest, check_encoder, describe_side, read_manifest, write_manifest
 from .options import IndexOptions, resolve_options
 from .run_parts import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
 from .stores import open_store, wipe_index
@@ -121,11 +121,11 @@ class Indexer:
             )
 
     def _write_manifest(self, manifest: Manifest | None, store: str, store_options: dict) -> None:
-        two_tower = getattr(self.encoder, "document_tower", None) is not None
+        side = self.encoder.document_side  # what embeds the stored vectors (encoder/sides.py)
         wanted = Manifest(
             encoder_fingerprint=self.encoder.fingerprint,
-            document_fingerprint=self.encoder.document_fingerprint if two_tower else None,
-            document_tower=self.encoder.document_tower.reference if two_tower else None,
+            document_fingerprint=side.fingerprint,
+            document_side=describe_side(side),
             encoder_reference=self.options.model_label,
             template=self.encoder.template.get_config_dict(),
             dimension=self.encoder.dimension,

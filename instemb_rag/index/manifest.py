@@ -8,21 +8,24 @@ message that says what to do instead of returning meaningless neighbours.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from ..atomic import write_text_atomically
-from .errors import IndexFolderError
+from .errors import EncoderMismatchError, IndexFolderError
 
 __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_FILE",
     "Manifest",
     "check_encoder",
+    "describe_side",
     "manifest_path",
     "model_label",
     "read_manifest",
+    "rebuild_command",
     "write_manifest",
 ]
 
@@ -41,17 +44,24 @@ class Manifest(BaseModel):
     chunk_size: int
     chunk_overlap: int
     document_instruction: str | None = None
-    # Two-tower encoders (encoder/modules/document_tower.py): what embedded the stored vectors is the
-    # document tower alone, so a new query tower trained into its space searches the index as it
-    # is. None: a symmetric encoder (or an index written before two towers), whose document
-    # vectors are decided by ``encoder_fingerprint``.
+    # What embedded the stored vectors: the encoder's document side (encoder/sides.py), written for
+    # every encoder, so an encoder whose query side differs from its documents' (two towers, two
+    # spaces) searches its own index, and a new query side trained into the same document space
+    # searches it as it is. None: an index written before document sides (issue 50), whose vectors
+    # are decided by ``encoder_fingerprint``.
     document_fingerprint: str | None = None
-    document_tower: str | None = None  # its name or folder, for messages
+    document_side: str | None = None  # its description (``document_side.description``), for messages
+    document_tower: str | None = None  # written by two-tower indexes before document_side; messages only
 
     @property
     def stored_vectors_fingerprint(self) -> str:
         """The fingerprint that decided the stored document vectors."""
         return self.document_fingerprint or self.encoder_fingerprint
+
+    @property
+    def documents_by(self) -> str | None:
+        """What embedded the stored vectors, in words (None: not recorded)."""
+        return self.document_side or self.document_tower
 
     def encoder_model(self, override: str | None = None) -> str | None:
         """The encoder this index names, as ``InstEmbEncoder.from_pretrained`` takes it: ``override``
@@ -110,27 +120,77 @@ def check_encoder(manifest: Manifest, encoder, index_dir: Path, model_label: str
     aimed at another space.
 
     The index's document vectors must come from the encoder's document side
-    (``encoder.document_fingerprint``): the same symmetric encoder, or the same document tower.
-    In two-tower mode the query tower may differ (any query tower trained into that document
-    space searches the index); an index built by another document tower, or by a symmetric
-    encoder, must be rebuilt.
+    (``encoder.document_fingerprint``, which is ``encoder.document_side.fingerprint`` for an encoder
+    in this process and the server's for a remote one): the same symmetric encoder, the same
+    document tower, or the same two document spaces. The query side may differ (any query side
+    trained into that document space searches the index); an index whose documents another side
+    embedded (another model, or an older version of the same one) must be rebuilt, and the message
+    gives the command.
     """
     same_vectors = manifest.stored_vectors_fingerprint == encoder.document_fingerprint
     if manifest.dimension == encoder.dimension and same_vectors:
         return
     built_by = f"encoder {manifest.encoder_reference}"
-    if manifest.document_tower:
-        built_by += f" (documents by its document tower {manifest.document_tower})"
+    if manifest.documents_by:
+        built_by += f" (documents embedded by {manifest.documents_by})"
     in_use = f"the encoder in use ({model_label}"
-    if getattr(encoder, "document_tower", None) is not None:
-        in_use += f", two-tower: documents by {encoder.document_tower.reference}"
-    rebuild = f"instemb-rag index PATH --index-dir {index_dir} --rebuild"
-    if model_label != "default":
-        rebuild += f" --model {model_label}"
-    raise IndexFolderError(
+    side = getattr(encoder, "document_side", None)  # None: a remote encoder (its server's side)
+    if side is not None:
+        in_use += f"; documents embedded by {describe_side(side)}"
+    advice = (
+        f"Pass the same --model the index was built with, or rebuild the index for this model: "
+        f"`{rebuild_command(index_dir, model_label)}`"
+    )
+    if manifest.encoder_reference == model_label:
+        advice = (
+            f"The index and the encoder in use both name {model_label}: unless another encoder was passed under "
+            "that name, the index was built by an older instemb-rag (or an older copy of that model), whose "
+            f"document side differs from today's. {advice}"
+        )
+    recorded, described = manifest.documents_by, describe_side(side) if side is not None else None
+    same_shape = manifest.dimension == encoder.dimension and (not recorded or not described or recorded == described)
+    raise EncoderMismatchError(
         f"The index in {index_dir} was built with {built_by}, whose document vectors have fingerprint "
         f"{manifest.stored_vectors_fingerprint} ({manifest.dimension}-d), but {in_use}) embeds documents "
         f"with fingerprint {encoder.document_fingerprint} ({encoder.dimension}-d): its queries would be "
-        f"compared with vectors of another space. Pass the same --model the index was built with, or "
-        f"rebuild the index for this model: `{rebuild}`."
+        f"compared with vectors of another space. {advice}{_root_note(index_dir)}",
+        same_shape,
     )
+
+
+def describe_side(side) -> str:
+    """What embeds documents, in words, with the kind of model it makes (``manifest.document_side``)."""
+    if len(side.parts) > 1:
+        return f"two spaces side by side ({side.description})"
+    if not side.reads_instruction:
+        return f"a sentence encoder, two-tower ({side.description})"
+    return f"{side.description}, symmetric"
+
+
+def rebuild_command(index_dir: Path, model_label: str) -> str:
+    """The command that re-embeds an index folder with the model ``model_label`` names."""
+    command = f"instemb-rag index PATH --index-dir {shlex.quote(str(index_dir))} --rebuild"
+    if model_label != "default":
+        command += f" --model {shlex.quote(model_label)}"
+    return command
+
+
+def _root_note(index_dir: Path) -> str:
+    """Where the index's documents came from (the catalog's recorded folder), for the PATH of the
+    rebuild command; "." when the catalog cannot say."""
+    import sqlite3
+
+    from .catalog import CATALOG_FILE
+
+    path = Path(index_dir) / CATALOG_FILE
+    if not path.is_file():
+        return "."
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = connection.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return "."
+    return f" (PATH: the documents it indexed, under {row[0]})." if row else "."

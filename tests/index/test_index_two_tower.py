@@ -131,7 +131,7 @@ def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(
 
     manifest = read_manifest(index_dir)
     assert manifest.document_fingerprint == tower.fingerprint == encoder.document_fingerprint
-    assert manifest.document_tower == str(tiny_st_dir)
+    assert manifest.document_side == f"a sentence encoder, two-tower ({encoder.document_side.description})"
     assert manifest.encoder_fingerprint == encoder.fingerprint
     assert manifest.document_instruction is None
 
@@ -152,7 +152,7 @@ def test_a_symmetric_index_is_told_to_rebuild_for_a_two_tower_model(tiny_model_d
 
     code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--model", str(two_tower_dir), "--device", "cpu")
     assert code == EXIT_INDEX_FOLDER, output
-    assert "--rebuild" in output and "two-tower" in output
+    assert "--rebuild" in output and "two-tower" in output  # the model in use: documents by its sentence encoder
 
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
     assert code == EXIT_INDEX_FOLDER, output
@@ -170,7 +170,7 @@ def test_a_two_tower_index_is_told_to_rebuild_for_a_symmetric_model(tiny_model_d
     assert cli(*tt_index_args(docs, index_dir, two_tower_dir))[0] == 0
     code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--model", str(tiny_model_dir), "--device", "cpu")
     assert code == EXIT_INDEX_FOLDER, output
-    assert "--rebuild" in output and "document tower" in output
+    assert "--rebuild" in output and "documents embedded by a sentence encoder, two-tower (" in output
 
 
 def test_another_query_tower_over_the_same_document_tower_searches_without_reembedding(
