@@ -57,8 +57,25 @@ def query_command(
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
     ),
+    llm_weight: float | None = typer.Option(
+        None,
+        "--llm-weight",
+        min=0.0,
+        max=1.0,
+        help="Share of the score from the LLM's space, which reads the instruction (0-1); the rest comes from the "
+        "sentence encoder's space (plain search). Default: the model's own per-query weight. Two-space models only.",
+    ),
+    explain: bool = typer.Option(
+        False,
+        "--explain",
+        help="Show what each hit's score is made of: each space's score (LLM, sentence encoder), the LLM weight "
+        "and the combined score (two-space models); the single cosine for a model of one space.",
+    ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print JSON for scripts instead of a table (with --hybrid: each side's rank per hit)."
+        False,
+        "--json",
+        help="Print JSON for scripts instead of a table (with --hybrid: each side's rank per hit; with --explain: "
+        "each hit's parts).",
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
     qdrant_url: str | None = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
@@ -74,6 +91,7 @@ def query_command(
     from ..errors import InstEmbError
     from ..index import BadInputError, Index, parse_filters
     from ..index.display import hits_table
+    from ..index.errors import EncoderMismatchError
     from ..index.manifest import model_label
     from ..instructions import normalize_instruction
 
@@ -100,11 +118,19 @@ def query_command(
         )
         with index:
             hits = index.search(
-                text, instruction, k=k, filter=parsed, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight
+                text,
+                instruction,
+                k=k,
+                filter=parsed,
+                hybrid=hybrid and hybrid.value,
+                hybrid_weight=hybrid_weight,
+                llm_weight=llm_weight,
             )
+            explanations = index.explain(text, instruction, hits, llm_weight) if explain else None
+            spaces = 2 if index.two_spaces else 1
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
     except InstEmbError as error:
-        if "fingerprint" in str(error):
+        if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
             typer.secho(
                 "hint: an index built with --precision int8 is queried with --precision int8 on the same kind of CPU "
                 "(its fingerprint records the CPU's int8 kernel and which layers ran in int8), an fp32 one with fp32.",
@@ -114,6 +140,12 @@ def query_command(
         fail(error)
     if as_json:
         document = {"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
+        if llm_weight is not None:
+            document["llm_weight"] = llm_weight
+        if explanations is not None:
+            document["explain"] = {"spaces": spaces, "score": EXPLAINED[spaces]}
+            for found, parts in zip(document["hits"], explanations):
+                found["explain"] = parts
         if hybrid is not None:
             document["hybrid"] = {"mode": hybrid.value, "weight": used_weight(hybrid_weight)}
         precision_report = getattr(encoder, "quantization_report", None)
@@ -124,9 +156,20 @@ def query_command(
     for note in notes:
         say(console, "note", note)
     title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
+    if llm_weight is not None:
+        title += f" — LLM weight {llm_weight}"
     if hybrid is not None:
         title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
-    console.print(hits_table(hits, title))
+    if explanations is not None:
+        say(console, "explain", EXPLAINED[spaces], style="cyan")
+    console.print(hits_table(hits, title, explanations))
+
+
+# What --explain's columns mean, by the number of spaces the model ranks in.
+EXPLAINED = {
+    2: "two spaces: combined = LLM weight * LLM cos + (1 - LLM weight) * tower cos (the dense score)",
+    1: "this model has one space (not a two-space model): its dense score is the single cosine of query and chunk",
+}
 
 
 def used_weight(weight: float | None) -> float:

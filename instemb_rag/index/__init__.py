@@ -17,8 +17,15 @@ Search (what the LlamaIndex retriever uses)::
             print(hit.score, hit.source, hit.text)       # chunk_id, extra (e.g. PDF page)
     index.search(vector)                                 # a precomputed query vector works too
 
-`Index.open(dir, encoder=enc)` reuses an encoder already loaded; its fingerprint must match
-the manifest's. An index folder holds manifest.json, catalog.sqlite (the source of truth:
+A two-space model (documents in the LLM's space and a sentence encoder's, side by side) takes
+the LLM space's share of the score per call, with the same stored vectors::
+
+        hits = index.search("Which tent?", "focus on packed weight", llm_weight=0.7)
+        index.explain("Which tent?", "focus on packed weight", hits, llm_weight=0.7)
+        # per hit: {"llm": cos, "tower": cos, "llm_weight": 0.7, "score": 0.7 * llm + 0.3 * tower}
+
+`Index.open(dir, encoder=enc)` reuses an encoder already loaded; its document side's fingerprint
+must match the manifest's (another query side over the same documents searches the index as it is). An index folder holds manifest.json, catalog.sqlite (the source of truth:
 chunks, vectors, file hashes), and either vectors-g<N>.faiss (a cache) or qdrant/ (embedded
 shard); a Qdrant server index keeps its points in the named collection.
 """

@@ -72,9 +72,11 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def hits_table(hits: list[SearchHit], title: str) -> Table:
+def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | None = None) -> Table:
     """Ranked hits; the query, sources and document text are shown verbatim (``Text``), never
-    read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise."""
+    read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise.
+    ``explanations`` (``Index.explain``) adds what each score is made of: each space's cosine, the
+    LLM weight and the combined score (two-space models), or the single cosine."""
     table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
@@ -82,13 +84,33 @@ def hits_table(hits: list[SearchHit], title: str) -> Table:
     if hybrid:  # each side's rank beside the fused score ("–": beyond that side's candidates)
         table.add_column("dense #", justify="right")
         table.add_column("text #", justify="right")
+    keys = explained_columns(explanations)
+    for _, heading in keys:
+        table.add_column(heading, justify="right")
     table.add_column("source")
     table.add_column("snippet")
     for rank, hit in enumerate(hits, start=1):
         where = f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
         sides = [_rank(hit.dense_rank), _rank(hit.lexical_rank)] if hybrid else []
-        table.add_row(str(rank), f"{hit.score:.4f}", *sides, Text(where), Text(snippet(hit.text)))
+        parts = [_value(explanations[rank - 1].get(key)) for key, _ in keys]
+        table.add_row(str(rank), f"{hit.score:.4f}", *sides, *parts, Text(where), Text(snippet(hit.text)))
     return table
+
+
+TWO_SPACE_COLUMNS = (("llm", "LLM cos"), ("tower", "tower cos"), ("llm_weight", "LLM weight"), ("score", "combined"))
+
+
+def explained_columns(explanations: list[dict] | None) -> list[tuple[str, str]]:
+    """(key, heading) of the explanation columns: none, the two spaces' four, or the one cosine."""
+    if not explanations:
+        return []
+    if "llm" in explanations[0]:
+        return list(TWO_SPACE_COLUMNS)
+    return [("cosine", "cosine")]
+
+
+def _value(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
 
 
 def _rank(value: int | None) -> str:

@@ -24,7 +24,7 @@ from .manifest import Manifest, check_encoder, read_manifest
 from .options import StoreOptions
 from .stores import open_store
 
-__all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters"]
+__all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters", "weighs_two_spaces"]
 
 FILTER_KEYS = ("source",)
 
@@ -45,6 +45,18 @@ class SearchHit:
         if self.dense_rank is None and self.lexical_rank is None:  # dense search: the fields it always had
             del found["dense_rank"], found["lexical_rank"]
         return found
+
+
+def weighs_two_spaces(encoder) -> bool:
+    """Whether ``encoder`` takes a query-time weight between two spaces (``encode_queries(...,
+    llm_weight=)`` and ``explain``: a two-space model, encoder/composed/)."""
+    import inspect
+
+    try:
+        takes_weight = "llm_weight" in inspect.signature(encoder.encode_queries).parameters
+    except (TypeError, ValueError):
+        return False
+    return takes_weight and callable(getattr(encoder, "explain", None))
 
 
 def parse_filters(expressions: list[str] | None) -> dict[str, str]:
@@ -142,12 +154,52 @@ class Index:
         self.close()
 
     # ------------------------------------------------------------------ search
-    def encode_query(self, query: str, instruction: str | None = None) -> np.ndarray:
+    def encode_query(self, query: str, instruction: str | None = None, llm_weight: float | None = None) -> np.ndarray:
+        """The query's vector; ``llm_weight`` (two-space models only) fixes the LLM space's share."""
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("The query is empty: give the text to search for.")
         if self.encoder is None:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        return self.encoder.encode_queries([query], normalize_instruction(instruction))[0]
+        if llm_weight is None:
+            return self.encoder.encode_queries([query], normalize_instruction(instruction))[0]
+        self._check_two_spaces("llm_weight (--llm-weight)")
+        return self.encoder.encode_queries([query], normalize_instruction(instruction), llm_weight=llm_weight)[0]
+
+    @property
+    def two_spaces(self) -> bool:
+        """Whether the encoder ranks by two spaces with a query-time weight (a two-space model:
+        encoder/composed/), rather than by one cosine."""
+        return self.encoder is not None and weighs_two_spaces(self.encoder)
+
+    def _check_two_spaces(self, option: str) -> None:
+        if not self.two_spaces:
+            side = getattr(self.encoder, "document_side", None)
+            space = f" (documents embedded by {side.description})" if side is not None else ""
+            raise BadInputError(
+                f"{option} sets the share of the score between a two-space model's two spaces, but the model "
+                f"of this index is not a two-space model: it ranks by one space{space}, so there is no weight "
+                "to set. Drop the option."
+            )
+
+    def explain(
+        self, query: str, instruction: str | None, hits: list[SearchHit], llm_weight: float | None = None
+    ) -> list[dict]:
+        """Per hit, what its dense score is made of. A two-space model: each space's cosine (``llm``,
+        ``tower``), the weight (``llm_weight``) and the combined ``score`` = llm_weight * llm +
+        (1 - llm_weight) * tower, from the encoder's ``explain`` over the hits' stored chunk texts.
+        A model of one space: its single ``cosine`` (the query against the stored vector)."""
+        instruction = normalize_instruction(instruction)
+        if not hits:
+            return []
+        if self.two_spaces:
+            return self.encoder.explain(query, instruction, [hit.text for hit in hits], llm_weight)
+        if llm_weight is not None:
+            self._check_two_spaces("llm_weight (--llm-weight)")
+        vector = self.encode_query(query, instruction)
+        with self.catalog.transaction(write=False):
+            ids, vectors = self.catalog.vectors([hit.chunk_id for hit in hits], self.manifest.dimension)
+        cosine = dict(zip(ids.tolist(), (vectors @ vector).tolist()))
+        return [{"cosine": cosine.get(hit.chunk_id)} for hit in hits]  # None: removed since the search
 
     def search(
         self,
@@ -158,12 +210,16 @@ class Index:
         hybrid: str | None = None,
         hybrid_weight: float | None = None,
         query_vector: np.ndarray | None = None,
+        llm_weight: float | None = None,
     ) -> list[SearchHit]:
         """Top-k chunks for a query text (embedded with one prefill) or a query vector.
 
         ``hybrid`` ("rrf" or "z") fuses the dense ranking with the full-text index's ranking of
         the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
-        ``query_vector`` is the text's embedding when the caller has it already (the server)."""
+        ``query_vector`` is the text's embedding when the caller has it already (the server).
+        ``llm_weight`` (two-space models only, 0..1) is the LLM space's share of the dense score, the
+        rest the sentence encoder's; None: the model's own (per-query) weight. The stored vectors
+        are the same for every weight: nothing is re-indexed."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
         instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
@@ -172,10 +228,15 @@ class Index:
             raise BadInputError(
                 "Hybrid search needs the query text (its words go to the full-text index), not a vector."
             )
+        if llm_weight is not None and (query_vector is not None or not isinstance(query, str)):
+            raise BadInputError(
+                "llm_weight applies when the index embeds the query text; a query vector is already mixed: "
+                "embed it with encoder.encode_queries(..., llm_weight=...) instead."
+            )
         if query_vector is not None:
             vector = np.asarray(query_vector, np.float32)
         elif isinstance(query, str):
-            vector = self.encode_query(query, instruction)
+            vector = self.encode_query(query, instruction, llm_weight)
         else:
             vector = np.asarray(query, np.float32)
         if vector.shape != (self.manifest.dimension,):
