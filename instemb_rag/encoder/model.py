@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import InstEmbError
-from ..instructions import Instructions, normalize_instruction
+from ..instructions import Instructions
 from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
@@ -26,6 +26,7 @@ from .modules.pooling import Pooling
 from .modules.projection import Projection
 from .modules.template import PromptTemplate
 from .settings import EncoderSettings
+from .two_tower import TwoTowerSide, check_tower_head
 
 __all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "load_checkpoint"]
 
@@ -34,7 +35,11 @@ DEFAULT_LOOKAHEAD = 8
 SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
 
 
-class InstEmbEncoder(nn.Module):
+class InstEmbEncoder(TwoTowerSide, nn.Module):
+    """The encoder; its methods that differ in two-tower mode (documents by a sentence encoder)
+    come from TwoTowerSide (two_tower.py): encode_queries, encode_documents, encode_instructions,
+    document_side, document_fingerprint, query_tokens, with_document_tower, is_two_tower and to."""
+
     def __init__(
         self,
         backbone: backbone_lib.Backbone,
@@ -72,12 +77,7 @@ class InstEmbEncoder(nn.Module):
         # Two towers: documents by a sentence encoder, queries by this LLM into its space (document_tower.py).
         # Not a submodule: its weights are the sentence encoder's own, never trained or saved here.
         self.__dict__["document_tower"] = document_tower
-        if document_tower is not None and (projection is None or projection.dimension != document_tower.dimension):
-            raise InstEmbError(
-                f"A two-tower encoder needs a projection head (unblended) into its document tower's "
-                f"{document_tower.dimension}-dimensional space; this one has "
-                f"{'none' if projection is None else f'a {projection.dimension}-dimensional output'}."
-            )
+        check_tower_head(projection, document_tower)
         # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
         self.training_info = training_info or {}  # provenance only: not part of the fingerprint
@@ -239,23 +239,6 @@ class InstEmbEncoder(nn.Module):
         """Width of the embeddings: the projection head's output where there is one."""
         return self.projection.dimension if self.projection is not None else self.hidden_size
 
-    @property
-    def is_two_tower(self) -> bool:
-        """Documents embedded by a sentence encoder (the document tower), queries by the LLM."""
-        return self.document_tower is not None
-
-    @property
-    def document_fingerprint(self) -> str:
-        """What decides document vectors (the document tower's, else the whole encoder's): an index
-        keys on it, so a new query tower into the same document space searches it as it is."""
-        return self.document_tower.fingerprint if self.document_tower is not None else self.fingerprint
-
-    def with_document_tower(self, document_tower: DocumentTower | None) -> InstEmbEncoder:
-        """This encoder with a document tower (two-tower) or none (symmetric): another fingerprint."""
-        if self.precision != quantize.DEFAULT_PRECISION:
-            raise InstEmbError("with_document_tower is for fp32 encoders; load the checkpoint at its precision.")
-        return self._view(self.settings, self.projection, document_tower)
-
     def with_projection(self, projection: Projection | None) -> InstEmbEncoder:
         """This encoder with another projection head (or none), sharing the backbone weights.
 
@@ -282,7 +265,7 @@ class InstEmbEncoder(nn.Module):
             training=self.training_info,
             trained=list(self.trained_names),
             projection=self.projection.get_config_dict() if self.projection is not None else None,
-            document_tower=self.document_tower.get_config_dict() if self.document_tower is not None else None,
+            document_tower=self.document_tower_config(),
         )
 
     def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
@@ -447,56 +430,6 @@ class InstEmbEncoder(nn.Module):
             pooled_out[chunk] = pooled.float().cpu()
             output[chunk] = self.project(pooled).float().cpu()
         return pooled_out, output
-
-    def query_tokens(self, query: str, instruction: str | None) -> int:
-        """Tokens one query runs through: the LLM's prefill, and an anchored tower's own pass."""
-        tokens = len(self.build_ids(query, instruction))
-        if self.document_tower is not None and self.document_tower.query_anchor:
-            from ..teachers.teacher import teacher_text
-
-            tokens += self.document_tower.tokens(teacher_text(query, instruction))
-        return tokens
-
-    @property
-    def document_side(self):
-        """What embeds documents (sides.py): this LLM, or the two-tower encoder's sentence encoder."""
-        from .sides import DocumentSide, llm_part, tower_part
-
-        part = tower_part(self.document_tower) if self.document_tower is not None else llm_part(self)
-        return DocumentSide((part,), self.document_fingerprint)
-
-    def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
-        """One instruction per query (or one string for all, or None); one batched call.
-
-        An anchored two-tower query is the document tower's vector of "instruction + query" plus
-        the LLM tower's (un-normalised) output, normalised (document_tower.py)."""
-        if self.document_tower is None or not self.document_tower.query_anchor:
-            return self.encode(queries, instructions, **kwargs)
-        queries = list(queries)
-        correction = self.encode_unnormalised(queries, instructions, **kwargs)
-        return self.document_tower.anchored_queries(
-            queries, _per_item_instructions(instructions, len(queries)), correction
-        )
-
-    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        """Documents are embedded once, under one optional instruction (symmetric mode), or by the
-        document tower with none (two-tower mode: an instruction is refused)."""
-        if self.document_tower is None:
-            return self.encode(documents, instruction, **kwargs)
-        return self.document_tower.encode_documents(documents, instruction, **kwargs)
-
-    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
-        """One text under K instructions [K, d]: the text's key/value cache is computed once.
-
-        Equals ``encode_queries([text] * K, instructions)``; see instemb_rag/encoder/fast/shared_prefix.py.
-        """
-        from .fast.shared_prefix import encode_instructions
-
-        if self.document_tower is None or not self.document_tower.query_anchor:
-            return encode_instructions(self, text, instructions, batch_size=batch_size)
-        correction = encode_instructions(self, text, instructions, batch_size=batch_size, normalise=False)
-        per_item = [normalize_instruction(instruction) for instruction in instructions]
-        return self.document_tower.anchored_queries([text] * len(per_item), per_item, correction)
 
 
 def load_checkpoint(

@@ -116,6 +116,11 @@ class DocumentTower:
         config = {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
         return {**config, "query_anchor": True} if self.query_anchor else config
 
+    def to(self, device) -> DocumentTower:
+        """The sentence encoder on ``device`` (its dtype stays its own)."""
+        self.sentence_encoder.model.to(device)
+        return self
+
     def encode(self, documents: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         return self.sentence_encoder.encode(list(documents), batch_size=batch_size, show_progress=show_progress)
 
