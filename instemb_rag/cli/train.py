@@ -218,7 +218,8 @@ def export_command(
         "--document-tower",
         help="Make the copy two-tower: this sentence encoder (a teacher name such as minilm, or a "
         "sentence-transformers folder) embeds documents, and the checkpoint's projection head, trained "
-        "into its space, embeds queries there. Use the teacher the run was trained against.",
+        "into its space, embeds queries there. Use the teacher the run was trained against. A folder "
+        "is copied into the export (document_tower/); a checkpoint with anchored queries keeps its anchor.",
     ),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""

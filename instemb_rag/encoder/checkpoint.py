@@ -6,6 +6,9 @@
     lookahead.safetensors   the L look-ahead vectors
     adapted.safetensors     (optional) backbone tensors that training changed, by name
     lora/                   (optional) a peft LoRA adapter over the backbone (models/lora.py)
+    projection.safetensors  (optional) the projection head (modules/projection.py)
+    document_tower/         (optional) a two-tower encoder's sentence encoder when it is a folder
+                            (a fine-tuned copy); a named one (``minilm``) is installed, not copied
 
 The base model's weights are never copied; loading checks the base fingerprint. The config's
 ``files`` lists every weight file the checkpoint was written with (filled in by
@@ -37,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "LORA_DIR",
     "NOT_IN_FINGERPRINT",
+    "TOWER_DIR",
     "CheckpointParts",
     "EncoderConfig",
     "blended_projection",
@@ -57,6 +61,7 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "instemb_config.json"
 ADAPTED_FILE = "adapted.safetensors"
 LORA_DIR = "lora"
+TOWER_DIR = "document_tower"  # a folder document tower, copied in (the name composed/config.py uses too)
 
 
 class EncoderConfig(BaseModel):
@@ -126,7 +131,13 @@ def weight_files(folder: str | os.PathLike) -> list[str]:
         if path.is_file():
             found.append(name)
         elif path.is_dir():
-            found.extend(sorted(item.relative_to(folder).as_posix() for item in path.rglob("*") if item.is_file()))
+            found.extend(
+                sorted(
+                    item.relative_to(folder).as_posix()
+                    for item in path.rglob("*")
+                    if item.is_file() and not any(part.startswith(".") for part in item.relative_to(path).parts)
+                )
+            )
     return found
 
 
@@ -178,7 +189,7 @@ def write_folder_atomically(target: Path, fill) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR, "projection.safetensors")
+ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR, "projection.safetensors", TOWER_DIR)
 
 
 def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **inference_options) -> Path:
@@ -188,6 +199,9 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
     ``pooling``), e.g. a model trained on 192-token inputs can embed 512-token documents.
     ``head_input_weight`` makes the copy a blended view of its projection head
     (models/projection.py): the embedding keeps that share of the pooled geometry.
+    ``document_tower`` (a tower's config entry) makes the copy two-tower over that sentence
+    encoder; a checkpoint whose queries are anchored keeps its anchor unless the entry says
+    otherwise, and a folder tower is copied in as ``document_tower/`` (``tower_entry``).
     """
     source, target = Path(source), Path(target)
     config = read_config(source)
@@ -201,24 +215,66 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
         )
     if head_input_weight is not None:
         inference_options["projection"] = blended_projection(source, config, head_input_weight)
+    if inference_options.get("document_tower") is not None:
+        inference_options["document_tower"] = kept_anchor(inference_options["document_tower"], config)
     try:
         config = EncoderConfig.model_validate({**config.model_dump(), **inference_options})
     except ValidationError as exc:
         raise CheckpointError(f"Invalid override for {source}: {exc}") from exc
+    tower_folder = None
     if config.document_tower:
         check_two_tower_head(source, config)
+        tower, tower_folder = tower_entry(config.document_tower, source)
+        config = config.model_copy(update={"document_tower": tower})
 
     def fill(staging: Path) -> None:
-        for name in ENCODER_FILES[1:]:
+        for name in ENCODER_FILES[1:-1]:  # the tower's folder is copied below, when the copy has one
             path = source / name
             if path.is_dir():
                 shutil.copytree(path, staging / name)
             elif path.is_file():
                 shutil.copy2(path, staging / name)
+        if tower_folder is not None:
+            shutil.copytree(tower_folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
 
     write_folder_atomically(target, fill)
     return target
+
+
+def kept_anchor(tower: dict, config: EncoderConfig) -> dict:
+    """A new tower entry for a checkpoint: an anchored query tower's head is a correction of the
+    anchor, so the copy keeps ``query_anchor`` unless the entry sets it (written only when true)."""
+    anchored = tower.get("query_anchor", bool((config.document_tower or {}).get("query_anchor")))
+    tower = {key: value for key, value in tower.items() if key != "query_anchor"}
+    return {**tower, "query_anchor": True} if anchored else tower
+
+
+def tower_entry(tower: dict, source: Path) -> tuple[dict, Path | None]:
+    """(the entry a copy records, the folder to copy in as ``document_tower/`` or None).
+
+    A named teacher stays named. A folder (absolute, or relative: inside ``source``) is copied in
+    and recorded as ``document_tower/``, so no absolute path stays in a config or a fingerprint;
+    its fingerprint is checked first, so a copy never names a tower it does not load."""
+    from ..teachers.fingerprint import folder_fingerprint
+    from ..teachers.registry import TEACHERS
+
+    reference = tower["encoder"]
+    if reference in TEACHERS:
+        return tower, None
+    folder = Path(reference).expanduser()
+    folder = folder if folder.is_absolute() else source / folder
+    if not (folder / "modules.json").is_file():
+        raise CheckpointError(
+            f"Document tower '{reference}' of {source} is not a sentence-transformers folder ({folder}): "
+            "give the folder it was trained against (or a teacher name such as minilm)."
+        )
+    if folder_fingerprint(folder) != tower["fingerprint"]:
+        raise FingerprintMismatchError(
+            f"Document tower folder {folder} has fingerprint {folder_fingerprint(folder)[:16]}, not the "
+            f"{tower['fingerprint'][:16]} the config names: it is another sentence encoder."
+        )
+    return {**tower, "encoder": TOWER_DIR}, folder
 
 
 def check_two_tower_head(source: Path, config: EncoderConfig) -> None:
@@ -385,6 +441,9 @@ def save(
 
     def fill(staging: Path) -> None:
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
+        tower = encoder.document_tower
+        if tower is not None and not tower.is_named_teacher:  # a folder tower, as encoder.config records it
+            shutil.copytree(tower.sentence_encoder.folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
         encoder.lookahead.save(staging)
         if encoder.projection is not None:
             encoder.projection.save(staging)

@@ -49,8 +49,15 @@ class TwoTowerSide:
         return self.document_tower.fingerprint if self.document_tower is not None else self.fingerprint
 
     def document_tower_config(self) -> dict | None:
-        """The config entry of the document tower (None: symmetric)."""
-        return self.document_tower.get_config_dict() if self.document_tower is not None else None
+        """The config entry of the document tower (None: symmetric). A folder tower is recorded as
+        the checkpoint's ``document_tower/`` (a save copies it there), never an absolute path, so
+        the fingerprint is the same before a save, after it and wherever the checkpoint moves."""
+        from .checkpoint import TOWER_DIR
+
+        if self.document_tower is None:
+            return None
+        config = self.document_tower.get_config_dict()
+        return config if self.document_tower.is_named_teacher else {**config, "encoder": TOWER_DIR}
 
     def with_document_tower(self, document_tower):
         """This encoder with a document tower (two-tower) or none (symmetric): another fingerprint."""

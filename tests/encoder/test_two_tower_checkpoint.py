@@ -1,8 +1,121 @@
-"""Two-tower encoders move as one (issue 50, "Fix on the way"): ``to`` takes the document tower along."""
+"""Two-tower checkpoints travel whole and keep what they are (issue 50, "Fix on the way"): a folder
+tower is copied in and recorded relative, an export keeps the query anchor, and ``to`` moves the tower."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
+import numpy as np
+import pytest
 import torch
+from typer.testing import CliRunner
+
+from instemb_rag import InstEmbEncoder
+from instemb_rag.cli import app
+from instemb_rag.encoder.checkpoint import TOWER_DIR, export_checkpoint
+from instemb_rag.encoder.composed.config import TOWER_DIR as PARTS_TOWER_DIR
+from instemb_rag.encoder.modules.document_tower import DocumentTower
+from instemb_rag.errors import CheckpointError, FingerprintMismatchError
+
+TEXTS = ["the tent keeps out rain", "the stove boils water fast"]
+
+
+@pytest.fixture()
+def anchored(tiny_two_tower):
+    return tiny_two_tower.with_document_tower(tiny_two_tower.document_tower.anchored())
+
+
+def same_embeddings(a, b) -> bool:
+    return np.allclose(a.encode_documents(TEXTS), b.encode_documents(TEXTS), atol=1e-6) and np.allclose(
+        a.encode_queries(TEXTS, "focus on weather"), b.encode_queries(TEXTS, "focus on weather"), atol=1e-5
+    )
+
+
+def test_the_tower_folder_has_one_name_in_both_kinds_of_checkpoint():
+    assert TOWER_DIR == PARTS_TOWER_DIR == "document_tower"
+
+
+def test_a_saved_checkpoint_holds_its_folder_tower_and_loads_the_same_after_a_move(anchored, tiny_st_dir, tmp_path):
+    anchored.save(tmp_path / "a" / "ckpt")
+    text = (tmp_path / "a" / "ckpt" / "instemb_config.json").read_text()
+    config = json.loads(text)
+    assert config["document_tower"]["encoder"] == "document_tower" and config["document_tower"]["query_anchor"]
+    assert str(tiny_st_dir) not in text and str(tmp_path) not in text
+    assert "document_tower/modules.json" in config["files"]
+    shutil.move(tmp_path / "a" / "ckpt", tmp_path / "b" / "moved")
+    shutil.rmtree(tmp_path / "a")
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "b" / "moved", device="cpu")
+    assert loaded.document_tower.sentence_encoder.folder == (tmp_path / "b" / "moved" / "document_tower").resolve()
+    assert loaded.fingerprint == anchored.fingerprint
+    assert loaded.document_fingerprint == anchored.document_fingerprint
+    assert same_embeddings(loaded, anchored)
+    # Saved again, from where it was loaded: the same checkpoint.
+    loaded.save(tmp_path / "c")
+    assert InstEmbEncoder.from_pretrained(tmp_path / "c", device="cpu").fingerprint == anchored.fingerprint
+
+
+def test_a_checkpoint_missing_a_tower_file_is_refused(tiny_two_tower, tmp_path):
+    tiny_two_tower.save(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "document_tower" / "modules.json").unlink()
+    with pytest.raises(CheckpointError, match="document_tower/modules.json is missing"):
+        InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
+
+
+def test_a_named_tower_is_not_copied(tiny_two_tower, tmp_path, monkeypatch):
+    from instemb_rag.teachers import registry
+
+    monkeypatch.setitem(registry.TEACHERS, "tiny", registry.TEACHERS["minilm"])
+    named = DocumentTower(tiny_two_tower.document_tower.sentence_encoder, "tiny")
+    assert tiny_two_tower.with_document_tower(named).config.document_tower["encoder"] == "tiny"
+    tiny_two_tower.with_document_tower(named).save(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt" / "document_tower").exists()
+
+
+def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_dir, tmp_path):
+    anchored.save(tmp_path / "ckpt")
+    export_checkpoint(tmp_path / "ckpt", tmp_path / "out", max_length=48)
+    shutil.rmtree(tmp_path / "ckpt")
+    config = json.loads((tmp_path / "out" / "instemb_config.json").read_text())
+    assert config["document_tower"]["encoder"] == "document_tower" and config["document_tower"]["query_anchor"]
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "out", device="cpu")
+    assert same_embeddings(loaded, anchored.with_options(max_length=48))
+
+
+def test_cli_export_with_a_document_tower_keeps_the_anchor_and_copies_the_folder(anchored, tiny_st_dir, tmp_path):
+    anchored.save(tmp_path / "ckpt")
+    result = CliRunner().invoke(
+        app, ["export", str(tmp_path / "ckpt"), str(tmp_path / "out"), "--document-tower", str(tiny_st_dir)]
+    )
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "instemb_config.json").read_text()
+    assert json.loads(text)["document_tower"] == {**anchored.config.document_tower, "query_anchor": True}
+    assert str(tiny_st_dir) not in text
+    shutil.move(tmp_path / "out", tmp_path / "moved")
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "moved", device="cpu")
+    assert loaded.document_tower.query_anchor and loaded.fingerprint == anchored.fingerprint
+    assert same_embeddings(loaded, anchored)
+
+
+def test_export_adds_a_folder_tower_to_a_symmetric_checkpoint_unanchored(tiny_two_tower, tiny_st_dir, tmp_path):
+    tiny_two_tower.with_document_tower(None).save(tmp_path / "symmetric")
+    entry = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
+    export_checkpoint(tmp_path / "symmetric", tmp_path / "two_tower", document_tower=entry)
+    config = json.loads((tmp_path / "two_tower" / "instemb_config.json").read_text())
+    assert config["document_tower"] == {**entry, "encoder": "document_tower"}  # no query_anchor
+    loaded = InstEmbEncoder.from_pretrained(tmp_path / "two_tower", device="cpu")
+    assert loaded.fingerprint == tiny_two_tower.fingerprint
+
+
+def test_export_refuses_a_tower_folder_that_is_not_the_one_named(tiny_two_tower, tiny_st_dir, tmp_path):
+    tiny_two_tower.with_document_tower(None).save(tmp_path / "symmetric")
+    other = tmp_path / "other"
+    shutil.copytree(tiny_st_dir, other)
+    (other / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
+    entry = {**DocumentTower.load(str(tiny_st_dir)).get_config_dict(), "encoder": str(other)}
+    with pytest.raises(FingerprintMismatchError, match="another sentence encoder"):
+        export_checkpoint(tmp_path / "symmetric", tmp_path / "bad", document_tower=entry)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_to_moves_the_document_tower_with_the_encoder(tiny_two_tower):

@@ -13,7 +13,10 @@ A saved module, like ``Projection``: the ``document_tower`` entry of ``instemb_c
 references the sentence encoder by name (an installed teacher, teachers/registry.py) or by a
 folder path relative to the checkpoint, and by fingerprint: a checkpoint whose query tower was
 trained into one document space refuses to load over another (an index of its documents would
-be searched with queries aimed elsewhere).
+be searched with queries aimed elsewhere). A folder tower (a fine-tuned copy) ships inside the
+checkpoint as ``document_tower/``: save and export copy it there and record it so
+(encoder/checkpoint.py, encoder/two_tower.py), so no absolute path reaches a config or a
+fingerprint and a moved checkpoint loads as it was.
 """
 
 from __future__ import annotations
@@ -137,8 +140,9 @@ class DocumentTower:
     def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> DocumentTower:
         """Load by teacher name (``minilm``) or sentence-transformers folder.
 
-        A relative folder is read from inside the checkpoint (a fine-tuned tower ships there); a
-        folder given to a command is recorded absolute (``recorded_reference``).
+        A relative folder is read from inside the checkpoint (a fine-tuned tower ships there, as
+        ``document_tower/``); a folder given to a command is referenced absolute while loaded
+        (``recorded_reference``) and recorded as ``document_tower/`` once saved.
         """
         from ...teachers import load_teacher
         from ...teachers.registry import TEACHERS
@@ -150,7 +154,8 @@ class DocumentTower:
 
     @staticmethod
     def recorded_reference(reference: str) -> str:
-        """How a config records a tower a user named: a teacher name as is, a folder absolute."""
+        """How a tower a user named is referenced while loaded: a teacher name as is, a folder
+        absolute (a checkpoint copies the folder in and records it as ``document_tower/``)."""
         from ...teachers.registry import TEACHERS
 
         return reference if reference in TEACHERS else str(Path(reference).expanduser().resolve())
