@@ -1,10 +1,12 @@
 """Two-tower checkpoints travel whole and keep what they are (issue 50, "Fix on the way"): a folder
-tower is copied in and recorded relative, an export keeps the query anchor, and ``to`` moves the tower."""
+tower is copied in and recorded relative, an export keeps the query anchor, the anchor warns when
+an instruction pushes the query out of the tower's window, and ``to`` moves the tower."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -15,8 +17,9 @@ from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
 from instemb_rag.encoder.checkpoint import TOWER_DIR, export_checkpoint
 from instemb_rag.encoder.composed.config import TOWER_DIR as PARTS_TOWER_DIR
-from instemb_rag.encoder.modules.document_tower import DocumentTower
+from instemb_rag.encoder.modules.document_tower import AnchorTruncationWarning, DocumentTower
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError
+from instemb_rag.teachers.teacher import teacher_text
 
 TEXTS = ["the tent keeps out rain", "the stove boils water fast"]
 
@@ -116,6 +119,28 @@ def test_export_refuses_a_tower_folder_that_is_not_the_one_named(tiny_two_tower,
     with pytest.raises(FingerprintMismatchError, match="another sentence encoder"):
         export_checkpoint(tmp_path / "symmetric", tmp_path / "bad", document_tower=entry)
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_instruction_that_pushes_the_query_out_of_the_window_warns_once(anchored):
+    long_instruction = " ".join(["focus on the weather and the rain"] * 8)  # past the tiny tower's 32 tokens
+    with pytest.warns(AnchorTruncationWarning, match=r"2 of 3 queries .* Shorten the instruction") as caught:
+        anchored.encode_queries(["is the tent dry", "a stove", "rain"], [long_instruction, long_instruction, None])
+    assert len([w for w in caught if issubclass(w.category, AnchorTruncationWarning)]) == 1
+    assert "32-token window" in str(caught[0].message)
+    with pytest.warns(AnchorTruncationWarning):
+        anchored.encode_instructions("is the tent dry", [long_instruction, "focus on weather"])
+
+
+def test_inputs_that_fit_do_not_warn_and_embed_as_the_pasted_baseline(anchored):
+    tower = anchored.document_tower
+    queries, instructions = ["is the tent dry", "a stove"], ["focus on weather", None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AnchorTruncationWarning)
+        vectors = tower.anchor_vectors(queries, instructions)
+        # A long query with no instruction has no instruction to shorten: no warning either.
+        tower.anchor_vectors([" ".join(["rain"] * 64)], [None])
+    baseline = tower.sentence_encoder.encode([teacher_text(q, i) for q, i in zip(queries, instructions)])
+    assert np.array_equal(vectors, baseline)
 
 
 def test_to_moves_the_document_tower_with_the_encoder(tiny_two_tower):

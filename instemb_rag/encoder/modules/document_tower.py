@@ -21,6 +21,7 @@ fingerprint and a moved checkpoint loads as it was.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -28,7 +29,12 @@ import numpy as np
 
 from ...errors import CheckpointError, FingerprintMismatchError, InstEmbError
 
-__all__ = ["DocumentTower", "checked_config", "refuse_document_instruction"]
+__all__ = ["AnchorTruncationWarning", "DocumentTower", "checked_config", "refuse_document_instruction"]
+
+
+class AnchorTruncationWarning(UserWarning):
+    """The instruction pasted in front of a query pushed the query's end out of the sentence
+    encoder's window: the anchor then never reads it."""
 
 
 CONFIG_KEYS = ("encoder", "fingerprint", "dimension")
@@ -68,10 +74,35 @@ class DocumentTower:
         return DocumentTower(self.sentence_encoder, self.reference, query_anchor)
 
     def anchor_vectors(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
-        """The tower's own vectors of each query with its instruction pasted in front."""
+        """The tower's own vectors of each query with its instruction pasted in front.
+
+        The sentence encoder cuts what runs past its window, so a long instruction pushes the end
+        of the query out: that warns (AnchorTruncationWarning, once per call); the vectors are
+        those of the pasted texts either way."""
         from ...teachers import teacher_text
 
-        return self.encode([teacher_text(query, instruction) for query, instruction in zip(queries, instructions)])
+        texts = [teacher_text(query, instruction) for query, instruction in zip(queries, instructions)]
+        self.warn_if_instruction_cuts(texts, instructions)
+        return self.encode(texts)
+
+    def warn_if_instruction_cuts(self, texts: Sequence[str], instructions: Sequence[str | None]) -> None:
+        """Warn once when an instruction + query text runs past the window (only texts with an
+        instruction are counted: without one there is nothing to shorten)."""
+        pasted = [text for text, instruction in zip(texts, instructions) if instruction]
+        if not pasted:
+            return
+        limit = self.max_length
+        lengths = [len(ids) for ids in self.tokenizer(pasted, add_special_tokens=True, verbose=False)["input_ids"]]
+        cut = [length - limit for length in lengths if length > limit]
+        if cut:
+            warnings.warn(
+                f"{len(cut)} of {len(texts)} queries run past the {limit}-token window of the document tower "
+                f"({self.reference}) once their instruction is pasted in front: up to {max(cut)} tokens at the "
+                "end of the query are cut from its anchor vector, so the anchor does not read them. Shorten "
+                "the instruction.",
+                AnchorTruncationWarning,
+                stacklevel=3,
+            )
 
     @property
     def fingerprint(self) -> str:
