@@ -16,7 +16,7 @@ import typer
 __all__ = ["COMMAND_MODULES", "app", "register_all"]
 
 # Add a module name here when you add a command module.
-COMMAND_MODULES: list[str] = ["train", "eval", "compare", "index", "query", "serve", "demo", "teachers"]
+COMMAND_MODULES: list[str] = ["train", "eval", "compare", "index", "query", "serve", "demo", "teachers", "compose"]
 
 app = typer.Typer(
     name="instemb-rag",

@@ -215,7 +215,13 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
             from .composed.encoder import TwoSpacesEncoder
 
             return TwoSpacesEncoder.load(
-                path, device, precision, pooling=pooling, lookahead_length=lookahead_length, max_length=max_length
+                path,
+                load_checkpoint,
+                device,
+                precision,
+                pooling=pooling,
+                lookahead_length=lookahead_length,
+                max_length=max_length,
             )
         if path is not None and is_checkpoint(path):
             return load_checkpoint(path, device, pooling, lookahead_length, max_length, precision)

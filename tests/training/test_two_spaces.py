@@ -62,12 +62,10 @@ def config_for(setting, tmp_path, **overrides):
 
 
 def untrained(setting, llm_weight=0.5):
-    from instemb_rag.encoder.composed.encoder import TwoSpacesEncoder
+    from instemb_rag.encoder.mixing import untrained_mix
 
     llm = setting["llm"]
-    return TwoSpacesEncoder.untrained(
-        str(llm), str(setting["tower"]), llm_weight=llm_weight, device="cpu", lookahead_length=2
-    )
+    return untrained_mix(str(llm), str(setting["tower"]), llm_weight=llm_weight, device="cpu", lookahead_length=2)
 
 
 def trained_queries():

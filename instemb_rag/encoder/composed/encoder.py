@@ -316,33 +316,13 @@ class TwoSpacesEncoder:
         write_folder_atomically(Path(folder), fill)
 
     @classmethod
-    def untrained(
-        cls,
-        documents_llm: str | os.PathLike | None,
-        tower: str = "minilm",
-        llm_weight: float = 0.5,
-        device: str = "auto",
-        **settings,
-    ) -> TwoSpacesEncoder:
-        """The fixed mix of a symmetric checkpoint (None: the shipped default's) and a sentence
-        encoder: no query-side parts, exactly the two spaces side by side."""
-        from ..checkpoint import is_checkpoint
-        from ..model import SHIPPED_CHECKPOINT, InstEmbEncoder
-
-        source = Path(documents_llm) if documents_llm is not None else SHIPPED_CHECKPOINT
-        llm = InstEmbEncoder.from_pretrained(source, device=device, **settings)
-        document_tower = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
-        return cls(
-            llm, document_tower, llm_weight=llm_weight, documents_source=source if is_checkpoint(source) else None
-        )
-
-    @classmethod
     def load(
-        cls, folder: str | os.PathLike, device: str = "auto", precision: str = "fp32", **settings
+        cls, folder: str | os.PathLike, load_llm, device: str = "auto", precision: str = "fp32", **settings
     ) -> TwoSpacesEncoder:
-        """Load a two-space folder; ``settings`` (pooling, lookahead_length, max_length) apply to both LLMs."""
-        from ..model import load_checkpoint
-
+        """Load a two-space folder; ``load_llm(folder, device, precision=..., **settings)`` loads each
+        LLM part (model.load_checkpoint: passed in, so this module never imports the encoder's);
+        ``settings`` (pooling, lookahead_length, max_length) apply to both LLMs."""
+        load_checkpoint = load_llm
         folder = Path(folder)
         config = read_parts_config(folder)
         documents_llm = load_checkpoint(folder / DOCUMENTS_LLM_DIR, device, precision=precision, **settings)

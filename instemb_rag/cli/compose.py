@@ -1,0 +1,67 @@
+"""`instemb-rag compose`: an encoder of parts from parts a user has, untrained (issue 50).
+
+    instemb-rag compose --out my-model                          # the shipped LLM + all-MiniLM-L6-v2, w = 0.5
+    instemb-rag compose --documents-llm CKPT --tower FOLDER --llm-weight 0.7 --out my-model
+    instemb-rag compose --from research/checkpoints/two-spaces-600 --llm-weight 0.7 --no-gate --out fixed
+
+Documents are embedded by both parts side by side; a query by the LLM (its space) and by the
+sentence encoder with the instruction pasted, mixed at the weight. The folder is a whole model:
+pass it to ``--model`` anywhere. ``--from`` takes a trained two-space folder and sets its weight
+(``--no-gate``: that weight for every query instead of the trained gate's reading).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import fail
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compose")(compose_command)
+
+
+def compose_command(
+    out: Path = typer.Option(..., "--out", help="The folder to write (replaced atomically if it exists)."),
+    documents_llm: str = typer.Option(
+        "default", "--documents-llm", help="A symmetric InstEmb checkpoint whose document space is the LLM half."
+    ),
+    tower: str = typer.Option(
+        "minilm",
+        "--tower",
+        help="The sentence encoder: an installed teacher (minilm) or a sentence-transformers folder.",
+    ),
+    llm_weight: float = typer.Option(
+        0.5,
+        "--llm-weight",
+        min=0.0,
+        max=1.0,
+        help="The LLM space's share of the score (the rest: the sentence encoder's).",
+    ),
+    source: Path | None = typer.Option(None, "--from", help="A two-space folder to take the parts of instead."),
+    no_gate: bool = typer.Option(False, "--no-gate", help="With --from: the fixed weight for every query, no gate."),
+    device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
+) -> None:
+    """Write a two-space model folder: the LLM's space and a sentence encoder's, side by side."""
+    from ..encoder.composed.encoder import TwoSpacesEncoder
+    from ..encoder.mixing import untrained_mix
+    from ..encoder.model import load_checkpoint
+    from ..errors import InstEmbError
+
+    if not 0.0 < llm_weight < 1.0:
+        fail("--llm-weight must lie strictly between 0 and 1 for a stored model (0 or 1 is one space alone).", 2)
+    try:
+        if source is not None:
+            encoder = TwoSpacesEncoder.load(source, load_checkpoint, device=device)
+            if no_gate or encoder.gate is None:
+                encoder = encoder.with_llm_weight(llm_weight)
+        else:
+            reference = None if documents_llm == "default" else documents_llm
+            encoder = untrained_mix(reference, tower, llm_weight=llm_weight, device=device)
+        encoder.save(out)
+    except InstEmbError as error:
+        fail(error)
+    gate = "a per-query gate" if encoder.gate is not None else f"llm_weight {encoder.llm_weight:g} for every query"
+    typer.echo(f"wrote {out}: {encoder.label}, {gate}; document fingerprint {encoder.document_fingerprint}")

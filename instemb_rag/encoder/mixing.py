@@ -1,0 +1,33 @@
+"""The untrained mix of two spaces: a symmetric InstEmb checkpoint beside a sentence encoder.
+
+Kept apart from composed/ (which never imports the encoder module) because it loads the LLM.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .checkpoint import is_checkpoint
+from .composed.encoder import TwoSpacesEncoder
+from .model import SHIPPED_CHECKPOINT, InstEmbEncoder
+from .modules.document_tower import DocumentTower
+
+__all__ = ["untrained_mix"]
+
+
+def untrained_mix(
+    documents_llm: str | os.PathLike | None = None,
+    tower: str = "minilm",
+    llm_weight: float = 0.5,
+    device: str = "auto",
+    **settings,
+) -> TwoSpacesEncoder:
+    """The fixed mix of a symmetric checkpoint or model folder (None: the shipped default's LLM)
+    and a sentence encoder (an installed teacher or a folder): no query-side parts, exactly the
+    two spaces side by side at ``llm_weight``. ``settings`` go to the LLM's loading."""
+    source = Path(documents_llm) if documents_llm is not None else SHIPPED_CHECKPOINT
+    llm = InstEmbEncoder.from_pretrained(source, device=device, **settings)
+    document_tower = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
+    kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied
+    return TwoSpacesEncoder(llm, document_tower, llm_weight=llm_weight, documents_source=kept_source)
