@@ -27,8 +27,10 @@ from .contrast_sets import (
     build_scifact_stance_counterfactual,
     build_stance_pairs,
 )
+from .facet_sources.argkp import read_argkp
 from .facet_sources.drafts import SubjectDraft
 from .facet_sources.factbook import read_factbook
+from .facet_sources.fnc1 import read_fnc1
 from .facet_sources.references import read_manpages, read_numpy_scipy, read_powershell
 from .facet_sources.reviews import read_absa, read_subjqa
 from .facet_sources.stance import read_perspectrum
@@ -131,4 +133,6 @@ FACET_SOURCES: dict[str, FacetSource] = {
     "powershell": FacetSource("facets_general", "powershell_cmdlets.jsonl", read_powershell),
     "factbook": FacetSource("facets_general", "factbook_fields.jsonl", read_factbook),
     "perspectrum": FacetSource("stance_args", "perspectrum.jsonl", read_perspectrum),
+    "argkp": FacetSource("stance_args", "argkp.jsonl", read_argkp),
+    "fnc1": FacetSource("stance_args", "fnc1_stances.jsonl", read_fnc1),  # and fnc1_bodies.jsonl beside it
 }

@@ -7,5 +7,7 @@ stance_args): one module per kind of source, one output format (instemb_rag/data
     references.py  man pages, numpy/scipy docstrings, PowerShell cmdlet references
     factbook.py    the CIA World Factbook's country fields (held out whole as a new-domain dev set)
     stance.py      PERSPECTRUM claims with supporting and undermining perspectives
+    argkp.py       ArgKP debate topics with arguments for and against
+    fnc1.py        FNC-1 headlines with article leads that agree or disagree
     build.py       subjects split into training and dev, the files written (`build-facet-groups`)
 """

@@ -3,7 +3,8 @@
 Three files, all in the facet-groups format (instemb_rag/datasets/facet_groups.py):
 - ``train.jsonl``: the training sources' subjects, less the held-out ones;
 - ``dev_subjects.jsonl``: ``dev_fraction`` of each training source's subjects (whole subjects,
-  chosen by a hash of source and subject, so a rebuild with more data keeps them out);
+  chosen by a hash of source and subject, so a rebuild with more data keeps them out; subjects
+  that share a ``holdout_key``, one debate topic or news story, fall on one side together);
 - ``dev_<source>.jsonl``: one whole source no training group reads (default the Factbook: a
   domain, countries, that no training source covers), capped at ``max_dev_groups``.
 Training groups that name a subject of the hand-written dev groups (eval_sets/) are dropped, as
@@ -126,7 +127,7 @@ def build_facet_groups(
         source_train, source_dev = [], []
         for position, draft in enumerate(drafts):
             group = to_group(draft, f"{name}-{position:05d}", rng)
-            if is_dev_subject(name, draft.subject, dev_fraction):
+            if is_dev_subject(name, draft.holdout_key or draft.subject, dev_fraction):
                 source_dev.append(group)
             elif _names_dev_subject(group, dev_groups):
                 summary.dropped_dev_names += 1

@@ -24,6 +24,9 @@ class SubjectDraft:
     query_questions: tuple[str, ...]  # neutral questions, "{s}" = the name
     kind: str = "aspect"
     bare_query_share: float = 0.3
+    # What the dev split hashes when several subjects share one origin (an ArgKP debate topic, an
+    # FNC-1 news story), so the whole topic falls on one side; empty: the subject itself.
+    holdout_key: str = ""
 
     def __post_init__(self):
         unknown = [key for key in self.passages if key not in self.aspects]
