@@ -2,10 +2,12 @@
 
 Every embedding (and search query) becomes a job on one bounded queue. A single worker
 thread owns the encoder: it takes the oldest job, then for up to ``max_wait_ms`` gathers
-more jobs of the same kind (query or document) until ``max_batch_size`` inputs are
-waiting, and embeds them all with one ``encode_queries`` (per-input instructions, so
-queries under different instructions share the pass) or ``encode_documents`` call per
-instruction. With batching off every job runs on its own. The asyncio side awaits a future
+more jobs of the same kind (query or document, and for queries the same ``llm_weight``) until
+``max_batch_size`` inputs are waiting, and embeds them all with one ``encode_queries``
+(per-input instructions, so queries under different instructions share the pass) or
+``encode_documents`` call per instruction. A two-space model's ``llm_weight`` is one per
+``encode_queries`` call, so queries asked under different weights never share a call (they
+would get one weight). With batching off every job runs on its own. The asyncio side awaits a future
 that the worker resolves through ``loop.call_soon_threadsafe``.
 """
 
@@ -52,7 +54,7 @@ class BatchingOptions:
 @dataclass
 class EncodeResult:
     vectors: np.ndarray  # [n, d] float32, L2-normalised
-    tokens: int  # tokens run through the model for these inputs
+    tokens: int  # tokens run through the model for these inputs (every part: usage)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class _Job:
     kind: Kind
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    llm_weight: float | None = None  # queries of a two-space model: the LLM space's share (None: its own)
     enqueued: float = field(default_factory=time.monotonic)
 
 
@@ -124,14 +127,21 @@ class DynamicBatcher:
 
     # ------------------------------------------------------------------ submitting
     async def submit(
-        self, texts: Sequence[str], instructions: Sequence[str | None], kind: Kind = "query"
+        self,
+        texts: Sequence[str],
+        instructions: Sequence[str | None],
+        kind: Kind = "query",
+        llm_weight: float | None = None,
     ) -> EncodeResult:
-        """Embed texts (one instruction per text) in the next batch of their kind."""
+        """Embed texts (one instruction per text) in the next batch of their kind (queries: and of
+        their ``llm_weight``; the caller checks that the encoder takes one)."""
         texts, instructions = list(texts), list(instructions)
         if len(texts) != len(instructions):
             raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions.")
+        if llm_weight is not None and kind != "query":
+            raise ValueError("llm_weight weighs a query's two spaces; documents take none.")
         loop = asyncio.get_running_loop()
-        job = _Job(texts, instructions, kind, loop, loop.create_future())
+        job = _Job(texts, instructions, kind, loop, loop.create_future(), llm_weight)
         with self._condition:
             if self._closed:
                 raise BatcherClosedError(
@@ -155,13 +165,14 @@ class DynamicBatcher:
                 return
             self._run(batch)
 
-    def _take_fitting(self, kind: Kind, room: int) -> list[_Job]:
-        """Queued jobs of `kind` that fit in `room` inputs, oldest first (caller holds the lock)."""
+    def _take_fitting(self, first: _Job, room: int) -> list[_Job]:
+        """Queued jobs that may share ``first``'s encoder call (its kind and llm_weight) and fit in
+        `room` inputs, oldest first (caller holds the lock)."""
         taken = []
         for job in list(self._jobs):
             if room <= 0:
                 break
-            if job.kind == kind and len(job.texts) <= room:
+            if job.kind == first.kind and job.llm_weight == first.llm_weight and len(job.texts) <= room:
                 self._jobs.remove(job)
                 taken.append(job)
                 room -= len(job.texts)
@@ -180,7 +191,7 @@ class DynamicBatcher:
             if options.enabled and not self._draining:
                 deadline = first.enqueued + options.max_wait_ms / 1000
                 while size < options.max_batch_size:
-                    more = self._take_fitting(first.kind, options.max_batch_size - size)
+                    more = self._take_fitting(first, options.max_batch_size - size)
                     batch += more
                     size += sum(len(job.texts) for job in more)
                     remaining = deadline - time.monotonic()
@@ -194,7 +205,7 @@ class DynamicBatcher:
         texts = [text for job in batch for text in job.texts]
         instructions = [instruction for job in batch for instruction in job.instructions]
         try:
-            vectors = self._encode(batch[0].kind, texts, instructions)
+            vectors = self._encode(batch[0].kind, texts, instructions, batch[0].llm_weight)
             tokens = self._tokens(batch[0].kind, texts, instructions)
         except BaseException as error:  # noqa: BLE001 - every waiting request gets the error
             for job in batch:
@@ -211,16 +222,21 @@ class DynamicBatcher:
             start = stop
 
     def _tokens(self, kind: Kind, texts: list[str], instructions: list[str | None]) -> list[int]:
-        """Tokens each input ran through: a two-tower model's documents, the document tower's own."""
-        tower = getattr(self.encoder, "document_tower", None)
-        if kind == "document" and tower is not None:
-            return [tower.tokens(text) for text in texts]
-        return [len(self.encoder.build_ids(text, instruction)) for text, instruction in zip(texts, instructions)]
+        """Tokens each input ran through, over every part of the model (usage): a document's on the
+        encoder's document side (encoder/sides.py: the LLM, a sentence encoder, or both), a query's
+        the LLM's prefill and any sentence encoder's pass (``query_tokens``)."""
+        if kind == "document":
+            side = self.encoder.document_side
+            return [side.tokens(text, instruction) for text, instruction in zip(texts, instructions)]
+        return [self.encoder.query_tokens(text, instruction) for text, instruction in zip(texts, instructions)]
 
-    def _encode(self, kind: Kind, texts: list[str], instructions: list[str | None]) -> np.ndarray:
+    def _encode(
+        self, kind: Kind, texts: list[str], instructions: list[str | None], llm_weight: float | None = None
+    ) -> np.ndarray:
         batch_size = self.options.max_batch_size  # a job larger than this is split into several passes
         if kind == "query":
-            return self.encoder.encode_queries(texts, instructions, batch_size=batch_size)
+            weight = {} if llm_weight is None else {"llm_weight": llm_weight}  # only a two-space model takes one
+            return self.encoder.encode_queries(texts, instructions, batch_size=batch_size, **weight)
         # Documents: one encode_documents call per distinct instruction (usually just None).
         output = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
         groups: dict[str | None, list[int]] = {}

@@ -1,18 +1,21 @@
 """The endpoints of `instemb-rag serve` and the checks of their requests.
 
-    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`
-    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight} over the index
-                          (= `instemb-rag query --json [--hybrid]`)
-    GET  /v1/models       the one model served (id, dimension, fingerprint)
+    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, `llm_weight`
+    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, llm_weight} over
+                          the index (= `instemb-rag query --json [--hybrid]`)
+    GET  /v1/models       the one model served (id, dimension, fingerprints, the documents' limits)
     GET  /health          status, model, batching counters (no API key needed)
 
 Each endpoint reads the server's state (state.py) from the app it is mounted on (``server_state``),
-so the routes are plain functions and app.py only wires them.
+so the routes are plain functions and app.py only wires them. What embeds documents (their
+tokenizer's limits, their fingerprint, whether they read an instruction) is the encoder's
+``document_side`` (encoder/sides.py), whatever parts the model is made of.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import secrets
 from typing import Any
 
@@ -42,11 +45,13 @@ from .state import ServeOptions, ServerState
 
 __all__ = [
     "check_document_instructions",
+    "check_llm_weight",
     "check_search",
     "input_texts",
     "per_input_instructions",
     "router",
     "server_state",
+    "takes_llm_weight",
 ]
 
 router = APIRouter()
@@ -77,9 +82,11 @@ async def check_api_key(
         )
 
 
-async def encode(state: ServerState, texts: list[str], instructions: list[str | None], kind: str):
+async def encode(
+    state: ServerState, texts: list[str], instructions: list[str | None], kind: str, llm_weight: float | None = None
+):
     try:
-        return await state.batcher.submit(texts, instructions, kind)
+        return await state.batcher.submit(texts, instructions, kind, llm_weight)
     except (QueueFullError, BatcherClosedError) as error:
         raise unavailable(str(error)) from None
     except InstEmbError as error:
@@ -94,7 +101,8 @@ async def encode(state: ServerState, texts: list[str], instructions: list[str | 
     dependencies=[Depends(check_api_key)],
 )
 async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
-    """Embed `input` (a string or a list) under `instruction` (one for all, or one per input)."""
+    """Embed `input` (a string or a list) under `instruction` (one for all, or one per input);
+    a two-space model's queries under `llm_weight` (the LLM space's share of the score)."""
     options = state.options
     check_model(state.options, body.model)
     texts = input_texts(body.input, options)
@@ -108,7 +116,14 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
         )
     if body.input_type == "document":
         check_document_instructions(state.encoder, instructions)
-    result = await encode(state, texts, instructions, body.input_type)
+        if body.llm_weight is not None:
+            raise bad_request(
+                "llm_weight weighs a query's two spaces; documents are stored with both halves and take "
+                'none. Send it with "input_type": "query" (or leave it out).',
+                param="llm_weight",
+            )
+    check_llm_weight(state.encoder, body.llm_weight)
+    result = await encode(state, texts, instructions, body.input_type, body.llm_weight)
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
         for i, vector in enumerate(result.vectors)
@@ -142,8 +157,9 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
             code="no_index",
         )
     check_search(body, options)
+    check_llm_weight(state.encoder, body.llm_weight)
     instruction = normalize_instruction(body.instruction)  # "" and whitespace: no instruction, as everywhere
-    result = await encode(state, [body.query], [instruction], "query")
+    result = await encode(state, [body.query], [instruction], "query", body.llm_weight)
     try:
         hits = await state.on_index_thread(
             functools.partial(
@@ -168,6 +184,8 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
     document = {"query": body.query, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
     if body.hybrid is not None:
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
+    if body.llm_weight is not None:
+        document["llm_weight"] = body.llm_weight
     return JSONResponse(document)
 
 
@@ -224,7 +242,10 @@ async def health(state: ServerState = Depends(server_state)) -> dict:
 
 
 def model_card(state: ServerState) -> dict:
+    """The served model; the documents' limits are its document side's (the most restrictive part:
+    a sentence encoder's window where one embeds documents, not the LLM's)."""
     encoder, options = state.encoder, state.options
+    side = encoder.document_side
     return {
         "id": options.model_id,
         "object": "model",
@@ -232,8 +253,32 @@ def model_card(state: ServerState) -> dict:
         "owned_by": "instemb-rag",
         "dimension": encoder.dimension,
         "fingerprint": encoder.fingerprint,
-        "max_length": encoder.max_length,
+        "max_length": side.max_length,
+        "document_token_limit": side.token_limit,
+        "document_fingerprint": side.fingerprint,
+        "document_model": side.description,
+        "document_instruction": side.reads_instruction,
+        "query_max_length": encoder.max_length,
+        "llm_weight": llm_weight_knob(encoder),
     }
+
+
+def takes_llm_weight(encoder: Any) -> bool:
+    """Whether the encoder's ``encode_queries`` takes an ``llm_weight`` (a two-space model: the LLM
+    space's share of the score, a knob per call); an encoder of one space has no such knob."""
+    try:
+        return "llm_weight" in inspect.signature(encoder.encode_queries).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def llm_weight_knob(encoder: Any) -> dict | None:
+    """The model card's ``llm_weight``: None without the knob, else the weight a query gets when a
+    request gives none (None: the model's gate sets one per query)."""
+    if not takes_llm_weight(encoder):
+        return None
+    default = None if getattr(encoder, "gate", None) is not None else getattr(encoder, "llm_weight", None)
+    return {"default": default}
 
 
 def check_model(options: ServeOptions, model: str | None) -> None:
@@ -301,18 +346,35 @@ def per_input_instructions(value: Any, count: int, options: ServeOptions) -> lis
 
 
 def check_document_instructions(encoder: Any, instructions: list[str | None]) -> None:
-    """A two-tower model's documents are embedded by its document tower, which reads no
-    instruction: a document instruction is refused here (400), before the request joins a batch
-    (where its error would fail the other requests of that batch too)."""
-    if not getattr(encoder, "is_two_tower", False):
-        return
-    from ..encoder.modules.document_tower import refuse_document_instruction
-
+    """Where a sentence encoder embeds documents (a two-tower or two-space model's document side),
+    nothing reads a document instruction: it is refused here (400), before the request joins a
+    batch (where its error would fail the other requests of that batch too)."""
+    side = encoder.document_side
     for instruction in instructions:
         try:
-            refuse_document_instruction(instruction)
+            side.refuse_instruction(instruction)
         except InstEmbError as error:
             raise bad_request(str(error), param="instruction", code="document_instruction_unsupported") from None
+
+
+def check_llm_weight(encoder: Any, llm_weight: float | None) -> None:
+    """``llm_weight`` in [0, 1], on a model that has the knob (400 before the request joins a batch)."""
+    if llm_weight is None:
+        return
+    if not takes_llm_weight(encoder):
+        raise bad_request(
+            f"llm_weight={llm_weight}, but this model embeds in one space: llm_weight (the LLM space's "
+            "share of the score) applies to a two-space model (an LLM and a sentence encoder side by "
+            "side) only. Leave it out.",
+            param="llm_weight",
+            code="llm_weight_unsupported",
+        )
+    if not 0.0 <= llm_weight <= 1.0:
+        raise bad_request(
+            f"llm_weight={llm_weight}: give the LLM space's share of the score, between 0 and 1 (1: the LLM "
+            "alone, 0: the sentence encoder alone; leave it out for the model's own).",
+            param="llm_weight",
+        )
 
 
 def check_search(body: SearchRequest, options: ServeOptions) -> None:

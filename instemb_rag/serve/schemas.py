@@ -1,7 +1,7 @@
 """Request and response bodies of `instemb-rag serve` (pydantic models, shown in /docs).
 
 `/v1/embeddings` follows OpenAI's embeddings schema, so an OpenAI client works unchanged;
-`instruction` and `input_type` are the two additions. `/v1/search` answers with the same
+`instruction`, `input_type` and (two-space models) `llm_weight` are the additions. `/v1/search` answers with the same
 JSON as `instemb-rag query --json`. Errors use OpenAI's shape: {"error": {message, type,
 param, code}}.
 """
@@ -24,6 +24,7 @@ __all__ = [
     "ErrorResponse",
     "Health",
     "IndexInfo",
+    "LLMWeightKnob",
     "ModelCard",
     "ModelList",
     "SearchHitModel",
@@ -72,7 +73,14 @@ class EmbeddingRequest(BaseModel):
     input_type: Literal["query", "document"] = Field(
         "query",
         description="query: each input under its own instruction (encode_queries); "
-        "document: documents (encode_documents; a two-tower model's document tower, which takes no instruction).",
+        "document: documents (encode_documents; a model whose documents a sentence encoder embeds takes no "
+        "instruction for them: GET /v1/models, document_instruction).",
+    )
+    llm_weight: float | None = Field(
+        None,
+        description="Queries of a two-space model (GET /v1/models gives llm_weight): the LLM space's share of "
+        "the score, 0..1 (1: the LLM alone, 0: the sentence encoder alone); null = the model's own. Documents "
+        "are stored with both halves, so any weight searches the same index.",
     )
 
 
@@ -129,6 +137,11 @@ class SearchRequest(BaseModel):
     hybrid_weight: float | None = Field(
         None, description="With hybrid: the full-text side's share, 0..1 (null = the default, 0.5)."
     )
+    llm_weight: float | None = Field(
+        None,
+        description="A two-space model's query: the LLM space's share of the dense score, 0..1 (null = the "
+        "model's own); see /v1/embeddings.",
+    )
 
 
 class SearchHitModel(BaseModel):
@@ -156,9 +169,18 @@ class SearchResponse(BaseModel):
     instruction: str | None
     hits: list[SearchHitModel]
     hybrid: HybridSettings | None = Field(None, description="Present when the request asked for hybrid search.")
+    llm_weight: float | None = Field(None, description="Present when the request gave llm_weight.")
 
 
 # ------------------------------------------------------------------ models, health, errors
+
+
+class LLMWeightKnob(BaseModel):
+    default: float | None = Field(
+        ...,
+        description="The LLM space's share a query gets when a request gives no llm_weight (null: the "
+        "model's gate sets one per query).",
+    )
 
 
 class ModelCard(BaseModel):
@@ -168,7 +190,25 @@ class ModelCard(BaseModel):
     owned_by: str = "instemb-rag"
     dimension: int
     fingerprint: str = Field(..., description="Identifies the weights, template, pooling and look-ahead length.")
-    max_length: int
+    max_length: int = Field(
+        ...,
+        description="Tokens a document is read in at most (special tokens included): the window of what embeds "
+        "documents, its most restrictive part (a sentence encoder's where one embeds them).",
+    )
+    document_token_limit: int | None = Field(
+        None, description="Tokens of a document's own text that are read (the rest is cut): size chunks to it."
+    )
+    document_fingerprint: str | None = Field(
+        None, description="Identifies what embeds documents (an index keys on it; a query-side change keeps it)."
+    )
+    document_model: str | None = Field(None, description="What embeds documents, in words.")
+    document_instruction: bool | None = Field(
+        None, description="Whether a document instruction is read (false: sent with documents, it is refused)."
+    )
+    query_max_length: int | None = Field(None, description="Tokens a query (with its instruction) is read in at most.")
+    llm_weight: LLMWeightKnob | None = Field(
+        None, description="A two-space model's knob (the LLM space's share of the score); null: the model has none."
+    )
 
 
 class ModelList(BaseModel):

@@ -12,27 +12,36 @@ import pytest
 from instemb_rag.serve.batching import BatchingOptions, DynamicBatcher, QueueFullError
 
 
+class RecordingSide:
+    """A document side whose parts read 10 tokens more than the text (usage counts them all)."""
+
+    def tokens(self, text, instruction=None):
+        return 10 + len(text.split()) + len((instruction or "").split())
+
+
 class RecordingEncoder:
-    """encode_queries / encode_documents that remember each call; vector = [len(text), hash bit]."""
+    """encode_queries / encode_documents that remember each call; vector = [len(text), weight]
+    (weight: the call's llm_weight, 1.0 without one)."""
 
     dimension = 2
+    document_side = RecordingSide()
 
     def __init__(self):
-        self.calls: list[tuple[str, list[str], object]] = []
+        self.calls: list[tuple] = []
 
-    def _vectors(self, texts):
-        return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
+    def _vectors(self, texts, weight=1.0):
+        return np.array([[len(text), weight] for text in texts], dtype=np.float32)
 
-    def encode_queries(self, texts, instructions, batch_size=16):
-        self.calls.append(("query", list(texts), list(instructions)))
-        return self._vectors(texts)
+    def encode_queries(self, texts, instructions, batch_size=16, llm_weight=None):
+        self.calls.append(("query", list(texts), list(instructions)) + (() if llm_weight is None else (llm_weight,)))
+        return self._vectors(texts, 1.0 if llm_weight is None else llm_weight)
 
     def encode_documents(self, texts, instruction=None, batch_size=16):
         self.calls.append(("document", list(texts), instruction))
         return self._vectors(texts)
 
-    def build_ids(self, text, instruction):
-        return [0] * (len(text.split()) + len((instruction or "").split()))
+    def query_tokens(self, text, instruction):
+        return len(text.split()) + len((instruction or "").split())
 
 
 async def gather_with(batcher: DynamicBatcher, jobs: list[tuple[list[str], list, str]]):
@@ -69,6 +78,41 @@ def test_queries_and_documents_do_not_mix_and_documents_group_by_instruction():
     assert batcher.forward_batches == 2
 
 
+def test_usage_counts_documents_on_the_document_side_and_queries_by_query_tokens():
+    encoder = RecordingEncoder()
+    batcher = DynamicBatcher(encoder, BatchingOptions(max_batch_size=4, max_wait_ms=600_000))
+    documents, queries = run(
+        batcher, [(["a b", "c"], [None, "x y"], "document"), (["q r s", "t"], ["one", None], "query")]
+    )
+    assert documents.tokens == (10 + 2) + (10 + 3) and queries.tokens == 4 + 1
+
+
+def test_queries_under_different_llm_weights_never_share_a_call():
+    encoder = RecordingEncoder()
+    batcher = DynamicBatcher(encoder, BatchingOptions(max_batch_size=2, max_wait_ms=600_000))
+
+    async def scenario():
+        jobs = [(["a"], 0.2), (["bb"], None), (["ccc"], 0.9), (["dddd"], 0.2), (["eeeee"], None), (["ffffff"], 0.9)]
+        return await asyncio.gather(*(batcher.submit(texts, [None], "query", weight) for texts, weight in jobs))
+
+    batcher.start()
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        batcher.close()
+    assert sorted(encoder.calls, key=str) == sorted(
+        [
+            ("query", ["a", "dddd"], [None, None], 0.2),
+            ("query", ["bb", "eeeee"], [None, None]),
+            ("query", ["ccc", "ffffff"], [None, None], 0.9),
+        ],
+        key=str,
+    )
+    assert [float(result.vectors[0, 1]) for result in results] == [
+        pytest.approx(w) for w in (0.2, 1.0, 0.9, 0.2, 1.0, 0.9)
+    ]
+
+
 def test_without_batching_each_request_runs_alone():
     encoder = RecordingEncoder()
     batcher = DynamicBatcher(encoder, BatchingOptions(enabled=False, max_batch_size=8))
@@ -100,7 +144,7 @@ def test_full_queue_refuses_and_close_runs_what_waits():
 
 def test_encoder_errors_reach_every_waiting_request():
     class Failing(RecordingEncoder):
-        def encode_queries(self, texts, instructions, batch_size=16):
+        def encode_queries(self, texts, instructions, batch_size=16, llm_weight=None):
             raise ValueError("boom")
 
     batcher = DynamicBatcher(Failing(), BatchingOptions(max_batch_size=2, max_wait_ms=600_000))

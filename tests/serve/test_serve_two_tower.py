@@ -41,6 +41,9 @@ def test_documents_by_the_document_tower_queries_by_the_query_tower(tiny_two_tow
 
         card = client.get("/v1/models").json()["data"][0]
         assert card["fingerprint"] == tiny_two_tower.fingerprint and card["dimension"] == tower.dimension
+        # The documents' limits are the document tower's (32 tokens, 30 of text), not the LLM's 64
+        assert card["max_length"] == tower.max_length == 32 and card["document_token_limit"] == 30
+        assert card["query_max_length"] == 64 and card["document_fingerprint"] == tiny_two_tower.document_fingerprint
 
 
 @pytest.mark.parametrize("instruction", ["focus on weight", [None, "focus on weight"]])
@@ -51,7 +54,7 @@ def test_a_document_instruction_is_refused_with_a_clear_message(tiny_two_tower, 
         )
         assert response.status_code == 400, response.text
         error = response.json()["error"]
-        assert "two-tower" in error["message"] and "query" in error["message"]
+        assert "sentence encoder" in error["message"] and "query" in error["message"]
         assert error["param"] == "instruction"
         # A blank instruction means none, as everywhere.
         response = client.post(
