@@ -10,10 +10,14 @@ InstEmb embeds a query *together with an instruction*, so this class
   ``InstructionQueryBundle`` hands a retriever) under that instruction;
 * offers ``get_query_embedding_for(query, instruction)`` / ``query_bundle(query, instruction)``
   and ``with_instruction(instruction)``: a view with another default instruction that shares
-  the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines.
+  the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines;
+* over a two-space model, takes ``llm_weight`` (the LLM space's share of a query's score, 0..1;
+  weights.py) as a field, per call, or per query string, and ``with_llm_weight(w)``: documents
+  are stored with both halves, so a weight never re-embeds them.
 
 Documents (``text`` in LlamaIndex's words) are embedded under ``text_instruction`` (normally
-None), through the encoder's document method (queries through its query method). Every call,
+None), through the encoder's document method (queries through its query method); their limits,
+tokenizer and fingerprint are the encoder's ``document_side`` (instemb_rag/encoder/sides.py). Every call,
 query or document, is reported to LlamaIndex's dispatcher and callback manager with its
 instructions (events.py). Text longer than the model reads gives a TruncationWarning (limits.py);
 ``node_parser()`` splits documents into nodes it reads whole (node_parser.py); an
@@ -46,11 +50,12 @@ from instemb_rag.instructions import (  # torch-free
 from .cache import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
 from .events import InputType, embedding_call
 from .inputs import check_texts
+from .limits import can_count, require_local, warn_if_truncated
 from .limits import document_token_limit as document_side_token_limit
-from .limits import require_local, warn_if_truncated
 from .loading import check_fingerprint, load_encoder
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser, node_parser_for
-from .query import InstructionQueryBundle, instruction_of
+from .query import InstructionQueryBundle, instruction_of, llm_weight_of
+from .weights import check_llm_weight, require_llm_weight
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
@@ -72,9 +77,12 @@ class InstEmbEmbedding(BaseEmbedding):
         query_instruction: used when LlamaIndex asks for a query embedding without an
             instruction (e.g. inside a query engine). "" or None means no instruction; the
             default is instemb_rag's DEFAULT_QUERY_INSTRUCTION (none), as in the CLI and server.
-        text_instruction: instruction for document embeddings; None (the default) means none. A
-            two-tower encoder (documents by its document tower, which reads no instruction)
-            refuses one.
+        text_instruction: instruction for document embeddings; None (the default) means none. An
+            encoder whose documents a sentence encoder embeds (two-tower, two spaces; its
+            ``document_side`` reads no instruction) refuses one.
+        llm_weight: a two-space model's LLM share of a query's score, 0..1 (None: the model's
+            own); per call ``get_query_embeddings(..., llm_weight=...)``, or ``with_llm_weight``.
+            An encoder of one space refuses one.
         pooling, lookahead_length, max_length, precision: the encoder's settings (None: the
             checkpoint's own); after loading, the fields hold what the encoder uses.
         fingerprint: the encoder this embedding must be (set by to_dict); a model whose
@@ -82,8 +90,8 @@ class InstEmbEmbedding(BaseEmbedding):
         query_cache_size: how many query embeddings to keep (LRU keyed on encoder
             fingerprint, instruction and text); 0 turns the cache off.
         embeddings_cache: a LlamaIndex ``BaseKVStore`` (e.g. ``SimpleKVStore``, persisted with
-            ``persist(path)``) for document embeddings, keyed on the fingerprint of the encoder
-            that embeds documents, ``text_instruction`` and the text: re-ingesting unchanged
+            ``persist(path)``) for document embeddings, keyed on the fingerprint of the encoder's
+            document side, ``text_instruction`` and the text: re-ingesting unchanged
             nodes embeds nothing. Not saved by to_dict or pickling (pass it again).
         encoder: an already-loaded InstEmbEncoder to use instead of loading ``model_path``
             (``model_path`` then says where it can be loaded again, for to_dict and pickling).
@@ -113,6 +121,11 @@ class InstEmbEmbedding(BaseEmbedding):
         default=None, ge=8, frozen=True, description="Tokens per input; None: the checkpoint's."
     )
     precision: str | None = Field(default=None, frozen=True, description="fp32 (None) or int8 (CPU only).")
+    llm_weight: float | None = Field(
+        default=None,
+        frozen=True,
+        description="A two-space model's LLM share of a query's score, 0..1; None: the model's own.",
+    )
     fingerprint: str | None = Field(
         default=None, frozen=True, description="The encoder's fingerprint; a model that differs is refused."
     )
@@ -157,9 +170,11 @@ class InstEmbEmbedding(BaseEmbedding):
         max_length: int | None = None,
         precision: str | None = None,
         fingerprint: str | None = None,
+        llm_weight: float | None = None,
         **kwargs: Any,
     ):
         model_path = None if model_path is None else str(model_path)
+        llm_weight = check_llm_weight(llm_weight)  # before any model loads
         asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
         loaded, settings = load_encoder(
             model_path, encoder, base_url, api_key, timeout, device, precision=precision, **asked
@@ -168,10 +183,9 @@ class InstEmbEmbedding(BaseEmbedding):
             kwargs.setdefault("model_name", loaded.model_id)
         try:
             check_fingerprint(fingerprint, loaded.fingerprint, model_path, base_url)
-            if getattr(loaded, "is_two_tower", False):  # (a server's model refuses one itself: 400)
-                from instemb_rag.encoder.modules.document_tower import refuse_document_instruction
-
-                refuse_document_instruction(normalize_instruction(text_instruction))
+            if can_count(loaded):  # (a server's model refuses one itself: 400)
+                loaded.document_side.refuse_instruction(normalize_instruction(text_instruction))
+            require_llm_weight(loaded, llm_weight)
             kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
             super().__init__(
                 model_path=model_path,
@@ -184,6 +198,7 @@ class InstEmbEmbedding(BaseEmbedding):
                 api_key=api_key,
                 timeout=timeout,
                 fingerprint=loaded.fingerprint,
+                llm_weight=llm_weight,
                 **settings,
                 **kwargs,
             )
@@ -213,7 +228,8 @@ class InstEmbEmbedding(BaseEmbedding):
         ``model_path`` is where the same encoder can be loaded again (None: the default model);
         to_dict/from_dict and pickling use it, and refuse a model whose fingerprint differs.
         """
-        kwargs.setdefault("model_name", str(encoder.config.base_model))
+        config = getattr(encoder, "config", None)  # an encoder of parts has none: its label names it
+        kwargs.setdefault("model_name", str(config.base_model) if config is not None else encoder.label)
         return cls(model_path, encoder=encoder, device=str(encoder.device), **kwargs)
 
     @classmethod
@@ -229,6 +245,14 @@ class InstEmbEmbedding(BaseEmbedding):
         """
         normalize_instruction(instruction)
         view = self.model_copy(update={"query_instruction": instruction})
+        view._owns_remote = False
+        return view
+
+    def with_llm_weight(self, llm_weight: float | None) -> InstEmbEmbedding:
+        """A view of this embedding whose queries are weighed with ``llm_weight`` (a two-space
+        model's LLM share, 0..1; None: the model's own), sharing the encoder, its lock and the query
+        cache (keyed on the weight), as ``with_instruction``. An encoder of one space refuses one."""
+        view = self.model_copy(update={"llm_weight": require_llm_weight(self._encoder, llm_weight)})
         view._owns_remote = False
         return view
 
@@ -257,17 +281,19 @@ class InstEmbEmbedding(BaseEmbedding):
 
     @property
     def document_fingerprint(self) -> str:
-        """The fingerprint of what embeds documents, which the document cache keys on. An encoder
-        may embed documents with a model of its own (a two-tower encoder's document side says so
-        with ``document_fingerprint``); otherwise it is the encoder's fingerprint."""
-        return getattr(self._encoder, "document_fingerprint", None) or self._encoder.fingerprint
+        """The fingerprint of the encoder's document side, which the document cache keys on: another
+        query side over the same documents (a two-tower or two-space model) reuses their vectors. A
+        server's is the one its model card reports."""
+        if can_count(self._encoder):
+            return self._encoder.document_side.fingerprint
+        return self._encoder.document_fingerprint
 
     # ------------------------------------------------------------------ chunking
     @property
     def document_token_limit(self) -> int:
         """Tokens of a document (node text plus the metadata LlamaIndex embeds with it) the model
-        reads; the rest is cut (with a TruncationWarning). Counted in the model's own tokens: a
-        two-tower encoder's document tower's, against that tower's max_length."""
+        reads; the rest is cut (with a TruncationWarning): the encoder's ``document_side.token_limit``
+        (its most restrictive part's, in that part's tokens), less a document instruction's tokens."""
         require_local(self._encoder, "document_token_limit")
         return document_side_token_limit(self._encoder, normalize_instruction(self.text_instruction))
 
@@ -315,6 +341,7 @@ class InstEmbEmbedding(BaseEmbedding):
             fingerprint=self.fingerprint,
             query_instruction=self.query_instruction,
             text_instruction=self.text_instruction,
+            llm_weight=self.llm_weight,
         )
         return payload
 
@@ -346,54 +373,72 @@ class InstEmbEmbedding(BaseEmbedding):
 
     @dispatcher.span
     def get_query_embeddings(
-        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
+        self,
+        queries: Sequence[str],
+        instructions: str | None | Sequence[str | None] = None,
+        llm_weight: float | None = None,
     ) -> list[Embedding]:
         """Embed many queries, each under its own instruction, in as few forward passes as possible.
 
         ``instructions`` is one string (or None) for all queries, or one entry per query.
-        Cached embeddings are reused; the rest are encoded in one batched call.
+        ``llm_weight`` (a two-space model's LLM share, 0..1) holds for this call; None: each query
+        string's own (an InstructedText's), else the ``llm_weight`` field, else the model's own.
+        Cached embeddings are reused; the rest are encoded in one batched call per weight.
         """
         queries = list(queries)
         check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
+        weights = self._per_query_weights(queries, llm_weight)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
-            call.vectors = self._embed_queries(queries, per_query)
+            call.vectors = self._embed_queries(queries, per_query, weights)
         return call.vectors
 
     @dispatcher.span
     async def aget_query_embeddings(
-        self, queries: Sequence[str], instructions: str | None | Sequence[str | None] = None
+        self,
+        queries: Sequence[str],
+        instructions: str | None | Sequence[str | None] = None,
+        llm_weight: float | None = None,
     ) -> list[Embedding]:
         queries = list(queries)
         check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
+        weights = self._per_query_weights(queries, llm_weight)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
-            call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query)
+            call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query, weights)
         return call.vectors
 
-    def get_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
-        """One query under its own instruction (None: ``query_instruction``; "": none)."""
-        return self.get_query_embeddings([query], [instruction])[0]
+    def get_query_embedding_for(
+        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+    ) -> Embedding:
+        """One query under its own instruction (None: ``query_instruction``; "": none) and, for a
+        two-space model, ``llm_weight`` (None: the field's, else the model's own)."""
+        return self.get_query_embeddings([query], [instruction], llm_weight)[0]
 
-    async def aget_query_embedding_for(self, query: str, instruction: str | None = None) -> Embedding:
-        return (await self.aget_query_embeddings([query], [instruction]))[0]
+    async def aget_query_embedding_for(
+        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+    ) -> Embedding:
+        return (await self.aget_query_embeddings([query], [instruction], llm_weight))[0]
 
-    def query_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
-        """A QueryBundle whose embedding already reflects ``instruction``.
+    def query_bundle(
+        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+    ) -> InstructionQueryBundle:
+        """A QueryBundle whose embedding already reflects ``instruction`` (and ``llm_weight``).
 
         Pass it to any LlamaIndex retriever or query engine (``retriever.retrieve(bundle)``,
         ``query_engine.query(bundle)``): vector retrievers use a bundle's embedding as given.
         Its ``instruction`` is the one applied ("" when none), so it embeds the same again.
         """
         applied = self.resolve_instruction(instruction) or ""
-        return InstructionQueryBundle(
-            query_str=query, instruction=applied, embedding=self.get_query_embedding_for(query, applied)
-        )
+        embedding = self.get_query_embedding_for(query, applied, llm_weight)
+        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding, llm_weight=llm_weight)
 
-    async def aquery_bundle(self, query: str, instruction: str | None = None) -> InstructionQueryBundle:
+    async def aquery_bundle(
+        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+    ) -> InstructionQueryBundle:
         applied = self.resolve_instruction(instruction) or ""
-        embedding = await self.aget_query_embedding_for(query, applied)
-        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding)
+        embedding = await self.aget_query_embedding_for(query, applied, llm_weight)
+        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding, llm_weight=llm_weight)
 
     def _per_query_instructions(
         self, queries: list[str], instructions: str | None | Sequence[str | None]
@@ -401,23 +446,40 @@ class InstEmbEmbedding(BaseEmbedding):
         """One instruction per query (instemb_rag's one rule); None means ``query_instruction``."""
         return per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
 
-    def _embed_queries(self, queries: list[str], instructions: list[str | None]) -> list[Embedding]:
-        """The cache, then one encoder call for what it lacks (no events: callers report).
-        Queries are checked strings (check_texts); str() drops an InstructedText's instruction."""
+    def _per_query_weights(self, queries: list[str], llm_weight: float | None) -> list[float | None]:
+        """Each query's llm_weight: the call's, else its string's own, else the field's (checked:
+        a number in [0, 1], on a model that takes one)."""
+        weights = [llm_weight if llm_weight is not None else llm_weight_of(query) for query in queries]
+        weights = [self.llm_weight if weight is None else weight for weight in weights]
+        for weight in set(weights):
+            require_llm_weight(self._encoder, weight)
+        return weights
+
+    def _embed_queries(
+        self, queries: list[str], instructions: list[str | None], weights: list[float | None] | None = None
+    ) -> list[Embedding]:
+        """The cache, then one encoder call per llm_weight for what it lacks (no events: callers
+        report). Queries are checked strings (check_texts); str() drops an InstructedText's own."""
+        weights = weights if weights is not None else [self.llm_weight] * len(queries)
         keys = [
-            QueryKey(self.fingerprint, instruction, str(query)) for query, instruction in zip(queries, instructions)
+            QueryKey(self.fingerprint, instruction, str(query), weight)
+            for query, instruction, weight in zip(queries, instructions, weights)
         ]
         results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
             warn_if_truncated(self._encoder, [queries[i] for i in missing], [instructions[i] for i in missing], "query")
+        for weight in dict.fromkeys(weights[i] for i in missing):  # one call per weight, in order
+            group = [i for i in missing if weights[i] == weight]
+            knob = {} if weight is None else {"llm_weight": weight}  # only a two-space model takes one
             with self._model_lock:
                 fresh = self._encoder.encode_queries(
-                    [str(queries[i]) for i in missing],
-                    [instructions[i] for i in missing],
+                    [str(queries[i]) for i in group],
+                    [instructions[i] for i in group],
                     batch_size=self.embed_batch_size,
+                    **knob,
                 )
-            for position, vector in zip(missing, fresh.tolist()):
+            for position, vector in zip(group, fresh.tolist()):
                 self._query_cache.put(keys[position], vector)
                 results[position] = vector
         return results  # type: ignore[return-value]
@@ -448,7 +510,8 @@ class InstEmbEmbedding(BaseEmbedding):
 
     def _get_query_embedding(self, query: str) -> Embedding:
         check_texts([query], "query")
-        return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))])[0]
+        weights = self._per_query_weights([query], None)
+        return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))], weights)[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return await asyncio.to_thread(self._get_query_embedding, query)

@@ -1,8 +1,9 @@
 """Caches: an in-memory LRU of query embeddings, and document embeddings in a LlamaIndex KV store.
 
 An InstEmb query embedding depends on the query text, its instruction and the encoder's
-weights, so all three make up the key: the same question asked under two instructions
-must never share an entry, and a reloaded or retrained encoder must never reuse old ones.
+weights (and, for a two-space model, the ``llm_weight`` it was asked under), so all of them make
+up the key: the same question asked under two instructions must never share an entry, and a
+reloaded or retrained encoder must never reuse old ones.
 Document embeddings are keyed the same way (the encoder that embeds documents, the document
 instruction, the text).
 """
@@ -20,6 +21,7 @@ class QueryKey(NamedTuple):
     fingerprint: str
     instruction: str | None
     text: str
+    llm_weight: float | None = None  # a two-space model's LLM share (None: the model's own)
 
 
 class QueryEmbeddingCache:

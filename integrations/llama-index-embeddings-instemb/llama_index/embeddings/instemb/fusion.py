@@ -4,7 +4,8 @@
 ``QueryBundle``: the instruction of the query they come from is lost, so the sub-queries are
 embedded under the embedding model's default and the fused ranking drifts away from what was
 asked. This subclass is the same retriever (same prompt, modes, weights, async) except that every
-generated sub-query is an ``InstructionQueryBundle`` with the instruction of the original query:
+generated sub-query is an ``InstructionQueryBundle`` with the instruction (and a two-space model's
+``llm_weight``) of the original query:
 
     fusion = InstructionFusionRetriever([index.as_retriever(similarity_top_k=5)], llm=llm, num_queries=3)
     fusion.retrieve("best tent for storms", instruction="Focus on durability.")
@@ -21,28 +22,34 @@ from typing import Any
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from .query import InstructionQueryBundle, instruction_of
+from .query import InstructionQueryBundle, instruction_of, llm_weight_of
 from .retriever import _UNSET, bundle_with_instruction
 
-# The instruction of the query being fused. _get_queries receives the query string only, so
-# _retrieve / _aretrieve set it here first; a context variable keeps concurrent calls (threads,
-# asyncio tasks) apart.
-_INSTRUCTION: ContextVar[str | None] = ContextVar("instemb_fusion_instruction", default=None)
+# The instruction and llm_weight of the query being fused. _get_queries receives the query string
+# only, so _retrieve / _aretrieve set them here first; a context variable keeps concurrent calls
+# (threads, asyncio tasks) apart.
+_INSTRUCTION: ContextVar[tuple[str | None, float | None]] = ContextVar(
+    "instemb_fusion_instruction", default=(None, None)
+)
 
 
 class InstructionFusionRetriever(QueryFusionRetriever):
     """QueryFusionRetriever whose generated sub-queries carry the original query's instruction.
 
-    ``retrieve(query, instruction=...)`` / ``aretrieve(...)`` take an instruction as
-    ``InstEmbRetriever`` does (None or left out: the embedding model's ``query_instruction``;
-    "": none), or an ``InstructionQueryBundle``.
+    ``retrieve(query, instruction=..., llm_weight=...)`` / ``aretrieve(...)`` take an instruction
+    (and a two-space model's llm_weight) as ``InstEmbRetriever`` does (None or left out: the
+    embedding model's ``query_instruction``; "": none), or an ``InstructionQueryBundle``.
     """
 
-    def retrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
-        return super().retrieve(bundle_with_instruction(query, instruction))
+    def retrieve(
+        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+    ) -> list[NodeWithScore]:
+        return super().retrieve(bundle_with_instruction(query, instruction, llm_weight))
 
-    async def aretrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
-        return await super().aretrieve(bundle_with_instruction(query, instruction))
+    async def aretrieve(
+        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+    ) -> list[NodeWithScore]:
+        return await super().aretrieve(bundle_with_instruction(query, instruction, llm_weight))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         token = _INSTRUCTION.set(_instruction_of_bundle(query_bundle))
@@ -65,13 +72,19 @@ class InstructionFusionRetriever(QueryFusionRetriever):
         return _carry_instruction(await super()._aget_queries(original_query))
 
 
-def _instruction_of_bundle(query_bundle: Any) -> str | None:
+def _instruction_of_bundle(query_bundle: Any) -> tuple[str | None, float | None]:
     instruction = getattr(query_bundle, "instruction", None)
-    return instruction if instruction is not None else instruction_of(query_bundle.query_str)
+    weight = getattr(query_bundle, "llm_weight", None)
+    if instruction is None:
+        instruction = instruction_of(query_bundle.query_str)
+    return instruction, weight if weight is not None else llm_weight_of(query_bundle.query_str)
 
 
 def _carry_instruction(generated: list[QueryBundle]) -> list[QueryBundle]:
-    instruction = _INSTRUCTION.get()
-    if instruction is None:  # the original is read under the default instruction: so are these
+    instruction, weight = _INSTRUCTION.get()
+    if instruction is None and weight is None:  # the original is read under the defaults: so are these
         return generated
-    return [InstructionQueryBundle(query_str=bundle.query_str, instruction=instruction) for bundle in generated]
+    return [
+        InstructionQueryBundle(query_str=bundle.query_str, instruction=instruction, llm_weight=weight)
+        for bundle in generated
+    ]

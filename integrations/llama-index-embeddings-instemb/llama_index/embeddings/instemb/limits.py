@@ -9,9 +9,10 @@ is cut (once per call, naming the longest text, its length and the limit).
 
 Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Queries are
 counted with the encoder's tokenizer, template and max_length, which is what ``encode_queries``
-reads. Documents are too, unless the encoder is two-tower: its documents go to its document tower
-(a sentence encoder), so they are counted with that model's tokenizer against its own max_length
-(less its special tokens), which is what ``encode_documents`` reads there.
+reads. Documents are counted on the encoder's document side (``encoder.document_side``,
+instemb_rag/encoder/sides.py), whatever parts embed them (the LLM, a two-tower model's sentence
+encoder, or both side by side): in the tokenizer of its most restrictive part, against that
+part's ``token_limit`` (what ``instemb-rag index`` chunks to, the one way it is computed).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class TruncationWarning(UserWarning):
 
 
 def can_count(encoder: Any) -> bool:
-    """Whether the encoder is local (its tokenizer and template are here to count with)."""
-    return hasattr(encoder, "build_ids") and hasattr(encoder, "tokenizer")
+    """Whether the encoder is local (its tokenizers, template and document side are here to count with)."""
+    return hasattr(encoder, "build_ids") and hasattr(encoder, "document_side")
 
 
 def text_token_limit(encoder: Any, instruction: str | None) -> int:
@@ -46,40 +47,37 @@ def token_counts(encoder: Any, texts: Sequence[str]) -> list[int]:
     return [len(ids) for ids in encoder.tokenizer(list(texts), add_special_tokens=False).input_ids]
 
 
-def document_tower_of(encoder: Any) -> Any:
-    """The document tower of a two-tower encoder (it embeds the documents), else None."""
-    return getattr(encoder, "document_tower", None)
-
-
 def document_tokenizer(encoder: Any) -> Any:
-    """The tokenizer of what embeds documents: the document tower's, else the encoder's own."""
-    tower = document_tower_of(encoder)
-    return encoder.tokenizer if tower is None else tower.tokenizer
+    """The tokenizer documents are counted (and chunked) in: the document side's."""
+    return encoder.document_side.tokenizer
 
 
 def document_token_limit(encoder: Any, instruction: str | None) -> int:
-    """Tokens of a document's text the encoder's document side reads: a document tower's
-    max_length less its special tokens, else ``text_token_limit``."""
-    tower = document_tower_of(encoder)
-    if tower is None:
-        return text_token_limit(encoder, instruction)
-    return tower.max_length - tower.tokens("")
+    """Tokens of a document's text the encoder's document side reads: its ``token_limit``, less a
+    document instruction's own tokens where the side reads one (a side that reads none refuses it)."""
+    side = encoder.document_side
+    if instruction is None or not side.reads_instruction:
+        return side.token_limit
+    return side.token_limit - (side.tokens("", instruction) - side.tokens("", None))
 
 
 def document_max_length(encoder: Any) -> int:
-    """max_length of what embeds documents (the document tower's in two-tower mode)."""
-    tower = document_tower_of(encoder)
-    return encoder.max_length if tower is None else tower.max_length
+    """The whole window of the document side's most restrictive part (special tokens included)."""
+    return encoder.document_side.max_length
+
+
+def document_reader(encoder: Any) -> str:
+    """What reads documents, for messages: the limiting part and its window."""
+    name = encoder.document_side.limiting.name
+    return f"{name}, max_length={document_max_length(encoder)} less its template and special tokens"
 
 
 def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence[str | None], kind: str) -> None:
     """One TruncationWarning for the call when any text is longer than the encoder reads."""
     if not texts or not can_count(encoder):
         return
-    tower = document_tower_of(encoder) if kind == "document" else None
-    if tower is not None:
-        counts = [len(ids) for ids in tower.tokenizer(list(texts), add_special_tokens=False).input_ids]
-        limit_of = document_token_limit
+    if kind == "document":
+        counts, limit_of = encoder.document_side.text_tokens(texts), document_token_limit
     else:
         counts, limit_of = token_counts(encoder, texts), text_token_limit
     limits: dict[str | None, int] = {}
@@ -100,13 +98,10 @@ def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence
         else "Shorten the query (or its instruction)."
     )
     plural = {"document": "documents", "query": "queries"}[kind]
-    if tower is not None:
-        reader = f"the document tower ({tower.name}, max_length={tower.max_length}, less its special tokens)"
+    if kind == "document":
+        reader = f"what embeds documents: {document_reader(encoder)}"
     else:
-        reader = (
-            f"max_length={encoder.max_length}, less the template{', instruction' if kind == 'query' else ''} "
-            "and look-ahead tokens"
-        )
+        reader = f"max_length={encoder.max_length}, less the template, instruction and look-ahead tokens"
     warnings.warn(
         f"InstEmb reads at most {limit} tokens of a {kind} ({reader}); {len(cut)} of this "
         f"call's {len(texts)} {plural} {'was' if len(cut) == 1 else 'were'} longer and cut. The longest, "
@@ -133,5 +128,5 @@ def require_local(encoder: Any, what: str) -> None:
         raise InstEmbError(
             f"{what} needs the model's tokenizer, which a base_url embedding does not load. Use a local "
             "InstEmbEmbedding (same model) to build the node parser, or chunk with the server model's "
-            "tokenizer to at most its max_length less about 20 tokens (GET /v1/models gives max_length)."
+            "tokenizer to at most its document_token_limit (GET /v1/models gives it)."
         )

@@ -73,24 +73,19 @@ def node_parser_for(
     """InstEmbEmbedding.node_parser: sized to what the model reads, on its own tokenizer."""
     from instemb_rag.index.options import IndexOptions
 
-    from .limits import document_max_length, document_tokenizer, document_tower_of
+    from .limits import document_reader, document_tokenizer
 
     limit = embed_model.document_token_limit
     chunk_size = embed_model.recommended_chunk_size if chunk_size is None else chunk_size
     if chunk_size > limit:
-        tower = document_tower_of(embed_model.encoder)
-        read = (
-            f"its document tower's max_length={tower.max_length} less its special tokens"
-            if tower is not None
-            else f"max_length={document_max_length(embed_model.encoder)} less the template and look-ahead tokens"
-        )
         raise InstEmbError(
             f"chunk_size={chunk_size} is more than the {limit} tokens of a document the model reads "
-            f"({read}): the end of longer chunks would be cut off. Use chunk_size <= {limit}."
+            f"({document_reader(embed_model.encoder)}): the end of longer chunks would be cut off. "
+            f"Use chunk_size <= {limit}."
         )
     overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
-    # The tokens of what embeds documents: the encoder's own, as the CLI's ChunkSplitter
-    # (instemb_rag/index/documents.py), or a two-tower encoder's document tower's.
+    # The tokens of the document side's most restrictive part, as the CLI's ChunkSplitter counts
+    # (instemb_rag/index/documents.py): the LLM's, or a sentence encoder's that embeds documents.
     tokenizer = document_tokenizer(embed_model.encoder)
     return InstEmbNodeParser(
         excluded_embed_metadata_keys=excluded_embed_metadata_keys,

@@ -4,7 +4,8 @@ LlamaIndex's retrievers hand an embedding model the bundle's strings only
 (``embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)``), so the instruction rides
 on the strings themselves: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, and
 InstEmbEmbedding embeds each under the instruction it carries. A stock VectorIndexRetriever or
-query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction.
+query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction. A
+two-space model's ``llm_weight`` (the LLM space's share of the score) rides along the same way.
 """
 
 from __future__ import annotations
@@ -15,27 +16,37 @@ from llama_index.core.schema import QueryBundle
 
 from instemb_rag import normalize_instruction
 
+from .weights import check_llm_weight
+
 
 class InstructedText(str):
     """A query string that carries its instruction through code that passes plain strings.
 
     ``instruction``: None means "the embedding model's query_instruction"; "" means none at all.
+    ``llm_weight``: a two-space model's LLM share for this query (None: the embedding's own).
     """
 
     instruction: str | None
+    llm_weight: float | None
 
-    def __new__(cls, text: str, instruction: str | None) -> InstructedText:
+    def __new__(cls, text: str, instruction: str | None, llm_weight: float | None = None) -> InstructedText:
         made = super().__new__(cls, text)
         made.instruction = instruction
+        made.llm_weight = llm_weight
         return made
 
     def __reduce__(self):
-        return InstructedText, (str(self), self.instruction)
+        return InstructedText, (str(self), self.instruction, self.llm_weight)
 
 
 def instruction_of(text: str) -> str | None:
     """The instruction a query string carries (None: the embedding model's default)."""
     return getattr(text, "instruction", None)
+
+
+def llm_weight_of(text: str) -> float | None:
+    """The llm_weight a query string carries (None: the embedding model's default)."""
+    return getattr(text, "llm_weight", None)
 
 
 @dataclass
@@ -45,18 +56,20 @@ class InstructionQueryBundle(QueryBundle):
     Without an embedding, every LlamaIndex retriever over an ``InstEmbEmbedding`` embeds the
     bundle's strings under ``instruction`` (several strings, e.g. HyDE's, are embedded in one
     batch and averaged). ``InstEmbEmbedding.query_bundle`` returns one that carries its finished
-    embedding.
+    embedding. ``llm_weight``: a two-space model's LLM share of the score (None: the embedding's own).
     """
 
     instruction: str | None = None
+    llm_weight: float | None = None
 
     def __post_init__(self) -> None:
         if self.instruction is not None:
             normalize_instruction(self.instruction)  # refuses a non-string with a clear message
+        self.llm_weight = check_llm_weight(self.llm_weight)
 
     @property
     def embedding_strs(self) -> list[str]:
         strings = super().embedding_strs
-        if self.instruction is None:
+        if self.instruction is None and self.llm_weight is None:
             return strings
-        return [InstructedText(text, self.instruction) for text in strings]
+        return [InstructedText(text, self.instruction, self.llm_weight) for text in strings]

@@ -3,6 +3,11 @@ answered by a running `instemb-rag serve` over HTTP, so an app embeds without to
 
     encoder = RemoteEncoder("http://127.0.0.1:8000", api_key=None)   # INSTEMB_API_KEY by default
     encoder.encode_queries(["Which tent?"], ["focus on weight"])      # np.ndarray [1, d], L2-normed
+    encoder.encode_queries(["Which tent?"], None, llm_weight=0.8)     # a two-space model's knob
+
+What the server's model card reports is kept: the document side's fingerprint (what the document
+cache keys on) and limits, and whether the model takes ``llm_weight`` (a server older than the
+knob reports none, and a weight is then refused here rather than silently ignored there).
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ class RemoteEncoder:
         self.model_id: str = card["id"]
         self.dimension: int = int(card["dimension"])
         self.fingerprint: str = card["fingerprint"]
+        # The document side (a server older than these fields: the model's own fingerprint).
+        self.document_fingerprint: str = card.get("document_fingerprint") or self.fingerprint
+        self.document_token_limit: int | None = card.get("document_token_limit")
+        self.takes_llm_weight: bool = card.get("llm_weight") is not None
 
     def _call(self, method: str, path: str, payload: dict | None = None) -> dict:
         if self.closed:
@@ -68,43 +77,49 @@ class RemoteEncoder:
         return response.json()
 
     def embed(
-        self, texts: Sequence[str], instructions: Sequence[str | None], input_type: str, batch_size: int = 64
+        self,
+        texts: Sequence[str],
+        instructions: Sequence[str | None],
+        input_type: str,
+        batch_size: int = 64,
+        llm_weight: float | None = None,
     ) -> np.ndarray:
         texts, instructions = list(texts), list(instructions)
         output = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), max(batch_size, 1)):
             stop = start + max(batch_size, 1)
-            body = self._call(
-                "POST",
-                "/v1/embeddings",
-                {
-                    "model": self.model_id,
-                    "input": texts[start:stop],
-                    "instruction": instructions[start:stop],
-                    "input_type": input_type,
-                    "encoding_format": "base64",
-                },
-            )
+            payload = {
+                "model": self.model_id,
+                "input": texts[start:stop],
+                "instruction": instructions[start:stop],
+                "input_type": input_type,
+                "encoding_format": "base64",
+            }
+            if llm_weight is not None:
+                payload["llm_weight"] = llm_weight
+            body = self._call("POST", "/v1/embeddings", payload)
             for item in body["data"]:
                 output[start + item["index"]] = decode_vector(item["embedding"])
         return output
 
-    def encode_queries(self, queries: Sequence[str], instructions=None, batch_size: int = 64, **_) -> np.ndarray:
+    def encode_queries(
+        self, queries: Sequence[str], instructions=None, batch_size: int = 64, llm_weight: float | None = None, **_
+    ) -> np.ndarray:
+        """``llm_weight``: a two-space model's LLM share (0..1; None: the model's own); refused here
+        when the server's model has no such knob."""
+        from .weights import require_llm_weight
+
+        llm_weight = require_llm_weight(self, llm_weight)
         queries = list(queries)
         if instructions is None or isinstance(instructions, str):
             instructions = [instructions or None] * len(queries)
-        return self.embed(queries, [item or None for item in instructions], "query", batch_size)
+        return self.embed(queries, [item or None for item in instructions], "query", batch_size, llm_weight)
 
     def encode_documents(
         self, documents: Sequence[str], instruction: str | None = None, batch_size: int = 64, **_
     ) -> np.ndarray:
         documents = list(documents)
         return self.embed(documents, [instruction or None] * len(documents), "document", batch_size)
-
-    @property
-    def document_fingerprint(self) -> str:
-        """What embeds documents (instemb_rag.encoder.protocol.Encoder): the server's one model."""
-        return self.fingerprint
 
     @property
     def closed(self) -> bool:

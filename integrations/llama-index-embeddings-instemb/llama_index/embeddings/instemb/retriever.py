@@ -3,6 +3,7 @@
     retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
     retriever.retrieve("best tent for storms", instruction="Focus on durability.")
     await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
+    retriever.retrieve("best tent for storms", instruction="Focus on durability.", llm_weight=0.8)  # two spaces
 
 The query is embedded once under the instruction (cached), and the embedding goes to a
 search backend: a LlamaIndex VectorStoreIndex (FAISS, Qdrant, the simple store, ...) or an
@@ -30,6 +31,7 @@ from instemb_rag.errors import InstEmbError
 from .base import InstEmbEmbedding
 from .filters import allowed_sources, as_index_filter
 from .query import InstructionQueryBundle
+from .weights import require_llm_weight
 
 _UNSET: Any = object()
 
@@ -149,8 +151,11 @@ class InstEmbRetriever(BaseRetriever):
     """Retrieve with a per-call instruction over a VectorStoreIndex or an instemb-rag index.
 
     Use the constructors ``from_vector_store_index`` and ``from_instemb_index``.
-    ``retrieve(query, instruction=None)``: None means the embed model's ``query_instruction``,
-    "" means no instruction. A plain QueryBundle or an InstructionQueryBundle works too.
+    ``retrieve(query, instruction=None, llm_weight=None)``: None means the embed model's
+    ``query_instruction``, "" means no instruction; ``llm_weight`` (a two-space model only) is the
+    LLM space's share of the score for this call (None: the embed model's own; the documents are
+    stored with both halves, so every weight searches the same index). A plain QueryBundle or an
+    InstructionQueryBundle works too.
     """
 
     def __init__(
@@ -187,7 +192,7 @@ class InstEmbRetriever(BaseRetriever):
                 )
             embed_model = index_model
         if isinstance(index_model, InstEmbEmbedding):
-            _check_same_encoder(embed_model, index_model.fingerprint)
+            _check_same_encoder(embed_model, index_model.document_fingerprint)
         backend = VectorStoreIndexBackend(index, similarity_top_k, filters)
         return cls(embed_model, backend, **kwargs)
 
@@ -221,7 +226,7 @@ class InstEmbRetriever(BaseRetriever):
             encoder = _recorded_encoder(Path(index), device) if embed_model is None else embed_model.encoder
             index = Index.open(index, encoder=encoder, device=device)
         elif embed_model is not None and index.encoder is not None:
-            _check_same_encoder(embed_model, index.encoder.fingerprint)
+            _check_same_encoder(embed_model, index.encoder.document_side.fingerprint)
         if embed_model is None:
             if index.encoder is None:
                 raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
@@ -251,14 +256,20 @@ class InstEmbRetriever(BaseRetriever):
         self.close()
 
     # ------------------------------------------------------------------ public API
-    def retrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
-        return super().retrieve(self._bundle(query, instruction))
+    def retrieve(
+        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+    ) -> list[NodeWithScore]:
+        return super().retrieve(self._bundle(query, instruction, llm_weight))
 
-    async def aretrieve(self, query: str | QueryBundle, instruction: str | None = _UNSET) -> list[NodeWithScore]:
-        return await super().aretrieve(self._bundle(query, instruction))
+    async def aretrieve(
+        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+    ) -> list[NodeWithScore]:
+        return await super().aretrieve(self._bundle(query, instruction, llm_weight))
 
-    def _bundle(self, query: str | QueryBundle, instruction: str | None) -> QueryBundle:
-        return bundle_with_instruction(query, instruction)
+    def _bundle(self, query: str | QueryBundle, instruction: str | None, llm_weight: float | None) -> QueryBundle:
+        bundle = bundle_with_instruction(query, instruction, llm_weight)
+        require_llm_weight(self.embed_model.encoder, getattr(bundle, "llm_weight", None))  # before any search
+        return bundle
 
     # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -275,21 +286,29 @@ class InstEmbRetriever(BaseRetriever):
         return await self.backend.asearch(query_bundle)
 
 
-def bundle_with_instruction(query: str | QueryBundle, instruction: str | None = _UNSET) -> QueryBundle:
-    """Attach the call's instruction; an explicit argument wins over the bundle's own."""
+def bundle_with_instruction(
+    query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+) -> QueryBundle:
+    """Attach the call's instruction (and llm_weight); an explicit argument wins over the bundle's own."""
     if isinstance(query, str):
-        return InstructionQueryBundle(query_str=query, instruction=None if instruction is _UNSET else instruction)
+        return InstructionQueryBundle(
+            query_str=query, instruction=None if instruction is _UNSET else instruction, llm_weight=llm_weight
+        )
     if not isinstance(query, QueryBundle):
         raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-    if instruction is _UNSET:
+    if instruction is _UNSET and llm_weight is None:
         return query
     if query.embedding is not None:
+        what = "an instruction" if instruction is not _UNSET else "an llm_weight"
         raise InstEmbError(
-            "The QueryBundle already carries an embedding, so an instruction cannot change it. "
-            "Pass the query string with instruction=..., or a bundle without an embedding."
+            f"The QueryBundle already carries an embedding, so {what} cannot change it. "
+            "Pass the query string with instruction=... (and llm_weight=...), or a bundle without an embedding."
         )
     return InstructionQueryBundle(
-        query_str=query.query_str, custom_embedding_strs=query.custom_embedding_strs, instruction=instruction
+        query_str=query.query_str,
+        custom_embedding_strs=query.custom_embedding_strs,
+        instruction=getattr(query, "instruction", None) if instruction is _UNSET else instruction,
+        llm_weight=getattr(query, "llm_weight", None) if llm_weight is None else llm_weight,
     )
 
 
@@ -308,6 +327,7 @@ def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> Instru
         custom_embedding_strs=query_bundle.custom_embedding_strs,
         instruction=getattr(query_bundle, "instruction", None),
         embedding=embedding,
+        llm_weight=getattr(query_bundle, "llm_weight", None),
     )
 
 
@@ -361,10 +381,12 @@ def _reloadable_reference(index: Any) -> str | None:
 
 
 def _check_same_encoder(embed_model: InstEmbEmbedding, documents_fingerprint: str) -> None:
-    """Queries and documents must come from the same weights, or scores mean nothing."""
-    if documents_fingerprint != embed_model.fingerprint:
+    """Queries and documents must come from the same document side (encoder.document_side), or
+    scores mean nothing; another query side over the same documents searches them as they are."""
+    if documents_fingerprint != embed_model.document_fingerprint:
         raise InstEmbError(
-            f"The index's documents were embedded by encoder {documents_fingerprint}, but the "
-            f"query model is encoder {embed_model.fingerprint}. Use the index's own embed model "
-            "(leave embed_model=None) or re-index with this one."
+            f"The index's documents were embedded by document side {documents_fingerprint}, but the "
+            f"query model's documents are embedded by {embed_model.document_fingerprint} (encoder "
+            f"{embed_model.fingerprint}). Use the index's own embed model (leave embed_model=None) or "
+            "re-index with this one."
         )
