@@ -11,6 +11,8 @@
 #   negation pairs (nli-stance: SICK and the negation NLI sets, entailed vs contradicting sentence);
 # - `instemb-rag compare`: each candidate against the default and against the pasted anchor, paired.
 # A candidate is any --model: a folder, or a two-space folder from `instemb-rag compose`.
+# LINE_ONLY="A B ...": candidates scored on SciFact, stance and negation only (no facet groups):
+# the points of a line such as the untrained mix at several weights.
 # Figures already in OUTDIR are reused (the default's and the anchor's across candidates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +53,7 @@ steering "pasted:$TOWER"
 for candidate in "$@"; do
   name="$(label "$candidate")"
   for groups in dev heldout_source; do
+    case " ${LINE_ONLY:-} " in *" $candidate "*) continue ;; esac
     [ -s "$OUT/facets_${groups}_$name.json" ] && continue
     extra=(); [ "$groups" = heldout_source ] && extra=(--groups "$HELDOUT_SOURCE")
     run eval facet-groups --model "$candidate" --against default --baseline bm25 --teacher "$TOWER" "${extra[@]}" \

@@ -12,4 +12,5 @@ INSTEMB=".venv/bin/instemb-rag"
 for weight in 0.5 0.7 0.85; do
   [ -e "runs/mix-$weight/instemb_parts.json" ] || "$INSTEMB" compose --llm-weight "$weight" --out "runs/mix-$weight"
 done
-bash scripts/dev_report.sh "$REPORT" "$@" runs/mix-0.5 runs/mix-0.7 runs/mix-0.85
+# The line's other points on the steering figures only (SciFact, stance, negation): what moves with w.
+LINE_ONLY="runs/mix-0.7 runs/mix-0.85" bash scripts/dev_report.sh "$REPORT" "$@" runs/mix-0.5 runs/mix-0.7 runs/mix-0.85
