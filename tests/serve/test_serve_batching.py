@@ -80,7 +80,7 @@ def test_queries_and_documents_do_not_mix_and_documents_group_by_instruction():
 
 def test_usage_counts_documents_on_the_document_side_and_queries_by_query_tokens():
     encoder = RecordingEncoder()
-    batcher = DynamicBatcher(encoder, BatchingOptions(max_batch_size=4, max_wait_ms=600_000))
+    batcher = DynamicBatcher(encoder, BatchingOptions(max_batch_size=2, max_wait_ms=600_000))  # each job fills one
     documents, queries = run(
         batcher, [(["a b", "c"], [None, "x y"], "document"), (["q r s", "t"], ["one", None], "query")]
     )
