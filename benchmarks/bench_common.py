@@ -49,6 +49,16 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def llm_checkpoint(model: str | None) -> str:
+    """The symmetric LLM a benchmark of the LLM itself loads (FLOPs, look-ahead, shared prefix, int8,
+    generation): ``--model`` as given, the documents' LLM of a two-space folder, or (None) the
+    shipped LLM, whichever layout the default has (``shipped_llm_checkpoint``)."""
+    from instemb_rag.encoder import shipped_llm_checkpoint
+    from instemb_rag.encoder.composed import llm_checkpoint_of
+
+    return str(llm_checkpoint_of(model) if model else shipped_llm_checkpoint())
+
+
 # --smoke: torch threads unless --threads says otherwise. A tiny model gains nothing from more,
 # and on a busy machine idle OpenMP threads spinning for a core cost seconds a step.
 SMOKE_THREADS = 1

@@ -36,6 +36,7 @@ from bench_common import (
     emit,
     gemm_probe,
     interleaved_times,
+    llm_checkpoint,
     machine_info,
     matmul_peak_gflops,
     median,
@@ -243,7 +244,11 @@ def int8_vs_fp32(encoder, documents: list[str], repeats: int, device: str, model
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="checkpoint or HF folder (default: the shipped model)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="checkpoint or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM)",
+    )
     parser.add_argument("--only-int8", action="store_true", help="only (d): int8 against fp32")
     parser.add_argument(
         "--emulate-avx2", action="store_true", help="run with the kernels of a CPU without AVX512-VNNI (AVX2)"
@@ -262,6 +267,7 @@ def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
 
+    args.model = llm_checkpoint(args.model)  # the LLM's figures, whichever layout the default has
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)
     smoke = args.smoke

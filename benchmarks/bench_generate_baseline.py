@@ -9,7 +9,16 @@ alternation. The ratio baseline / InstEmb is the latency the look-ahead tokens s
 
 from __future__ import annotations
 
-from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median, smoke_run
+from bench_common import (
+    apply_threads,
+    base_parser,
+    emit,
+    interleaved_times,
+    llm_checkpoint,
+    machine_info,
+    median,
+    smoke_run,
+)
 
 TEXT = (
     "The two-person tent weighs 1.9 kg and packs to 45 by 15 cm. Its aluminium poles held up in "
@@ -20,7 +29,9 @@ INSTRUCTION = "How durable is the tent in bad weather?"
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None)
+    parser.add_argument(
+        "--model", default=None, help="default: the shipped LLM (of a two-space folder: its documents' LLM)"
+    )
     parser.add_argument("--new-tokens", type=int, default=None, help="greedy answer tokens (default 32, smoke 4)")
     parser.add_argument("--batch", type=int, default=1, help="(text, instruction) pairs per call")
     args = parser.parse_args(argv)
@@ -35,7 +46,7 @@ def measure(args) -> dict:
     from instemb_rag import InstEmbEncoder
     from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
-    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
     device = str(encoder.device)
     baseline = GenerateThenEmbed(encoder, GenerateThenEmbedArgs(max_new_tokens=args.new_tokens, batch_size=args.batch))
     texts, instructions = [TEXT] * args.batch, [INSTRUCTION] * args.batch

@@ -27,6 +27,7 @@ from bench_common import (
     base_parser,
     emit,
     interleaved_times,
+    llm_checkpoint,
     machine_info,
     matmul_peak_gflops,
     median,
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--model",
         default=os.environ.get("INSTEMB_BENCH_MODEL") or None,
-        help="checkpoint or HF folder (default: the shipped model; env INSTEMB_BENCH_MODEL)",
+        help="checkpoint or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM; env "
+        "INSTEMB_BENCH_MODEL)",
     )
     args = parser.parse_args(argv)
     dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1" or args.smoke
@@ -152,7 +154,7 @@ def measure(args, dry_run: bool) -> dict:
 
     from instemb_rag import InstEmbEncoder
 
-    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
     device = str(encoder.device)
     small = args.quick or dry_run
     documents, source = load_documents(8 if dry_run else (64 if args.quick else 256))

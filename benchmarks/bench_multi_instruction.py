@@ -9,7 +9,16 @@ Goal: K = 8 through encode_instructions costs at most 2.5x a single (text, instr
 
 from __future__ import annotations
 
-from bench_common import apply_threads, base_parser, emit, interleaved_times, machine_info, median, smoke_run
+from bench_common import (
+    apply_threads,
+    base_parser,
+    emit,
+    interleaved_times,
+    llm_checkpoint,
+    machine_info,
+    median,
+    smoke_run,
+)
 
 TEXT_SOURCE = (
     "The two-person tent weighs 1.9 kg and packs to 45 by 15 cm. Its aluminium poles held up in "
@@ -38,7 +47,9 @@ def exact_tokens(tokenizer, text: str, count: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None)
+    parser.add_argument(
+        "--model", default=None, help="default: the shipped LLM (of a two-space folder: its documents' LLM)"
+    )
     parser.add_argument("--text-tokens", type=int, default=64)
     parser.add_argument("--instruction-tokens", type=int, default=16)
     parser.add_argument("--k", type=int, default=8)
@@ -53,7 +64,7 @@ def measure(args) -> dict:
     from instemb_rag import InstEmbEncoder
     from instemb_rag.encoder.fast.shared_prefix import shared_prefix_length
 
-    encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
     device = str(encoder.device)
     tokenizer = encoder.tokenizer
     text = exact_tokens(tokenizer, TEXT_SOURCE * 2, args.text_tokens)

@@ -44,10 +44,57 @@ def tiny_two_tower(tiny_encoder, tiny_st_dir):
 
 @pytest.fixture(scope="session")
 def default_encoder():
-    """The real default model (slow tests only)."""
+    """The shipped symmetric LLM (slow tests only): what tests of the LLM itself load (int8, shared
+    prefix, look-ahead, its embeddings since issue 45), whichever layout the default has: the
+    default checkpoint, or the documents' LLM of a two-space default (``shipped_llm_checkpoint``).
+    A test of the shipped model as a whole takes ``default_model``."""
     from instemb_rag import InstEmbEncoder
+    from instemb_rag.encoder import shipped_llm_checkpoint
 
+    return InstEmbEncoder.from_pretrained(shipped_llm_checkpoint(), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def default_model(request):
+    """The shipped default model as a whole, as ``InstEmbEncoder.from_pretrained()`` loads it (slow
+    tests only): a symmetric encoder (then the very ``default_encoder``, not loaded twice) or a
+    two-space one (documents [LLM; MiniLM], which needs minilm installed)."""
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.encoder.model import SHIPPED_CHECKPOINT, shipped_llm_checkpoint
+
+    if shipped_llm_checkpoint() == SHIPPED_CHECKPOINT:
+        return request.getfixturevalue("default_encoder")
     return InstEmbEncoder.from_pretrained(device="cpu")
+
+
+def minilm_or_skip() -> None:
+    """Skip unless the minilm sentence encoder is installed (a two-space model's second space)."""
+    from instemb_rag.teachers.registry import install_command, installed_teacher_dir, teachers_root
+
+    pytest.importorskip(
+        "sentence_transformers", reason="a two-space model needs the train extra's sentence-transformers"
+    )
+    if installed_teacher_dir("minilm") is None:
+        pytest.skip(
+            f"minilm is not installed under {teachers_root()}: a two-space default needs it "
+            f"(`{install_command('minilm')}`, which scripts/setup.sh runs)"
+        )
+
+
+@pytest.fixture(scope="session")
+def composed_default_dir(tmp_path_factory) -> Path:
+    """A two-space default as issue 50 would ship it, built here (slow tests only): `instemb-rag
+    compose` of the shipped LLM (``shipped_llm_checkpoint``, copied byte for byte as documents_llm/)
+    and the installed minilm. Skips where minilm is not installed."""
+    from typer.testing import CliRunner
+
+    from instemb_rag.cli import app
+
+    minilm_or_skip()
+    folder = tmp_path_factory.mktemp("two_space_default") / "default_checkpoint"
+    result = CliRunner().invoke(app, ["compose", "--out", str(folder), "--llm-weight", "0.7"])
+    assert result.exit_code == 0, result.output
+    return folder
 
 
 # The int8 kernels a test taking ``int8_kernel_kind`` runs with: this machine's own, then each

@@ -8,6 +8,7 @@ from testing import build_tiny_model_folder
 
 from instemb_rag import InstEmbEncoder
 from instemb_rag.encoder.checkpoint import CONFIG_FILE, export_checkpoint, read_config
+from instemb_rag.encoder.composed import llm_checkpoint_of
 from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
 
@@ -147,17 +148,24 @@ def test_checkpoint_records_its_weight_files_and_refuses_to_load_without_one(tin
     assert not (tmp_path / "copy").exists()
 
 
-def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path):
-    """What an installed wheel without default_checkpoint/lora/ used to load silently."""
-    shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "default")
-    assert "lora/adapter_model.safetensors" in read_config(tmp_path / "default").files
-    shutil.rmtree(tmp_path / "default" / "lora")
-    with pytest.raises(
-        CheckpointError,
-        match=r"lora/adapter_config\.json is missing \(and 1 more: "
-        r"lora/adapter_model\.safetensors\).*reinstall instemb-rag",
-    ):
-        InstEmbEncoder.from_pretrained(tmp_path / "default", device="cpu")
+@pytest.mark.parametrize("layout", ["as shipped", pytest.param("two-space", marks=pytest.mark.slow)])
+def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path, layout, request):
+    """What an installed wheel without default_checkpoint/lora/ used to load silently: the shipped
+    LLM without its adapter refuses, and so does the default as a whole, in either layout (a
+    two-space default, built from the shipped LLM where minilm is installed: its LLM is its
+    documents_llm/, which refuses before any other part loads)."""
+    source = SHIPPED_CHECKPOINT if layout == "as shipped" else request.getfixturevalue("composed_default_dir")
+    shutil.copytree(source, tmp_path / "default")
+    llm = llm_checkpoint_of(tmp_path / "default")  # the default itself, or its documents_llm/
+    assert "lora/adapter_model.safetensors" in read_config(llm).files
+    shutil.rmtree(llm / "lora")
+    for folder in {llm, tmp_path / "default"}:
+        with pytest.raises(
+            CheckpointError,
+            match=r"lora/adapter_config\.json is missing \(and 1 more: "
+            r"lora/adapter_model\.safetensors\).*reinstall instemb-rag",
+        ):
+            InstEmbEncoder.from_pretrained(folder, device="cpu")
 
 
 def test_checkpoint_without_a_file_list_still_loads(tiny_encoder, tmp_path):

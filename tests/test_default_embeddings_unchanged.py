@@ -2,7 +2,7 @@
 
 tests/data/default_embeddings_before_issue45.safetensors holds the vectors the default encoder
 (``InstEmbEncoder.from_pretrained(device="cpu")``, fp32) gave at commit 2bea1f6, the commit before
-the move, for the texts and instructions in the JSON beside it: documents through
+the move (the shipped LLM, ``default_encoder``: the same files once the default is two-space), for the texts and instructions in the JSON beside it: documents through
 ``encode_documents``, queries through ``encode_queries`` without and with an instruction each.
 They were recorded with ``PYTHONPATH=<a worktree of 2bea1f6>``, calling the encoder as this test does.
 """

@@ -1,4 +1,4 @@
-"""precision="int8" on the real default model: embeddings of development texts stay within
+"""precision="int8" on the shipped LLM (the default, or a two-space default's LLM): embeddings of development texts stay within
 cosine 0.99 of fp32 (the quality figures are in benchmarks/README.md)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 from testing import shared_data_or_skip
 
 from instemb_rag import InstEmbEncoder
+from instemb_rag.encoder import shipped_llm_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,9 @@ def test_int8_stays_close_to_fp32_on_dev_texts(default_encoder):
     instructions = [None] * 12 + ["Given a scientific claim, retrieve documents that support or refute the claim"] * (
         len(texts) - 12
     )
-    low = InstEmbEncoder.from_pretrained(device="cpu", precision="int8")
+    low = InstEmbEncoder.from_pretrained(
+        shipped_llm_checkpoint(), device="cpu", precision="int8"
+    )  # the LLM, as default_encoder
     reference = default_encoder.encode_queries(texts, instructions)
     quantized = low.encode_queries(texts, instructions)
     cosines = (reference * quantized).sum(axis=1)

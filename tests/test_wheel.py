@@ -1,6 +1,8 @@
 """The built wheel carries the whole default model: installed outside the source tree, it
 embeds exactly as the checkout does (a wheel without default_checkpoint/lora/ used to load
-a degraded model silently)."""
+a degraded model silently), whichever layout ships (a symmetric checkpoint, or a two-space folder
+whose documents_llm/ is the LLM: queries and documents both), and it stays under 50 MB (issue
+50's ship rule: MiniLM comes from its own PyPI parts, never inside the wheel)."""
 
 from __future__ import annotations
 
@@ -16,11 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from instemb_rag.encoder.composed import PARTS_FILE, is_composed, llm_checkpoint_of
 from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
 
 pytestmark = pytest.mark.slow
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+WHEEL_LIMIT_BYTES = 50 * 1000 * 1000  # issue 50: the wheel stays under 50 MB
 TEXT = "The Ridgeline 2 tent weighs 1.9 kg; its fly is 70D ripstop nylon with taped seams."
 INSTRUCTION = "focus on durability"
 NOT_SOURCES = (
@@ -41,8 +45,10 @@ EMBED_SCRIPT = f"""
 import json, instemb_rag
 from instemb_rag import InstEmbEncoder
 encoder = InstEmbEncoder.from_pretrained(device="cpu")
-vector = encoder.encode_queries([{TEXT!r}], {INSTRUCTION!r})[0]
-print(json.dumps({{"module": instemb_rag.__file__, "fingerprint": encoder.fingerprint, "vector": vector.tolist()}}))
+query = encoder.encode_queries([{TEXT!r}], {INSTRUCTION!r})[0]
+document = encoder.encode_documents([{TEXT!r}])[0]
+print(json.dumps({{"module": instemb_rag.__file__, "kind": type(encoder).__name__, "fingerprint": encoder.fingerprint,
+                  "query": query.tolist(), "document": document.tolist()}}))
 """
 
 
@@ -65,10 +71,14 @@ def non_library_modules(names) -> list[str]:
     return sorted(flagged)
 
 
-def build_wheel(tmp_path: Path) -> Path:
-    # From a copy of the sources, so leftovers of earlier builds (build/) cannot reach the wheel.
+def build_wheel(tmp_path: Path, default_checkpoint: Path = SHIPPED_CHECKPOINT) -> Path:
+    """The wheel of a copy of the sources (so leftovers of earlier builds, build/, cannot reach it),
+    whose instemb_rag/default_checkpoint holds ``default_checkpoint``'s files (the ship step)."""
     source = tmp_path / "source"
     shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
+    if default_checkpoint != SHIPPED_CHECKPOINT:
+        shutil.rmtree(source / "instemb_rag" / "default_checkpoint")
+        shutil.copytree(default_checkpoint, source / "instemb_rag" / "default_checkpoint")
     wheels = tmp_path / "wheels"
     subprocess.run(
         [
@@ -124,15 +134,39 @@ def install_outside_the_checkout(wheel: Path, venv: Path) -> Path:
     return python
 
 
-def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_encoder):
-    wheel = build_wheel(tmp_path)
+@pytest.fixture(params=["as shipped", "two-space"])
+def default_layout(request) -> tuple[Path, object]:
+    """(the folder the wheel ships as its default_checkpoint, the checkout's model of that folder):
+    the default as it ships, and a two-space default built from the shipped LLM (issue 50's ship
+    step, skipped where minilm is not installed or the shipped default is two-space already)."""
+    if request.param == "as shipped":
+        return SHIPPED_CHECKPOINT, request.getfixturevalue("default_model")
+    if is_composed(SHIPPED_CHECKPOINT):
+        pytest.skip("the shipped default is two-space already: the 'as shipped' case tests that layout")
+    from instemb_rag import InstEmbEncoder
+
+    folder = request.getfixturevalue("composed_default_dir")
+    return folder, InstEmbEncoder.from_pretrained(folder, device="cpu")
+
+
+def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_layout):
+    default_checkpoint, default_model = default_layout
+    wheel = build_wheel(tmp_path, default_checkpoint)
+    size = wheel.stat().st_size
+    assert size < WHEEL_LIMIT_BYTES, f"the wheel is {size / 1e6:.1f} MB, over the 50 MB of issue 50's ship rule"
     packed = set(zipfile.ZipFile(wheel).namelist())
     shipped = sorted(
-        f"instemb_rag/default_checkpoint/{path.relative_to(SHIPPED_CHECKPOINT).as_posix()}"
-        for path in SHIPPED_CHECKPOINT.rglob("*")
+        f"instemb_rag/default_checkpoint/{path.relative_to(default_checkpoint).as_posix()}"
+        for path in default_checkpoint.rglob("*")
         if path.is_file() and "__pycache__" not in path.parts
     )
-    assert "instemb_rag/default_checkpoint/lora/adapter_model.safetensors" in shipped
+    # The LLM's adapter (documents_llm/lora/ in a two-space default), and a two-space one's config.
+    llm_adapter = (llm_checkpoint_of(default_checkpoint) / "lora" / "adapter_model.safetensors").relative_to(
+        default_checkpoint
+    )
+    assert f"instemb_rag/default_checkpoint/{llm_adapter.as_posix()}" in shipped
+    if is_composed(default_checkpoint):
+        assert f"instemb_rag/default_checkpoint/{PARTS_FILE}" in shipped
     assert [name for name in shipped if name not in packed] == [], "the wheel lacks files of the default checkpoint"
     assert non_library_modules(packed) == [], "the wheel carries test or research modules"
     assert "instemb_rag/encoder/model.py" in packed and "instemb_rag/cli/__main__.py" in packed
@@ -147,9 +181,14 @@ def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_encode
     installed = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(installed["module"]).resolve().is_relative_to(venv.resolve()), installed["module"]
 
-    expected = default_encoder.encode_queries([TEXT], INSTRUCTION)[0]
-    assert installed["fingerprint"] == default_encoder.fingerprint
-    np.testing.assert_allclose(np.array(installed["vector"], dtype=np.float32), expected, rtol=0, atol=1e-6)
+    assert installed["kind"] == type(default_model).__name__
+    assert installed["fingerprint"] == default_model.fingerprint
+    expected = {
+        "query": default_model.encode_queries([TEXT], INSTRUCTION)[0],
+        "document": default_model.encode_documents([TEXT])[0],
+    }
+    for side, vector in expected.items():
+        np.testing.assert_allclose(np.array(installed[side], dtype=np.float32), vector, rtol=0, atol=1e-6, err_msg=side)
 
     help_run = subprocess.run(
         [str(venv / "bin" / "instemb-rag"), "--help"],

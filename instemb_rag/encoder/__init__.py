@@ -1,6 +1,7 @@
 """The encoder: a decoder LLM + look-ahead tokens + pooling, and everything that builds one.
 
-    model.py       InstEmbEncoder (from_pretrained, encode_queries / encode_documents, save)
+    model.py       InstEmbEncoder (from_pretrained, encode_queries / encode_documents, save);
+                   shipped_llm_checkpoint (the shipped LLM, whichever layout the default has)
     checkpoint.py  the checkpoint format: its one reader (returns parts) and one writer
     backbone.py    the base model: the shipped GGUF converted once, any HF folder, fingerprints
     protocol.py    Encoder, LocalEncoder, ForwardEncoder: what code outside encoder/ may call
@@ -10,8 +11,8 @@
     modules/       the saved parts (template, look-ahead, pooling, projection, LoRA) and the forward pass
     fast/          faster paths to the same embeddings (shared prefix, torch.compile)
 
-``InstEmbEncoder`` and ``load_checkpoint`` are imported lazily, so that the light modules here
-(checkpoint.py's format, settings) can be read without loading torch.
+``InstEmbEncoder``, ``load_checkpoint`` and ``shipped_llm_checkpoint`` are imported lazily, so
+that the light modules here (checkpoint.py's format, settings) can be read without loading torch.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .model import InstEmbEncoder, load_checkpoint
+    from .model import InstEmbEncoder, load_checkpoint, shipped_llm_checkpoint
 
-__all__ = ["InstEmbEncoder", "load_checkpoint"]
+__all__ = ["InstEmbEncoder", "load_checkpoint", "shipped_llm_checkpoint"]
 
 
 def __getattr__(name: str):

@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 
 from .checkpoint import is_checkpoint
+from .composed.config import llm_checkpoint_of
 from .composed.encoder import TwoSpacesEncoder
-from .model import SHIPPED_CHECKPOINT, InstEmbEncoder
+from .model import InstEmbEncoder, shipped_llm_checkpoint
 from .modules.document_tower import DocumentTower
 
 __all__ = ["untrained_mix"]
@@ -23,10 +24,11 @@ def untrained_mix(
     device: str = "auto",
     **settings,
 ) -> TwoSpacesEncoder:
-    """The fixed mix of a symmetric checkpoint or model folder (None: the shipped default's LLM)
-    and a sentence encoder (an installed teacher or a folder): no query-side parts, exactly the
-    two spaces side by side at ``llm_weight``. ``settings`` go to the LLM's loading."""
-    source = Path(documents_llm) if documents_llm is not None else SHIPPED_CHECKPOINT
+    """The fixed mix of a symmetric checkpoint or model folder (None: the shipped LLM,
+    ``shipped_llm_checkpoint()``; a two-space folder: its documents' LLM) and a sentence encoder
+    (an installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
+    ``llm_weight``. ``settings`` go to the LLM's loading."""
+    source = llm_checkpoint_of(Path(documents_llm)) if documents_llm is not None else shipped_llm_checkpoint()
     llm = InstEmbEncoder.from_pretrained(source, device=device, **settings)
     document_tower = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
     kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied

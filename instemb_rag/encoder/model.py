@@ -18,6 +18,7 @@ from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
+from .composed.config import llm_checkpoint_of
 from .device import default_dtype, resolve_device
 from .modules.document_tower import DocumentTower
 from .modules.forward import States, embed_inputs, run_backbone
@@ -28,11 +29,20 @@ from .modules.template import PromptTemplate
 from .settings import EncoderSettings
 from .two_tower import TwoTowerSide, check_tower_head
 
-__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "load_checkpoint"]
+__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "load_checkpoint", "shipped_llm_checkpoint"]
 
 DEFAULT_LOOKAHEAD = 8
-# The package folder holds the shipped checkpoint (package data), one level above this module.
+# The package folder holds the shipped default (package data), one level above this module: a
+# symmetric checkpoint, or a two-space folder (composed/) whose documents_llm/ is the shipped LLM.
 SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
+
+
+def shipped_llm_checkpoint() -> Path:
+    """The shipped symmetric LLM checkpoint, whichever layout ships: ``SHIPPED_CHECKPOINT/documents_llm``
+    when the default is a two-space folder, else ``SHIPPED_CHECKPOINT``. What code that means the
+    LLM loads (its internals, its document space, a training start); ``from_pretrained(None)`` is
+    the shipped default as a whole."""
+    return llm_checkpoint_of(SHIPPED_CHECKPOINT)
 
 
 class InstEmbEncoder(TwoTowerSide, nn.Module):
@@ -203,8 +213,9 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
     ) -> InstEmbEncoder:
         """Load a checkpoint folder, a Hugging Face model folder, or (None) the default.
 
-        The default is the checkpoint shipped in the package when present, otherwise the
-        untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
+        The default is the model shipped in the package when present (a symmetric checkpoint, or
+        a two-space folder: then a TwoSpacesEncoder; ``shipped_llm_checkpoint()`` is its LLM),
+        otherwise the untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
         the backbone's linear layers in dynamic int8 on the CPU (inference only; see quantize.py).
         """
         from .composed import is_composed

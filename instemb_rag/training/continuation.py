@@ -1,4 +1,5 @@
-"""Training on from an InstEmb checkpoint (``model.model_name_or_path`` = a checkpoint folder).
+"""Training on from an InstEmb checkpoint (``model.model_name_or_path`` = a checkpoint folder, or a
+two-space folder: then its ``documents_llm/``, the symmetric LLM inside it; ``starting_point``).
 
 A checkpoint written by the next run stores only what *that* run trains: without care,
 everything the earlier run learned in the backbone would silently vanish from the new
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..encoder.checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
+from ..encoder.composed.config import llm_checkpoint_of
 from ..encoder.modules.lora import apply_lora, load_adapter_weights, read_adapter_config
 from ..errors import InstEmbError
 
@@ -27,8 +29,17 @@ class StartingCheckpoint:
     lora_folder: Path | None  # its LoRA adapter, run live through peft
 
 
+def starting_point(model_args) -> str | None:
+    """What a run trains from: ``model.model_name_or_path``, or the ``documents_llm/`` inside it when
+    it names a two-space folder (encoder/composed/). A run trains the LLM, so a two-space default
+    (the recipes' instemb_rag/default_checkpoint) trains on from its symmetric LLM, as a symmetric
+    default does from itself. Every reader of a run's start goes through here."""
+    return llm_checkpoint_of(model_args.model_name_or_path)
+
+
 def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
-    """What the run starts from, when ``reference`` is an InstEmb checkpoint folder."""
+    """What the run starts from, when ``reference`` (``starting_point``: a two-space folder is
+    already its documents' LLM) is an InstEmb checkpoint folder."""
     if not reference or not is_checkpoint(reference):
         return None
     folder = Path(reference)

@@ -251,7 +251,9 @@ def _gib(value: float) -> str:
 
 def dry_run_report(config: TrainConfig, world_size: int = 1) -> str:
     """What ``--dry-run`` prints: the model, parameter counts, and memory per device for DDP and FSDP."""
-    label, raw = model_config_dict(config.model.model_name_or_path)
+    from .continuation import starting_point  # a two-space folder: its documents' LLM
+
+    label, raw = model_config_dict(starting_point(config.model))
     shape = ModelShape.from_config(raw)
     counts = count_parameters(shape, config)
     t, m = config.training, config.model

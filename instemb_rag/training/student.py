@@ -32,7 +32,7 @@ from ..encoder.modules.pooling import anchor_positions, last_valid_positions
 from ..errors import InstEmbError
 from . import parallel
 from .args import TrainConfig
-from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint
+from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint, starting_point
 from .lookahead.frozen_llm import input_ids_without_slots
 
 __all__ = [
@@ -118,12 +118,14 @@ def load_student(config: TrainConfig, device: torch.device):
     """Float32 master weights (bf16 only inside autocast), on ``device``.
 
     A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
-    start (the teacher included) and goes on training as an adapter (continuation.py).
+    start (the teacher included) and goes on training as an adapter (continuation.py). A
+    two-space folder (a two-space default included) trains on from its documents' LLM
+    (continuation.starting_point).
     """
     from ..encoder import InstEmbEncoder, load_checkpoint
 
     model_args = config.model
-    reference = model_args.model_name_or_path
+    reference = starting_point(model_args)
     if reference and is_checkpoint(reference):
         encoder = load_checkpoint(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
         start = starting_checkpoint(reference)
@@ -191,7 +193,7 @@ def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
         param.requires_grad_(False)
     layer_count = len(decoder_layers(model))
     top = _trained_layers(layer_count, model_args)
-    start = starting_checkpoint(model_args.model_name_or_path)
+    start = starting_checkpoint(starting_point(model_args))
     peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
     if model_args.lora_rank > 0 and top:
         if peft_model is None:

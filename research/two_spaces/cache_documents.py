@@ -3,7 +3,7 @@
     python research/two_spaces/cache_documents.py runs/qtower/train-items.jsonl [MODEL] [CACHE_DIR]
 
 MODEL is the symmetric InstEmb encoder whose document space is the LLM half (default: the shipped
-default); CACHE_DIR defaults to $INSTEMB_HOME/teacher_embeddings, the folder the query-tower
+LLM, the documents' LLM of a two-space default; a two-space folder: its documents' LLM); CACHE_DIR defaults to $INSTEMB_HOME/teacher_embeddings, the folder the query-tower
 trainer reads. The cache (teachers/cache.py) keys each row on the encoder's fingerprint and the
 text's sha256 and appends a shard every 512 passages, so a killed run resumes where it stopped:
 run the same command again.
@@ -36,9 +36,13 @@ class DocumentSide:
 
 
 def main(items_file: str, model: str = "default", cache_dir: str | None = None) -> None:
-    from instemb_rag.encoder import InstEmbEncoder
+    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_checkpoint
+    from instemb_rag.encoder.composed import llm_checkpoint_of
 
-    encoder = InstEmbEncoder.from_pretrained(model) if model != "default" else InstEmbEncoder.from_pretrained()
+    # The LLM half: the shipped LLM (the documents' LLM of a two-space default), or a folder's own.
+    encoder = InstEmbEncoder.from_pretrained(
+        shipped_llm_checkpoint() if model == "default" else llm_checkpoint_of(model)
+    )
     passages = [item.text for item in read_items(items_file) if item.role == "passage"]
     side = DocumentSide(encoder, f"llm-{model.strip('/').split('/')[-1]}")
     folder = cache_dir or str(instemb_home() / "teacher_embeddings")

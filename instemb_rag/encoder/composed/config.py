@@ -54,6 +54,17 @@ def is_composed(folder: str | os.PathLike | None) -> bool:
     return folder is not None and (Path(folder) / PARTS_FILE).is_file()
 
 
+def llm_checkpoint_of(reference):
+    """The symmetric LLM checkpoint a reference means where the LLM itself is meant (its document
+    space, its internals, a training start): the ``documents_llm/`` inside a two-space folder, else
+    the reference unchanged (a checkpoint, a model folder, a name or None). A string stays a
+    string, a path a path."""
+    if not is_composed(reference):
+        return reference
+    inside = Path(reference) / DOCUMENTS_LLM_DIR
+    return str(inside) if isinstance(reference, str) else inside
+
+
 def read_parts_config(folder: str | os.PathLike) -> PartsConfig:
     path = Path(folder) / PARTS_FILE
     try:

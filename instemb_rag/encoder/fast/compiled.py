@@ -34,9 +34,20 @@ from ...paths import instemb_home
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
+def llm_parts(encoder) -> list:
+    """The LLMs an encoder runs: itself, or an encoder of parts' (composed/: a two-space default)
+    documents' and query LLMs, once each (the same one where no query LLM of its own)."""
+    found = [getattr(encoder, name, None) for name in ("documents_llm", "query_llm")]
+    parts = []
+    for part in found:
+        if part is not None and all(part is not seen for seen in parts):
+            parts.append(part)
+    return parts or [encoder]
+
+
 def compile_cache_dir(encoder) -> Path:
     """Where this encoder's compiled graphs live: one folder per (torch, device, dtype, fingerprint)."""
-    dtype = str(encoder.model.dtype).replace("torch.", "")
+    dtype = str(llm_parts(encoder)[0].model.dtype).replace("torch.", "")
     precision = getattr(encoder, "precision", Precision.fp32.value)
     version = torch.__version__.replace("+", "_")
     kind = f"torch-{version}-{encoder.device.type}-{dtype}" + (
@@ -59,6 +70,7 @@ def repeated_blocks(backbone: torch.nn.Module) -> torch.nn.ModuleList | None:
 
 def compile_encoder(encoder, dynamic: bool = True) -> Path:
     """Compile the encoder's decoder blocks in place (lazily: the first call pays); return the cache folder.
+    An encoder of parts (a two-space model) has each of its LLMs compiled so.
 
     Regional compilation: every decoder block runs the same code, so compiling the blocks one by
     one lets Dynamo trace one block and reuse its graph for the other 29, where compiling the
@@ -76,13 +88,16 @@ def compile_encoder(encoder, dynamic: bool = True) -> Path:
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True  # on by default; the point here, so made explicit
-    blocks = repeated_blocks(encoder.model.base_model)
-    for module in blocks if blocks is not None else [encoder.model.base_model]:
+    for module in (module for llm in llm_parts(encoder) for module in _compiled_modules(llm)):
         module.compile(dynamic=dynamic)
     return folder
 
 
+def _compiled_modules(llm) -> list[torch.nn.Module]:
+    blocks = repeated_blocks(llm.model.base_model)
+    return list(blocks) if blocks is not None else [llm.model.base_model]
+
+
 def is_compiled(encoder) -> bool:
-    blocks = repeated_blocks(encoder.model.base_model)
-    modules = list(blocks) if blocks is not None else [encoder.model.base_model]
+    modules = [module for llm in llm_parts(encoder) for module in _compiled_modules(llm)]
     return all(getattr(m, "_compiled_call_impl", None) is not None for m in modules)

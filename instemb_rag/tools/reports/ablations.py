@@ -49,7 +49,7 @@ CHECKPOINT_GROUPS = (
 
 @dataclass
 class AblationArgs:
-    checkpoint: str | None = None  # None: the shipped default
+    checkpoint: str | None = None  # None: the shipped LLM (a two-space folder: its documents' LLM)
     checkpoints_dir: Path | None = None
     tasks: list[str] = field(default_factory=lambda: ["scifact", "scifact-stance", "vaswani", "stsb"])
     max_queries: int | None = 50
@@ -100,11 +100,14 @@ class Variant:
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
     share one forward pass (shared_forward.py), as do the two untrained variants."""
-    from ...encoder import InstEmbEncoder
+    from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
+    from ...encoder.composed import llm_checkpoint_of
 
     notes: list[str] = []
     device = args.device
-    trained = InstEmbEncoder.from_pretrained(args.checkpoint, device=device)
+    # The pooling and look-ahead ablations are the LLM's: the shipped LLM, whichever layout ships.
+    llm = llm_checkpoint_of(args.checkpoint) if args.checkpoint else shipped_llm_checkpoint()
+    trained = InstEmbEncoder.from_pretrained(llm, device=device)
     trained_length = trained.lookahead.length
     lengths = []
     for length in args.lookahead_lengths:
@@ -321,7 +324,7 @@ def write_report(results: list[dict], notes: list[str], args: AblationArgs, comm
 
 def main(
     checkpoint: str | None = typer.Option(
-        None, help="Checkpoint for the pooling / L ablations (default: shipped default)."
+        None, help="Checkpoint for the pooling / L ablations (default: the shipped default's LLM)."
     ),
     checkpoints_dir: Path | None = typer.Option(None, help="Folder of named checkpoints: loss-mse, loss-kl, views-*."),
     tasks: list[str] = typer.Option(

@@ -40,6 +40,7 @@ from ...errors import InstEmbError
 from ...hashing import file_sha256
 from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..continuation import starting_point
 from ..parallel import SINGLE_PROCESS, DistributedEnv, local_indices
 from ..prefix_cache import read_shard_index
 
@@ -253,7 +254,7 @@ def _progress(enabled: bool, total: int):
 # ---------------------------------------------------------------------------- a run's teacher
 def teacher_identity(config: TrainConfig, encoder) -> str:
     """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
-    reference = config.model.model_name_or_path
+    reference = starting_point(config.model)
     identity = encoder.backbone.fingerprint
     if reference and is_checkpoint(reference):
         for path in sorted(Path(reference).rglob("*.safetensors")):

@@ -67,9 +67,13 @@ class TwoSpacesObjective(Objective):
         config, device, log = self.config, self.device, self.log
         t, s, m = config.training, config.two_spaces, config.model
         from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.model import SHIPPED_CHECKPOINT
+        from ...encoder.composed.config import llm_checkpoint_of
+        from ...encoder.model import shipped_llm_checkpoint
 
-        source = SHIPPED_CHECKPOINT if s.documents_llm in ("", "default") else Path(s.documents_llm)
+        # "default": the shipped LLM (the documents' LLM of a two-space default); a two-space folder: its own.
+        source = (
+            shipped_llm_checkpoint() if s.documents_llm in ("", "default") else llm_checkpoint_of(Path(s.documents_llm))
+        )
         # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
         lookahead = None if is_checkpoint(source) else m.lookahead_length
         documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)

@@ -51,6 +51,21 @@ def test_compile_is_regional_one_graph_per_decoder_block(home, tiny_encoder):
     assert getattr(backbone, "_compiled_call_impl", None) is None
 
 
+def test_compile_of_a_two_space_model_compiles_its_llm(home, tiny_model_dir, tiny_st_dir):
+    """--compile on a two-space model (a two-space default included): its LLM's blocks, the cache
+    keyed on the whole model's fingerprint."""
+    pytest.importorskip("sentence_transformers")
+    from instemb_rag.encoder.mixing import untrained_mix
+
+    mix = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
+    assert not is_compiled(mix)
+    folder = compile_encoder(mix)
+    assert is_compiled(mix) and folder.name == mix.fingerprint and folder.is_relative_to(home / "compile")
+    assert all(
+        getattr(block, "_compiled_call_impl", None) is not None for block in mix.query_llm.model.base_model.layers
+    )
+
+
 @pytest.mark.skipif(
     os.environ.get("INSTEMB_TEST_COMPILE") != "1",
     reason="compiles C++ for minutes on a small CPU; set INSTEMB_TEST_COMPILE=1",
