@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from .modules.pooling import Pooling
     from .modules.template import PromptTemplate
 
-__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder"]
+__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder", "takes_llm_weight"]
+
+
+def takes_llm_weight(encoder: Any) -> bool:
+    """Whether ``encoder`` has the query-time knob ``llm_weight`` (a two-space model: the LLM space's
+    share of the score; ``encode_queries(..., llm_weight=)`` and ``explain``). Encoders declare it
+    (``takes_llm_weight``: TwoSpacesEncoder True, InstEmbEncoder False, a RemoteEncoder from its
+    server's model card); one that says nothing has no knob."""
+    return getattr(encoder, "takes_llm_weight", False) is True
 
 
 @runtime_checkable

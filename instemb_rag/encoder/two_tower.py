@@ -37,6 +37,8 @@ def _anchored(encoder) -> bool:
 class TwoTowerSide:
     """The two-tower methods of InstEmbEncoder (``self`` is one: ``document_tower``, ``encode``...)."""
 
+    takes_llm_weight = False  # one space per side: no query-time mix weight (protocol.takes_llm_weight)
+
     @property
     def is_two_tower(self) -> bool:
         """Documents embedded by a sentence encoder (the document tower), queries by the LLM."""

@@ -48,15 +48,10 @@ class SearchHit:
 
 
 def weighs_two_spaces(encoder) -> bool:
-    """Whether ``encoder`` takes a query-time weight between two spaces (``encode_queries(...,
-    llm_weight=)`` and ``explain``: a two-space model, encoder/composed/)."""
-    import inspect
+    """Whether ``encoder`` takes a query-time weight between two spaces (encoder/protocol.py)."""
+    from ..encoder.protocol import takes_llm_weight
 
-    try:
-        takes_weight = "llm_weight" in inspect.signature(encoder.encode_queries).parameters
-    except (TypeError, ValueError):
-        return False
-    return takes_weight and callable(getattr(encoder, "explain", None))
+    return takes_llm_weight(encoder)
 
 
 def parse_filters(expressions: list[str] | None) -> dict[str, str]:

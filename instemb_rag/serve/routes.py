@@ -15,7 +15,6 @@ tokenizer's limits, their fingerprint, whether they read an instruction) is the 
 from __future__ import annotations
 
 import functools
-import inspect
 import secrets
 from typing import Any
 
@@ -264,12 +263,10 @@ def model_card(state: ServerState) -> dict:
 
 
 def takes_llm_weight(encoder: Any) -> bool:
-    """Whether the encoder's ``encode_queries`` takes an ``llm_weight`` (a two-space model: the LLM
-    space's share of the score, a knob per call); an encoder of one space has no such knob."""
-    try:
-        return "llm_weight" in inspect.signature(encoder.encode_queries).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether the encoder has the ``llm_weight`` knob (encoder/protocol.py: the one rule)."""
+    from ..encoder.protocol import takes_llm_weight as declared
+
+    return declared(encoder)
 
 
 def llm_weight_knob(encoder: Any) -> dict | None:

@@ -66,6 +66,8 @@ def check_llm_weight(llm_weight: float | None) -> float | None:
 class TwoSpacesEncoder:
     """The Encoder protocol (encoder/protocol.py) over the parts above; see the module docstring."""
 
+    takes_llm_weight = True  # encode_queries(..., llm_weight=) and explain (protocol.takes_llm_weight)
+
     def __init__(
         self,
         documents_llm,

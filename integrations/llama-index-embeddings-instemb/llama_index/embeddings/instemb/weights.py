@@ -9,7 +9,6 @@ knob, and a weight given to it is refused (it would silently change nothing).
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -29,15 +28,11 @@ def check_llm_weight(value: Any) -> float | None:
 
 
 def takes_llm_weight(encoder: Any) -> bool:
-    """Whether the encoder has the knob: a RemoteEncoder says so (from its server's model card), a
-    local encoder by its ``encode_queries`` taking ``llm_weight``."""
-    declared = getattr(encoder, "takes_llm_weight", None)
-    if isinstance(declared, bool):
-        return declared
-    try:
-        return "llm_weight" in inspect.signature(encoder.encode_queries).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether the encoder has the knob (instemb_rag.encoder.protocol: the one rule; a
+    RemoteEncoder declares it from its server's model card)."""
+    from instemb_rag.encoder.protocol import takes_llm_weight as declared
+
+    return declared(encoder)
 
 
 def require_llm_weight(encoder: Any, value: Any) -> float | None:
