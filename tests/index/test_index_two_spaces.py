@@ -277,3 +277,47 @@ def test_an_index_of_an_older_default_is_told_to_rebuild(tiny_encoder, two_space
     )
     assert code == 0, output
     assert query_json(index_dir)["hits"]
+
+
+def test_an_index_of_todays_symmetric_default_is_told_to_rebuild_once_the_default_is_two_space(
+    tiny_encoder, two_space_dir, tmp_path, monkeypatch
+):
+    """The ship step of issue 50: an index the symmetric default built with this version (its
+    manifest records the default's document side) is queried, and indexed again, after the default
+    became a two-space folder (documents [LLM; MiniLM]): both are refused, nothing is mixed in, the
+    message says the index's own model changed and gives the rebuild command (no --model: the
+    default), and that command rebuilds it."""
+    import instemb_rag.encoder.model as model
+
+    tiny_encoder.save(tmp_path / "symmetric_default")
+    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", tmp_path / "symmetric_default")
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    default_args = ("--index-dir", str(index_dir), "--device", "cpu", "--no-progress", "--chunk-overlap", "8")
+    code, output = cli("index", str(docs), *default_args)
+    assert code == 0, output
+    symmetric = read_manifest(index_dir)
+    assert symmetric.encoder_reference == "default" and symmetric.document_fingerprint == tiny_encoder.fingerprint
+    before = stored(index_dir)[2]
+
+    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", two_space_dir)  # the shipped default is now two-space
+    two_spaces = loaded(two_space_dir)
+    command = f"`instemb-rag index PATH --index-dir {index_dir} --rebuild`"
+    for args in (
+        ("query", QUERY, "--index-dir", str(index_dir), "--device", "cpu"),
+        ("index", str(docs), *default_args),
+    ):
+        code, output = cli(*args)
+        flat = "".join(output.split("\n"))
+        assert code == EXIT_INDEX_FOLDER, (args, output)
+        assert "both name default" in flat and "built by an older instemb-rag" in flat, output
+        assert command in flat and f"under {docs.resolve()}" in flat, output
+        assert symmetric.document_fingerprint in flat and two_spaces.document_fingerprint in flat, output
+        assert "two spaces side by side" in flat, output  # what embeds documents now
+    np.testing.assert_array_equal(stored(index_dir)[2], before)  # nothing mixed in
+    assert read_manifest(index_dir) == symmetric
+
+    code, output = cli("index", str(docs), *default_args, "--rebuild")  # the command given, PATH filled in
+    assert code == 0, output
+    rebuilt = read_manifest(index_dir)
+    assert rebuilt.encoder_reference == "default" and rebuilt.document_fingerprint == two_spaces.document_fingerprint
+    assert rebuilt.dimension == two_spaces.dimension and query_json(index_dir, "--device", "cpu")["hits"]
