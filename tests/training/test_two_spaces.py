@@ -126,3 +126,17 @@ def test_the_run_starts_at_the_mix_and_ships_a_two_space_folder(setting, tmp_pat
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == list(range(1, 13)) and {"infonce", "llm_weight"} <= set(rows[0])
     assert math.isclose(rows[0]["llm_weight"], 0.5, abs_tol=0.05)  # the gate starts at the mix's weight
+
+    # Another weight for the trained model: its LLM folders are copied as they are (LoRA unmerged).
+    from typer.testing import CliRunner
+
+    from instemb_rag.cli import app
+
+    fixed = tmp_path / "fixed"
+    args = ["compose", "--from", str(final), "--llm-weight", "0.7", "--no-gate", "--out", str(fixed)]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for part in ("documents_llm", "query_llm"):
+        stored = sorted(p.relative_to(final) for p in (final / part).rglob("*") if p.is_file())
+        assert stored == sorted(p.relative_to(fixed) for p in (fixed / part).rglob("*") if p.is_file())
+        assert all((final / name).read_bytes() == (fixed / name).read_bytes() for name in stored)

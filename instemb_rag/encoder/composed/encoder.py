@@ -78,6 +78,7 @@ class TwoSpacesEncoder:
         llm_weight: float = 0.5,
         training_info: dict | None = None,
         documents_source: str | os.PathLike | None = None,
+        query_source: str | os.PathLike | None = None,
     ):
         if documents_llm.document_tower is not None or query_llm is not None and query_llm.document_tower is not None:
             raise InstEmbError(
@@ -99,6 +100,7 @@ class TwoSpacesEncoder:
         # The checkpoint folder the documents' LLM was loaded from: a save copies it byte for byte
         # (a loaded encoder has its LoRA merged; saving that would write every merged tensor).
         self.documents_source = Path(documents_source) if documents_source is not None else None
+        self.query_source = Path(query_source) if query_source is not None and self.has_query_llm else None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -300,7 +302,9 @@ class TwoSpacesEncoder:
                 shutil.copytree(self.documents_source, staging / DOCUMENTS_LLM_DIR, ignore=shutil.ignore_patterns(".*"))
             else:
                 self.documents_llm.save(staging / DOCUMENTS_LLM_DIR)
-            if self.has_query_llm:
+            if self.has_query_llm and save_query_llm is None and self.query_source is not None:
+                shutil.copytree(self.query_source, staging / QUERY_LLM_DIR, ignore=shutil.ignore_patterns(".*"))
+            elif self.has_query_llm:
                 (save_query_llm or self.query_llm.save)(staging / QUERY_LLM_DIR)
             if self.tower_head is not None:
                 (staging / TOWER_HEAD_DIR).mkdir()
@@ -338,8 +342,19 @@ class TwoSpacesEncoder:
         target = (query_llm or documents_llm).device
         head = Projection.load(folder / TOWER_HEAD_DIR, config.tower_head).to(target) if config.tower_head else None
         gate = WeightGate.load(folder, config.gate).to(target) if config.gate else None
+        # Saved again as loaded, the LLM folders are copied byte for byte (their LoRA unmerged), unless
+        # other settings were asked for: then the encoder in memory is what a save must write.
+        as_stored = all(value is None for value in settings.values()) and precision == "fp32"
         return cls(
-            documents_llm, tower, query_llm, head, gate, config.llm_weight, config.training, folder / DOCUMENTS_LLM_DIR
+            documents_llm,
+            tower,
+            query_llm,
+            head,
+            gate,
+            config.llm_weight,
+            config.training,
+            folder / DOCUMENTS_LLM_DIR if as_stored else None,
+            folder / QUERY_LLM_DIR if as_stored and config.query_llm else None,
         )
 
     def with_llm_weight(self, llm_weight: float) -> TwoSpacesEncoder:
@@ -353,4 +368,5 @@ class TwoSpacesEncoder:
             llm_weight,
             self.training_info,
             self.documents_source,
+            self.query_source,
         )
