@@ -1,5 +1,6 @@
 """Every candidate checkpoint a report names is committed whole under research/checkpoints/:
-its config reads, every weight file it lists is there, and the real model loads it (slow)."""
+its config reads, every weight file it lists is there, and the real model loads it (slow). A
+two-space candidate (instemb_parts.json) is checked part by part."""
 
 from __future__ import annotations
 
@@ -18,8 +19,29 @@ def test_there_are_candidates_to_check():
     assert {path.name for path in CANDIDATES} >= {"facets-general-300", "facets-general-450"}
 
 
+def llm_folders(folder: Path) -> list[Path]:
+    """The InstEmb checkpoints a candidate holds: itself, or a two-space folder's LLM parts."""
+    from instemb_rag.encoder.composed.config import DOCUMENTS_LLM_DIR, QUERY_LLM_DIR, is_composed, read_parts_config
+
+    if not is_composed(folder):
+        return [folder]
+    parts = read_parts_config(folder)
+    return [folder / DOCUMENTS_LLM_DIR] + ([folder / QUERY_LLM_DIR] if parts.query_llm else [])
+
+
 @pytest.mark.parametrize("folder", CANDIDATES, ids=lambda path: path.name)
 def test_each_candidate_is_complete(folder):
+    from instemb_rag.encoder.composed.config import is_composed, read_parts_config
+    from instemb_rag.teachers.registry import TEACHERS
+
+    for part in llm_folders(folder):
+        check_checkpoint(part)
+    if is_composed(folder):  # its sentence encoder: an installable teacher, or shipped inside
+        reference = read_parts_config(folder).document_tower["encoder"]
+        assert reference in TEACHERS or (folder / reference).is_dir(), reference
+
+
+def check_checkpoint(folder: Path) -> None:
     config = read_config(folder)
     check_complete(folder, config)  # raises naming the missing file
     assert config.base_model == "smollm2-135m-instruct"
