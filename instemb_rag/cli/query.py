@@ -167,7 +167,10 @@ def query_command(
 
 # What --explain's columns mean, by the number of spaces the model ranks in.
 EXPLAINED = {
-    2: "two spaces: combined = LLM weight * LLM cos + (1 - LLM weight) * tower cos (the dense score)",
+    2: (
+        "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * tower cos ranks the hits; the "
+        "score is weighted / (sqrt 2 * |(LLM weight, 1 - LLM weight)|), the cosine of the unit query"
+    ),
     1: "this model has one space (not a two-space model): its dense score is the single cosine of query and chunk",
 }
 

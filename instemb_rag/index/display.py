@@ -97,7 +97,12 @@ def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | Non
     return table
 
 
-TWO_SPACE_COLUMNS = (("llm", "LLM cos"), ("tower", "tower cos"), ("llm_weight", "LLM weight"), ("score", "combined"))
+TWO_SPACE_COLUMNS = (
+    ("llm", "LLM cos"),
+    ("tower", "tower cos"),
+    ("llm_weight", "LLM weight"),
+    ("weighted", "weighted"),
+)
 
 
 def explained_columns(explanations: list[dict] | None) -> list[tuple[str, str]]:

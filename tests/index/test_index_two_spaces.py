@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.cli.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
+from instemb_rag.encoder.composed.encoder import mix_scale
 from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.manifest import MANIFEST_FILE, read_manifest
 
@@ -91,13 +92,15 @@ def two_space_index(two_space_dir, tmp_path_factory) -> tuple[Path, Path]:
 
 
 def expected_scores(index_dir: Path, encoder, llm_weight: float) -> dict[str, float]:
-    """source -> w * cos(a, A) + (1 - w) * cos(b, B), from the stored halves and the query halves."""
+    """source -> (w cos(a, A) + (1 - w) cos(b, B)) * mix_scale(w) (the unit query's cosine), from the
+    stored halves and the query halves."""
+
     sources, _, vectors = stored(index_dir)
     split = encoder.llm_dimension
     llm_docs, tower_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
     llm_half, tower_half, _ = encoder.query_halves([QUERY], [INSTRUCTION])
     scores = llm_weight * llm_docs @ llm_half[0] + (1 - llm_weight) * tower_docs @ tower_half[0]
-    return dict(zip(sources, scores.tolist()))
+    return dict(zip(sources, (scores * mix_scale(llm_weight)).tolist()))
 
 
 def test_a_two_space_index_records_its_document_side_and_reopens_without_refusal(two_space_dir, two_space_index):
@@ -161,18 +164,20 @@ def test_llm_weight_sets_the_share_of_each_space(two_space_dir, two_space_index)
         hits = document["hits"]
         np.testing.assert_allclose([hit["score"] for hit in hits], [expected[hit["source"]] for hit in hits], atol=1e-4)
         assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
-        for hit in hits:  # --explain: each space's cosine, the weight, and score = w * llm + (1 - w) * tower
+        for hit in hits:  # --explain: each space's cosine, the weight, weighted = w * llm + (1 - w) * tower
             parts = hit["explain"]
             assert parts["llm_weight"] == pytest.approx(weight)
-            assert parts["score"] == pytest.approx(weight * parts["llm"] + (1 - weight) * parts["tower"], abs=1e-6)
+            assert parts["weighted"] == pytest.approx(weight * parts["llm"] + (1 - weight) * parts["tower"], abs=1e-6)
+            assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(weight), abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
         assert document["explain"]["spaces"] == 2
         rankings[weight] = {hit["source"]: hit["score"] for hit in hits}
     # The ends are each space alone: weight 1 scores by the LLM's cosine, 0 by the sentence encoder's.
     assert rankings[1.0] != rankings[0.0]
-    for weight in (0.25, 0.9):
+    for weight in (0.25, 0.9):  # each end's score is its cosine / sqrt 2
         for source, score in rankings[weight].items():
-            assert score == pytest.approx(weight * rankings[1.0][source] + (1 - weight) * rankings[0.0][source], 1e-4)
+            weighted = weight * rankings[1.0][source] + (1 - weight) * rankings[0.0][source]
+            assert score == pytest.approx(weighted * math.sqrt(2) * mix_scale(weight), 1e-4)
 
 
 def test_explain_prints_both_spaces_scores(two_space_index):
@@ -181,10 +186,10 @@ def test_explain_prints_both_spaces_scores(two_space_index):
         "query", QUERY, "-i", INSTRUCTION, "--index-dir", str(index_dir), "--explain", "--llm-weight", "0.3"
     )
     assert code == 0, output
-    for heading in ("LLM cos", "tower cos", "LLM weight", "combined"):
+    for heading in ("LLM cos", "tower cos", "LLM weight", "weighted"):
         assert heading in output
     assert "LLM weight 0.3" in output and "0.3000" in output
-    assert "two spaces: combined = LLM weight * LLM cos + (1 - LLM weight) * tower cos" in output
+    assert "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * tower cos ranks the hits" in output
 
 
 def test_an_out_of_range_weight_is_a_usage_error(two_space_index):

@@ -2,7 +2,7 @@
 ``[A; B] / sqrt 2``; every check reads the encoder's document side (a document instruction is a 400
 before the request joins a batch; the model card gives the sentence encoder's window, not the
 LLM's); usage counts every part a text ran through; ``llm_weight`` is a knob per request (the
-query becomes ``sqrt 2 * [w a; (1 - w) b]``), requests under different weights never share an
+query becomes ``[w a; (1 - w) b]`` normalised), requests under different weights never share an
 encoder call, and a model of one space refuses it.
 
 The tiny LLM reads max_length=64 (60 tokens of a document), the tiny sentence encoder 32 (30)."""
@@ -10,7 +10,6 @@ The tiny LLM reads max_length=64 (60 tokens of a document), the tiny sentence en
 from __future__ import annotations
 
 import asyncio
-import math
 
 import numpy as np
 import pytest
@@ -38,9 +37,10 @@ def two_spaces(tiny_model_dir, tiny_st_dir):
 
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
-    """sqrt 2 * [w a; (1 - w) b] from the query's two halves."""
+    """[w a; (1 - w) b] normalised, from the query's two halves."""
     llm_half, tower_half, _ = encoder.query_halves(queries, instructions)
-    return math.sqrt(2.0) * np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    mixed = np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
 def vectors_of(response) -> np.ndarray:

@@ -74,7 +74,7 @@ def trained_queries():
 
 
 def mixed_loss(queries: np.ndarray, documents: np.ndarray, positives: list[int]) -> float:
-    # queries . documents = w cos_LLM + (1 - w) cos_tower: the score the loss ranks by
+    # queries . documents = (w cos_LLM + (1 - w) cos_tower) * mix_scale(w): ranks as the loss does
     logits = torch.as_tensor(queries @ documents.T) / 0.05
     return float(torch.nn.functional.cross_entropy(logits, torch.tensor(positives)))
 
@@ -89,13 +89,17 @@ def test_the_untrained_mix_scores_by_the_weighted_cosines(setting):
     llm_queries = encoder.documents_llm.encode(texts, instructions)
     llm_documents = encoder.documents_llm.encode(documents)
     tower_queries, tower_documents = tower.anchor_vectors(texts, instructions), tower.encode(documents)
-    expected = 0.7 * llm_queries @ llm_documents.T + 0.3 * tower_queries @ tower_documents.T
+    from instemb_rag.encoder.composed.encoder import mix_scale
+
+    expected = (0.7 * llm_queries @ llm_documents.T + 0.3 * tower_queries @ tower_documents.T) * mix_scale(0.7)
     scores = encoder.encode_queries(texts, instructions) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(scores, expected, atol=1e-5)
     # The knob: another weight per call, the same stored documents.
     scores = encoder.encode_queries(texts, instructions, llm_weight=0.2) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(
-        scores, 0.2 * llm_queries @ llm_documents.T + 0.8 * tower_queries @ tower_documents.T, atol=1e-5
+        scores,
+        (0.2 * llm_queries @ llm_documents.T + 0.8 * tower_queries @ tower_documents.T) * mix_scale(0.2),
+        atol=1e-5,
     )
     explained = encoder.explain(texts[0], instructions[0], documents[:2], llm_weight=0.2)
     assert [round(row["score"], 5) for row in explained] == [round(float(s), 5) for s in scores[0, :2]]

@@ -10,9 +10,10 @@ LLM with a query-side adapter, or that LLM itself) gives the pooled state p, and
        small encoder) plus the tower head's correction head(p), normalised
     w  the LLM half's weight: the caller's ``llm_weight``, else the gate's reading of p, else the
        configured weight
-stored as ``sqrt(2) * [w a; (1 - w) b]``. Inner product (FAISS, Qdrant dot) then ranks by
-``w * cos(a, A) + (1 - w) * cos(b, B)``: the weight lives on the query side only, so changing it
-never re-indexes. The document fingerprint covers the two document parts, never the weight or the
+stored as ``[w a; (1 - w) b]`` normalised (every embedding of the Encoder protocol is unit
+length, so FAISS inner product and Qdrant cosine agree). The score of a document is then
+``(w cos(a, A) + (1 - w) cos(b, B)) * mix_scale(w)``, a positive constant per query: it ranks as the
+weighted sum. The weight lives on the query side only, so changing it never re-indexes. The document fingerprint covers the two document parts, never the weight or the
 query side: another query side over the same documents searches an index as it is.
 
 Untrained (no query LLM, head or gate) it is the fixed mix of the two spaces; the trainer
@@ -49,9 +50,14 @@ from .config import (
 )
 from .gate import WeightGate
 
-__all__ = ["TwoSpacesEncoder", "check_llm_weight"]
+__all__ = ["TwoSpacesEncoder", "check_llm_weight", "mix_scale"]
 
 ROOT2 = math.sqrt(2.0)
+
+
+def mix_scale(llm_weight: float) -> float:
+    """What the unit query's score is of the weighted sum: 1 / (sqrt 2 * |(w, 1 - w)|)."""
+    return 1.0 / (ROOT2 * math.hypot(llm_weight, 1.0 - llm_weight))
 
 
 def check_llm_weight(llm_weight: float | None) -> float | None:
@@ -239,7 +245,7 @@ class TwoSpacesEncoder:
     def encode_queries(
         self, queries: Sequence[str], instructions: Instructions = None, llm_weight: float | None = None, **kwargs
     ) -> np.ndarray:
-        """``sqrt(2) * [w a; (1 - w) b]`` per query; ``llm_weight`` (0..1) fixes w for this call
+        """``[w a; (1 - w) b]`` normalised, per query; ``llm_weight`` (0..1) fixes w for this call
         (None: the gate's per-query weight, else the configured one)."""
         llm_weight = check_llm_weight(llm_weight)
         llm_half, tower_half, weights = self.query_halves(
@@ -248,7 +254,8 @@ class TwoSpacesEncoder:
         if llm_weight is not None:
             weights = np.full_like(weights, llm_weight)
         weights = weights[:, None]
-        return (np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1) * ROOT2).astype(np.float32)
+        mixed = np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)
+        return (mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
     def encode(
         self, texts: Sequence[str], instructions: Instructions = None, batch_size: int = 16, show_progress: bool = False
@@ -263,21 +270,26 @@ class TwoSpacesEncoder:
     def explain(
         self, query: str, instruction: str | None, documents: Sequence[str], llm_weight: float | None = None
     ) -> list[dict]:
-        """Per document: each space's cosine, the weight and the combined score a search ranks by."""
+        """Per document: each space's cosine, the weight, their weighted sum (what ranks) and the
+        score a search gives (that sum times ``mix_scale(w)``: the queries are unit length)."""
         llm_weight = check_llm_weight(llm_weight)
         llm_half, tower_half, weights = self.query_halves([query], [instruction])
         weight = float(weights[0]) if llm_weight is None else llm_weight
         llm_docs, tower_docs = self.document_halves(documents)
         llm_scores, tower_scores = llm_docs @ llm_half[0], tower_docs @ tower_half[0]
-        return [
-            {
-                "llm": float(a),
-                "tower": float(b),
-                "llm_weight": weight,
-                "score": weight * float(a) + (1 - weight) * float(b),
-            }
-            for a, b in zip(llm_scores, tower_scores)
-        ]
+        rows = []
+        for a, b in zip(llm_scores, tower_scores):
+            weighted = weight * float(a) + (1 - weight) * float(b)
+            rows.append(
+                {
+                    "llm": float(a),
+                    "tower": float(b),
+                    "llm_weight": weight,
+                    "weighted": weighted,  # what ranks
+                    "score": weighted * mix_scale(weight),  # the search's score: a unit query
+                }
+            )
+        return rows
 
     # ------------------------------------------------------------------ saving and loading
     def get_config(self) -> PartsConfig:

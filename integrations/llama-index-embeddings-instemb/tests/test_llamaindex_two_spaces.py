@@ -1,5 +1,5 @@
 """InstEmbEmbedding over a two-space encoder (issue 50): text embeddings are the encoder's
-documents ``[A; B] / sqrt 2``; query embeddings ``sqrt 2 * [w a; (1 - w) b]`` under ``llm_weight``
+documents ``[A; B] / sqrt 2``; query embeddings ``[w a; (1 - w) b]`` normalised under ``llm_weight``
 (a field, a view, per call, per retrieval; cached per weight); the node parser, the document
 limit, the document-instruction refusal and the document cache all read ``encoder.document_side``;
 a server's model card gives the document fingerprint and the knob (RemoteEncoder).
@@ -10,7 +10,6 @@ document side's limit is the sentence encoder's.
 
 from __future__ import annotations
 
-import math
 import types
 import warnings
 
@@ -44,9 +43,10 @@ def embed_model(two_spaces):
 
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
-    """sqrt 2 * [w a; (1 - w) b] from the queries' two halves."""
+    """[w a; (1 - w) b] normalised, from the queries' two halves."""
     llm_half, tower_half, _ = encoder.query_halves(queries, instructions)
-    return math.sqrt(2.0) * np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    mixed = np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
 def test_text_embeddings_are_the_documents_and_queries_take_the_weight(embed_model, two_spaces, tiny_docs):
