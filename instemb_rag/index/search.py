@@ -180,8 +180,9 @@ class Index:
         self, query: str, instruction: str | None, hits: list[SearchHit], llm_weight: float | None = None
     ) -> list[dict]:
         """Per hit, what its dense score is made of. A two-space model: each space's cosine (``llm``,
-        ``tower``), the weight (``llm_weight``) and the combined ``score`` = llm_weight * llm +
-        (1 - llm_weight) * tower, from the encoder's ``explain`` over the hits' stored chunk texts.
+        ``tower``), the weight (``llm_weight``), ``weighted`` = llm_weight * llm + (1 - llm_weight) *
+        tower (what ranks) and the ``score`` (weighted * mix_scale: the unit query's cosine), from the
+        encoder's ``explain`` over the hits' stored chunk texts.
         A model of one space: its single ``cosine`` (the query against the stored vector)."""
         instruction = normalize_instruction(instruction)
         if not hits:

@@ -172,6 +172,13 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
                 query_vector=result.vectors[0],
             )
         )
+        explanations = (
+            await state.on_index_thread(
+                functools.partial(state.index.explain, body.query, instruction, hits, body.llm_weight)
+            )
+            if body.explain
+            else None
+        )
     except BadInputError as error:
         raise bad_request(str(error)) from None
     except IndexBusyError as error:
@@ -181,6 +188,8 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
     except InstEmbError as error:
         raise APIError(500, str(error), type="server_error") from None
     document = {"query": body.query, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
+    for hit, explained in zip(document["hits"], explanations or []):
+        hit["explain"] = explained
     if body.hybrid is not None:
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
     if body.llm_weight is not None:

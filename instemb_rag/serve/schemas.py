@@ -142,6 +142,12 @@ class SearchRequest(BaseModel):
         description="A two-space model's query: the LLM space's share of the dense score, 0..1 (null = the "
         "model's own); see /v1/embeddings.",
     )
+    explain: bool = Field(
+        False,
+        description="Add each hit's `explain`: a two-space model's cosine in each space (llm, tower), the "
+        "weight, their weighted sum (what ranks) and the score; a one-space model's single cosine. "
+        "As `instemb-rag query --explain --json`.",
+    )
 
 
 class SearchHitModel(BaseModel):
@@ -155,6 +161,7 @@ class SearchHitModel(BaseModel):
     lexical_rank: int | None = Field(
         None, description="Hybrid only: rank among the full-text candidates (null: beyond, or no word matched)."
     )
+    explain: dict[str, float | None] | None = Field(None, description="Present when the request asked to explain.")
 
 
 class HybridSettings(BaseModel):

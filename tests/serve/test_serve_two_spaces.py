@@ -176,3 +176,33 @@ def test_a_model_of_one_space_refuses_llm_weight(tiny_encoder):
         error = response.json()["error"]
         assert "one space" in error["message"] and "two-space" in error["message"]
         assert error["code"] == "llm_weight_unsupported" and error["param"] == "llm_weight"
+
+
+def test_search_explains_each_hit_in_both_spaces(two_spaces, tmp_path):
+    """/v1/search with explain: each hit's cosine per space, the weight, the weighted sum and the
+    score (the hit's own), as `instemb-rag query --explain --json`."""
+    from instemb_rag.encoder.composed.encoder import mix_scale
+    from instemb_rag.index import Index, Indexer, IndexOptions
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tent.txt").write_text("this tent is light and packed size is compact .")
+    (docs / "stove.txt").write_text("the stove is heavy but the burner is durable .")
+    Indexer(two_spaces, IndexOptions(index_dir=tmp_path / "index", chunk_overlap=4)).run(
+        docs
+    )  # a tiny tower: 30 tokens
+    index = Index.open(tmp_path / "index", encoder=two_spaces)
+    with TestClient(create_app(ServerState(two_spaces, ServeOptions(), index))) as client:
+        body = {"query": QUERIES[0], "instruction": "focus on weight", "llm_weight": 0.3, "explain": True}
+        response = client.post("/v1/search", json=body)
+        assert response.status_code == 200, response.text
+        hits = response.json()["hits"]
+        assert len(hits) == 2
+        for hit in hits:
+            parts = hit["explain"]
+            assert parts["llm_weight"] == pytest.approx(0.3)
+            assert parts["weighted"] == pytest.approx(0.3 * parts["llm"] + 0.7 * parts["tower"], abs=1e-6)
+            assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(0.3), abs=1e-6)
+            assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
+        plain = client.post("/v1/search", json={"query": QUERIES[0]}).json()["hits"]
+        assert all("explain" not in hit or hit["explain"] is None for hit in plain)
