@@ -275,15 +275,19 @@ def measure(args) -> dict:
     repeats = 2 if smoke else 3 if args.quick else 7
     batch_sizes = [4] if smoke else [8] if args.quick else [1, 4, 16, 48]
     int8 = (lambda: int8_vs_fp32(encoder, documents[:8], repeats, device, args.model)) if device == "cpu" else None
+    # What every result of this script records about the run (the int8-only one and the full one).
+    run = {
+        "machine": machine_info(device),
+        "cpu_flags": cpu_info(),
+        "threads": threads,
+        "quick": args.quick,
+        "smoke": smoke,
+        "documents_source": source,
+    }
     if args.only_int8:
         return {
             "benchmark": "encoder_int8",
-            "machine": machine_info(device),
-            "cpu_flags": cpu_info(),
-            "threads": threads,
-            "quick": args.quick,
-            "smoke": smoke,
-            "documents_source": source,
+            **run,
             "int8_vs_fp32": int8() if int8 else {"skipped": "int8 runs on the CPU only"},
         }
 
@@ -296,12 +300,7 @@ def measure(args) -> dict:
     throughput["fraction_of_matmul_peak"] = throughput["model_gflops"] / peak
     result = {
         "benchmark": "encoder",
-        "machine": machine_info(device),
-        "cpu_flags": cpu_info(),
-        "threads": threads,
-        "quick": args.quick,
-        "smoke": smoke,
-        "documents_source": source,
+        **run,
         "query_latency": query_latency(encoder, 3 if smoke else 10 if args.quick else 30, device),
         "document_throughput": throughput,
         "matmul_peak": {"peak_gflops": peak, "before": peak_before, "after": peak_after},
