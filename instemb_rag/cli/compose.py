@@ -3,11 +3,16 @@
     instemb-rag compose --out my-model                          # the shipped LLM + all-MiniLM-L6-v2, w = 0.5
     instemb-rag compose --documents-llm CKPT --tower FOLDER --llm-weight 0.7 --out my-model
     instemb-rag compose --from research/checkpoints/two-spaces-600 --llm-weight 0.7 --no-gate --out fixed
+    instemb-rag compose --arrangement effect --instruction-strength 1.5 --out effect   # issue 56, untrained
+    instemb-rag compose --from research/checkpoints/effect-r1 --instruction-strength 2 --out stronger
 
 Documents are embedded by both parts side by side; a query by the LLM (its space) and by the
 sentence encoder with the instruction pasted, mixed at the weight. The folder is a whole model:
 pass it to ``--model`` anywhere. ``--from`` takes a trained two-space folder and sets its weight
-(``--no-gate``: that weight for every query instead of the trained gate's reading).
+(``--no-gate``: that weight for every query instead of the trained gate's reading), or a trained
+instruction-effect folder and sets its default strength. ``--arrangement effect``: the
+sentence encoder's plain score plus the instruction's effect in the LLM's space
+(docs/instruction-effect.md), over the same two document parts.
 """
 
 from __future__ import annotations
@@ -40,28 +45,55 @@ def compose_command(
         max=1.0,
         help="The LLM space's share of the score (the rest: the sentence encoder's).",
     ),
-    source: Path | None = typer.Option(None, "--from", help="A two-space folder to take the parts of instead."),
+    arrangement: str = typer.Option(
+        "mix",
+        "--arrangement",
+        help="mix: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
+    ),
+    instruction_strength: float = typer.Option(
+        1.5,
+        "--instruction-strength",
+        min=0.0,
+        max=10.0,
+        help="With --arrangement effect: the default strength of the instruction's effect.",
+    ),
+    source: Path | None = typer.Option(None, "--from", help="A parts folder to take the parts of instead."),
     no_gate: bool = typer.Option(False, "--no-gate", help="With --from: the fixed weight for every query, no gate."),
     device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
 ) -> None:
-    """Write a two-space model folder: the LLM's space and a sentence encoder's, side by side."""
+    """Write a parts model folder: the LLM's space beside a sentence encoder's (mixed, or the instruction's effect)."""
+    from ..encoder.composed.config import parts_kind
+    from ..encoder.composed.effect import InstructionEffectEncoder
     from ..encoder.composed.encoder import TwoSpacesEncoder
-    from ..encoder.mixing import untrained_mix
+    from ..encoder.mixing import untrained_effect, untrained_mix
     from ..encoder.model import load_checkpoint
     from ..errors import InstEmbError
 
-    if not 0.0 < llm_weight < 1.0:
+    if arrangement not in ("mix", "effect"):
+        fail(f"--arrangement {arrangement!r}: choose mix or effect.", 2)
+    if arrangement == "mix" and not 0.0 < llm_weight < 1.0:
         fail("--llm-weight must lie strictly between 0 and 1 for a stored model (0 or 1 is one space alone).", 2)
     try:
-        if source is not None:
+        if source is not None and parts_kind(source) == "instruction_effect":
+            encoder = InstructionEffectEncoder.load(source, load_checkpoint, device=device)
+            encoder = encoder.with_instruction_strength(instruction_strength)
+        elif source is not None:
             encoder = TwoSpacesEncoder.load(source, load_checkpoint, device=device)
             if no_gate or encoder.gate is None:
                 encoder = encoder.with_llm_weight(llm_weight)
         else:
             reference = None if documents_llm == "default" else documents_llm
-            encoder = untrained_mix(reference, tower, llm_weight=llm_weight, device=device)
+            if arrangement == "effect":
+                encoder = untrained_effect(reference, tower, instruction_strength, device=device)
+            else:
+                encoder = untrained_mix(reference, tower, llm_weight=llm_weight, device=device)
         encoder.save(out)
     except InstEmbError as error:
         fail(error)
-    gate = "a per-query gate" if encoder.gate is not None else f"llm_weight {encoder.llm_weight:g} for every query"
-    typer.echo(f"wrote {out}: {encoder.label}, {gate}; document fingerprint {encoder.document_fingerprint}")
+    if isinstance(encoder, InstructionEffectEncoder):
+        query_side = f"instruction strength {encoder.instruction_strength:g} by default"
+    elif encoder.gate is not None:
+        query_side = "a per-query gate"
+    else:
+        query_side = f"llm_weight {encoder.llm_weight:g} for every query"
+    typer.echo(f"wrote {out}: {encoder.label}, {query_side}; document fingerprint {encoder.document_fingerprint}")

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from .checkpoint import is_checkpoint
 from .composed.config import llm_checkpoint_of
+from .composed.effect import DEFAULT_INSTRUCTION_STRENGTH, InstructionEffectEncoder
 from .composed.encoder import TwoSpacesEncoder
 from .model import InstEmbEncoder, shipped_llm_checkpoint
 from .modules.document_tower import DocumentTower
 
-__all__ = ["untrained_mix"]
+__all__ = ["untrained_effect", "untrained_mix"]
 
 
 def untrained_mix(
@@ -33,3 +34,19 @@ def untrained_mix(
     document_tower = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
     kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied
     return TwoSpacesEncoder(llm, document_tower, llm_weight=llm_weight, documents_source=kept_source)
+
+
+def untrained_effect(
+    documents_llm: str | os.PathLike | None = None,
+    tower: str = "minilm",
+    instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH,
+    device: str = "auto",
+    **settings,
+) -> InstructionEffectEncoder:
+    """The instruction's effect with no trained part (issue 56's measurement): the sentence
+    encoder's plain score plus ``instruction_strength`` times the effect's inner product in the
+    LLM's space. The LLM and the sentence encoder are as in ``untrained_mix``."""
+    mix = untrained_mix(documents_llm, tower, device=device, **settings)
+    return InstructionEffectEncoder(
+        mix.documents_llm, mix.tower, instruction_strength=instruction_strength, documents_source=mix.documents_source
+    )

@@ -20,6 +20,7 @@ from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
 from .composed.config import llm_checkpoint_of
 from .device import default_dtype, resolve_device
+from .fast.cuda_graphs import encode_on_cuda
 from .modules.document_tower import DocumentTower
 from .modules.forward import States, embed_inputs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
@@ -214,7 +215,7 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         """Load a checkpoint folder, a Hugging Face model folder, or (None) the default.
 
         The default is the model shipped in the package when present (a symmetric checkpoint, or
-        a two-space folder: then a TwoSpacesEncoder; ``shipped_llm_checkpoint()`` is its LLM),
+        a parts folder: then a TwoSpacesEncoder or an InstructionEffectEncoder; ``shipped_llm_checkpoint()`` is its LLM),
         otherwise the untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
         the backbone's linear layers in dynamic int8 on the CPU (inference only; see quantize.py).
         """
@@ -222,10 +223,13 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
 
         if path is None and (is_checkpoint(SHIPPED_CHECKPOINT) or is_composed(SHIPPED_CHECKPOINT)):
             path = SHIPPED_CHECKPOINT
-        if is_composed(path):  # an encoder of parts (composed/): two spaces side by side
+        if is_composed(path):  # an encoder of parts (composed/): two spaces, or the instruction's effect
+            from .composed.config import parts_kind
+            from .composed.effect import InstructionEffectEncoder
             from .composed.encoder import TwoSpacesEncoder
 
-            return TwoSpacesEncoder.load(
+            arrangement = InstructionEffectEncoder if parts_kind(path) == "instruction_effect" else TwoSpacesEncoder
+            return arrangement.load(
                 path,
                 load_checkpoint,
                 device,
@@ -435,6 +439,8 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         output = torch.zeros((len(texts), self.dimension), dtype=torch.float32)
         if not texts:
             return pooled_out, output
+        if self.device.type == "cuda" and (fast := encode_on_cuda(self, texts, per_item, show_progress)) is not None:
+            return fast  # one template call, shape buckets as CUDA graphs, batches by tokens (fast/cuda_graphs.py)
         id_lists = [self.build_ids(text, instruction) for text, instruction in zip(texts, per_item)]
         order = sorted(range(len(id_lists)), key=lambda i: -len(id_lists[i]))
         starts = range(0, len(order), batch_size)

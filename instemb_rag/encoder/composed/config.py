@@ -65,23 +65,43 @@ def llm_checkpoint_of(reference):
     return str(inside) if isinstance(reference, str) else inside
 
 
-def read_parts_config(folder: str | os.PathLike) -> PartsConfig:
+KINDS = ("two_spaces", "instruction_effect")
+
+
+def parts_kind(folder: str | os.PathLike) -> str:
+    """The arrangement a parts folder holds: ``two_spaces`` or ``instruction_effect``."""
+    return read_raw_parts(folder).get("kind")
+
+
+def read_raw_parts(folder: str | os.PathLike) -> dict:
     path = Path(folder) / PARTS_FILE
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{path} cannot be read ({error}). Copy the whole model folder again.") from None
-    if raw.get("format_version") != FORMAT_VERSION or raw.get("kind") != "two_spaces":
+    if raw.get("format_version") != FORMAT_VERSION or raw.get("kind") not in KINDS:
         raise CheckpointError(
             f"{path}: format {raw.get('format_version')!r}, kind {raw.get('kind')!r}; this version of "
-            f"instemb-rag reads format {FORMAT_VERSION}, kind 'two_spaces'. Upgrade instemb-rag."
+            f"instemb-rag reads format {FORMAT_VERSION}, kinds {', '.join(KINDS)}. Upgrade instemb-rag."
         )
+    return raw
+
+
+def validated(model: type[BaseModel], raw: dict, path: Path):
     try:
-        return PartsConfig(**raw)
+        return model(**raw)
     except ValidationError as error:
         fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         raise CheckpointError(f"{path}: {fields}. The folder is damaged.") from None
 
 
-def write_parts_config(folder: str | os.PathLike, config: PartsConfig) -> None:
+def read_parts_config(folder: str | os.PathLike) -> PartsConfig:
+    raw = read_raw_parts(folder)
+    path = Path(folder) / PARTS_FILE
+    if raw["kind"] != "two_spaces":
+        raise CheckpointError(f"{path} holds kind {raw['kind']!r}, not a two-space model.")
+    return validated(PartsConfig, raw, path)
+
+
+def write_parts_config(folder: str | os.PathLike, config: BaseModel) -> None:
     (Path(folder) / PARTS_FILE).write_text(json.dumps(config.model_dump(), indent=2) + "\n", encoding="utf-8")

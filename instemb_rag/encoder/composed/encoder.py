@@ -38,7 +38,6 @@ from ...instructions import Instructions
 from ...instructions import per_item_instructions as _per_item_instructions
 from ..modules.document_tower import DocumentTower
 from ..modules.projection import Projection
-from ..sides import DocumentSide, llm_part, tower_part
 from .config import (
     DOCUMENTS_LLM_DIR,
     QUERY_LLM_DIR,
@@ -48,11 +47,10 @@ from .config import (
     read_parts_config,
     write_parts_config,
 )
+from .documents import ROOT2, TwoSpaceParts
 from .gate import WeightGate
 
 __all__ = ["TwoSpacesEncoder", "check_llm_weight", "mix_scale"]
-
-ROOT2 = math.sqrt(2.0)
 
 
 def mix_scale(llm_weight: float) -> float:
@@ -69,7 +67,7 @@ def check_llm_weight(llm_weight: float | None) -> float | None:
     return None if llm_weight is None else float(llm_weight)
 
 
-class TwoSpacesEncoder:
+class TwoSpacesEncoder(TwoSpaceParts):
     """The Encoder protocol (encoder/protocol.py) over the parts above; see the module docstring."""
 
     takes_llm_weight = True  # encode_queries(..., llm_weight=) and explain (protocol.takes_llm_weight)
@@ -110,17 +108,6 @@ class TwoSpacesEncoder:
 
     # ------------------------------------------------------------------ identity
     @property
-    def has_query_llm(self) -> bool:
-        return self.query_llm is not self.documents_llm
-
-    @property
-    def document_fingerprint(self) -> str:
-        digest = hashlib.sha256(b"two_spaces/1")
-        digest.update(self.documents_llm.fingerprint.encode())
-        digest.update(self.tower.fingerprint.encode())
-        return digest.hexdigest()[:32]
-
-    @property
     def fingerprint(self) -> str:
         """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
         digest = hashlib.sha256(self.document_fingerprint.encode())
@@ -133,53 +120,10 @@ class TwoSpacesEncoder:
         return digest.hexdigest()[:32]
 
     @property
-    def llm_dimension(self) -> int:
-        return self.documents_llm.dimension
-
-    @property
-    def dimension(self) -> int:
-        return self.llm_dimension + self.tower.dimension
-
-    @property
-    def document_side(self) -> DocumentSide:
-        return DocumentSide((llm_part(self.documents_llm), tower_part(self.tower)), self.document_fingerprint)
-
-    @property
     def label(self) -> str:
         return f"two spaces (LLM + {self.tower.reference})"
 
-    # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
-    @property
-    def tokenizer(self):
-        return self.query_llm.tokenizer
-
-    @property
-    def template(self):
-        return self.query_llm.template
-
-    @property
-    def settings(self):
-        return self.query_llm.settings
-
-    @property
-    def max_length(self) -> int:
-        return self.query_llm.max_length
-
-    @property
-    def precision(self) -> str:
-        return self.query_llm.precision
-
-    @property
-    def backbone(self):
-        return self.query_llm.backbone
-
-    @property
-    def device(self) -> torch.device:
-        return self.query_llm.device
-
-    def build_ids(self, text: str, instruction: str | None, lookahead_length: int | None = None) -> list[int]:
-        return self.query_llm.build_ids(text, instruction, lookahead_length)
-
+    # ------------------------------------------------------------------ the query side
     def query_tokens(self, query: str, instruction: str | None) -> int:
         """Tokens one query runs through: the LLM's prefill and the sentence encoder's pass."""
         from ...teachers.teacher import teacher_text
@@ -203,20 +147,6 @@ class TwoSpacesEncoder:
         return self
 
     # ------------------------------------------------------------------ embedding
-    def document_halves(
-        self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(A, B): each document's LLM and sentence-encoder vectors, each normalised."""
-        documents = list(documents)
-        llm = self.documents_llm.encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
-        return llm, self.tower.encode_documents(documents, None, batch_size=max(batch_size, 32))
-
-    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        """``[A; B] / sqrt(2)`` per document; a document instruction is refused (the tower reads none)."""
-        self.document_side.refuse_instruction(instruction)
-        llm, tower = self.document_halves(documents, kwargs.get("batch_size", 16), kwargs.get("show_progress", False))
-        return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
-
     @torch.inference_mode()
     def query_halves(
         self,
@@ -256,16 +186,6 @@ class TwoSpacesEncoder:
         weights = weights[:, None]
         mixed = np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)
         return (mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)).astype(np.float32)
-
-    def encode(
-        self, texts: Sequence[str], instructions: Instructions = None, batch_size: int = 16, show_progress: bool = False
-    ) -> np.ndarray:
-        """Texts each under its own instruction, embedded as queries are."""
-        return self.encode_queries(texts, instructions, batch_size=batch_size, show_progress=show_progress)
-
-    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
-        """One text under K instructions [K, d] (equals ``encode_queries([text] * K, instructions)``)."""
-        return self.encode_queries([text] * len(instructions), list(instructions), batch_size=batch_size)
 
     def explain(
         self, query: str, instruction: str | None, documents: Sequence[str], llm_weight: float | None = None
