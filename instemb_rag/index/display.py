@@ -47,11 +47,12 @@ class RichChunkProgress:
 
 def print_summary(console: Console, report: IndexReport, index_dir) -> None:
     table = Table(title=Text(f"Index {index_dir}"), show_header=False)
+    # found = embedded + unchanged + skipped: every file met, of any type, lands in one of the three
     table.add_row("files found", str(report.files_found))
     table.add_row("files embedded (new or changed)", str(len(report.indexed)))
     table.add_row("files unchanged", str(report.unchanged))
+    table.add_row("files skipped", str(report.files_skipped))
     table.add_row("files removed (deleted)", str(len(report.removed)))
-    table.add_row("files skipped", str(len(report.skipped)))
     table.add_row("chunks added / in index", f"{report.chunks_added} / {report.chunks_total}")
     rate = report.chunks_added / report.seconds if report.seconds else 0.0
     table.add_row("time", f"{report.seconds:.1f} s ({rate:.1f} chunks/s)")

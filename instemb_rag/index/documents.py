@@ -26,6 +26,7 @@ class Skipped:
     path: str
     reason: str
     keep_previous: bool = False  # the file still exists but could not be read this time
+    folder: bool = False  # a folder (a symlink loop), not a file: not among the files found
 
 
 @dataclass
@@ -35,6 +36,11 @@ class Discovery:
     root: Path
     files: dict[str, Path] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def files_found(self) -> int:
+        """Every file the walk met, of any type: those to index and those skipped."""
+        return len(self.files) + sum(not item.folder for item in self.skipped)
 
 
 @dataclass
@@ -57,7 +63,9 @@ def discover(root: Path, max_bytes: int) -> Discovery:
         real = os.path.realpath(folder)
         if real in visited_dirs:
             # os.walk with followlinks would otherwise recurse until the path is too long.
-            found.skipped.append(Skipped(_relative(root, Path(folder)), "symlink loop: folder already visited"))
+            found.skipped.append(
+                Skipped(_relative(root, Path(folder)), "symlink loop: folder already visited", folder=True)
+            )
             subfolders[:] = []
             continue
         visited_dirs.add(real)

@@ -92,7 +92,7 @@ class Indexer:
             if manifest is None:
                 store.ensure_empty()
             self._write_manifest(manifest, stores.store, store.describe())
-            report = IndexReport(files_found=len(discovery.files), skipped=list(discovery.skipped))
+            report = IndexReport(files_found=discovery.files_found, skipped=list(discovery.skipped))
             if fulltext_chunks is not None and manifest is not None:  # an index built before hybrid search
                 report.fulltext_added = fulltext_chunks
             report.repaired = store.repair()

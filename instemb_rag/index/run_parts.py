@@ -20,7 +20,7 @@ EMBED_GROUP_CHUNKS = 64  # chunks embedded together before their files are commi
 
 @dataclass
 class IndexReport:
-    files_found: int = 0
+    files_found: int = 0  # every file met, of any type: embedded + unchanged + skipped files
     indexed: list[str] = field(default_factory=list)
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
@@ -30,6 +30,11 @@ class IndexReport:
     repaired: str | None = None
     fulltext_added: int | None = None  # an older index got its full-text index over this many chunks
     seconds: float = 0.0
+
+    @property
+    def files_skipped(self) -> int:
+        """The files among ``skipped`` (a symlink loop's folder is reported there but is no file)."""
+        return sum(not item.folder for item in self.skipped)
 
 
 @dataclass
