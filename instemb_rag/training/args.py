@@ -17,6 +17,7 @@ import yaml
 
 from ..choices import ParallelMode, values
 from ..errors import InstEmbError
+from .effect.args import EffectArguments
 
 __all__ = [
     "VIEW_NAMES",
@@ -239,6 +240,7 @@ class TrainConfig:
     geometry: GeometryArguments = field(default_factory=GeometryArguments)
     query_tower: QueryTowerArguments = field(default_factory=QueryTowerArguments)
     two_spaces: TwoSpacesArguments = field(default_factory=TwoSpacesArguments)
+    effect: EffectArguments = field(default_factory=EffectArguments)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -289,6 +291,7 @@ class TrainConfig:
         checks += self._geometry_checks()
         checks += self._query_tower_checks()
         checks += self._two_spaces_checks()
+        checks += self.effect.checks(self)
         for ok, message in checks:
             if not ok:
                 raise InstEmbError(f"Invalid training config: {message}.")
@@ -451,7 +454,7 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     unknown = sorted(set(raw) - set(sections))
     if unknown:
         raise InstEmbError(
-            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'query_tower' and 'two_spaces'."
+            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'query_tower', 'two_spaces' and 'effect'."
         )
     built = {
         name: _build_section(cls, _renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .args import TrainConfig
+from .effect.objective import EffectObjective
 from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
@@ -24,6 +25,8 @@ class Entry:
 
 
 OBJECTIVES: list[Entry] = [
+    # the instruction-effect query side (issue 56): effect.texts_file set
+    Entry(EffectObjective, lambda config: config.effect.texts_file is not None),
     # the query side of a two-space encoder (issue 50): two_spaces.texts_file set
     Entry(TwoSpacesObjective, lambda config: config.two_spaces.texts_file is not None),
     # InstEmb queries into a sentence encoder's document space (issue 44): query_tower.document_tower set

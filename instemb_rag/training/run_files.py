@@ -53,6 +53,9 @@ def save_checkpoint(
                 memory.save(staging)
 
     dtype = SAVE_DTYPES[config.training.save_dtype]
+    if getattr(encoder, "takes_instruction_strength", False):  # the effect map trained, nothing of the LLM
+        encoder.save(folder, also=trainer_state)
+        return
     if getattr(encoder, "has_query_llm", False):  # an encoder of parts (encoder/composed/): its query side trained
         query_llm = encoder.query_llm.with_options(max_length=config.model.inference_max_length)
         encoder.save(

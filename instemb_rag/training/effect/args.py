@@ -1,0 +1,46 @@
+"""The effect recipe's arguments (the ``effect`` section of a training config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EffectArguments:
+    """The instruction-effect query side (training/effect/, issue 56); off while texts_file is None.
+
+    Nothing below the effect map trains: every query's LLM vectors under its instruction and under
+    the reference instruction, the sentence encoder's vector of "instruction + query", and both
+    document halves of every passage are cached once (training/effect/vectors.py). The map starts
+    as the identity at gain 1: step 0 is exactly the untrained arrangement at ``instruction_strength``.
+    """
+
+    texts_file: str | None = None  # embedding items: queries (with instructions) and passages
+    documents_llm: str = "default"  # the symmetric LLM (its documents' and queries' vectors); default: shipped
+    document_tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
+    embedding_dir: str | None = None  # the cached vectors; None = $INSTEMB_HOME/teacher_embeddings
+    max_queries: int | None = None
+    validation_share: float = 0.1  # queries held out of training, for the run's own validation metric
+    rank: int = 32  # the low-rank part of h
+    instruction_strength: float = 1.5  # the default strength (the knob's default in the saved model)
+    temperature: float = 0.05
+    bank_negatives: int = 1024
+    map_learning_rate: float = 1.0e-3
+
+    def checks(self, config) -> list[tuple[bool, str]]:
+        """The config checks of this recipe (TrainConfig.validate runs them)."""
+        e = self
+        if e.texts_file is None:
+            return []
+        return [
+            (
+                config.geometry.teacher_encoder is None
+                and config.query_tower.document_tower is None
+                and config.two_spaces.texts_file is None,
+                "effect, two_spaces, query_tower and geometry are four recipes: set one of them",
+            ),
+            (e.temperature > 0 and e.bank_negatives >= 0, "effect.temperature must be > 0, bank_negatives >= 0"),
+            (0 <= e.rank, "effect.rank must be >= 0"),
+            (0 < e.instruction_strength <= 10, "effect.instruction_strength must lie in (0, 10]"),
+            (0 <= e.validation_share < 0.5, "effect.validation_share must lie in [0, 0.5)"),
+        ]

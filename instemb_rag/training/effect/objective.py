@@ -1,0 +1,125 @@
+"""The effect objective (``EffectObjective``), plugged into the one trainer loop (trainer.py).
+
+A run (``effect.texts_file`` set; objectives.py selects this objective):
+
+1. caches every vector below the effect map once (vectors.py): the shipped LLM's query vectors
+   under each instruction and under the reference instruction, the sentence encoder's vector of
+   "instruction + query", and both document halves of every passage; nothing else runs the models;
+2. builds the effect map (encoder/composed/effect_map.py) at the identity and gain 1: step 0 is
+   exactly the untrained arrangement at ``effect.instruction_strength``;
+3. each step ranks a batch of queries by ``cos_M(i + q, d) + s gain(q) < h(effect), D(d) >`` over
+   their positives, their groups' other passages (a subject's other aspects, the other stance) and
+   a seeded bank sample (losses/instruction_effect.py). Plain retrieval queries with instructions
+   that decide nothing share every batch, so such an instruction learns to move nothing.
+
+The checkpoints are instruction-effect encoders: what ``encode_queries`` computes at inference is
+what the step ranked (the same EffectMap module).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from ...encoder.composed.effect import InstructionEffectEncoder
+from ...encoder.composed.effect_map import EffectMap
+from ...hashing import file_sha256
+from ...losses.instruction_effect import effect_infonce, effect_scores
+from ..args import TrainConfig
+from ..batch_order import BatchOrder
+from ..objective import Objective, Prepared, StepResult
+from ..student import TrainableParts
+from .data import load_effect_data
+
+__all__ = ["EffectObjective"]
+
+
+class EffectObjective(Objective):
+    name = "effect"
+    logged_lr_group = 0
+
+    @staticmethod
+    def term_weights(config: TrainConfig) -> dict[str, float]:
+        return {"infonce": 1.0}
+
+    def prepare(self) -> Prepared:
+        from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
+        from ...encoder.checkpoint import is_checkpoint
+        from ...encoder.modules.document_tower import DocumentTower
+
+        config, device, log = self.config, self.device, self.log
+        t, e = config.training, config.effect
+        source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
+        # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
+        lookahead = None if is_checkpoint(source) else config.model.lookahead_length
+        llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
+        tower = DocumentTower.load(DocumentTower.recorded_reference(e.document_tower))
+        data = load_effect_data(
+            e.texts_file, e.max_queries, e.validation_share, t.seed, e.embedding_dir, llm, tower, log
+        )
+        effect_map = EffectMap(llm.dimension, e.rank).to(device)
+        named = {f"effect_map.{name}": p for name, p in effect_map.named_parameters()}
+        parts = TrainableParts(named=named, adapted_names=[], peft_model=None)
+        optimizer = torch.optim.AdamW(
+            [{"params": list(effect_map.parameters()), "lr": e.map_learning_rate, "weight_decay": t.weight_decay}]
+        )
+        scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
+        training_queries = [data.queries.queries[row] for row in data.training_rows]
+        order = BatchOrder.items(training_queries, [len(q.text) for q in training_queries], t.batch_size, t.seed)
+        encoder = InstructionEffectEncoder(
+            llm, tower, effect_map, e.instruction_strength, documents_source=source if is_checkpoint(source) else None
+        )
+        data_info = {
+            "texts_file": str(e.texts_file),
+            "data_sha256": file_sha256(e.texts_file),
+            "queries": len(data.training_rows),
+            "validation_queries": len(data.validation_rows),
+            "passages": len(data.llm_passages),
+            "seed": t.seed,
+            "batches_per_epoch": order.per_epoch,
+            "document_fingerprint": encoder.document_fingerprint,
+        }
+        self.data, self.order, self.effect_map = data, order, effect_map
+        return Prepared(encoder, parts, optimizer, scheduler, data_info, {"device": str(device), **data_info})
+
+    def resumed(self, start_step: int) -> None:
+        steps, per_epoch = self.config.training.max_steps, self.order.per_epoch
+        self.log(f"training steps {start_step}..{steps} ({steps / per_epoch:.1f} epochs of {per_epoch} batches)")
+        self.log(f"validation top-1 at step {start_step}: {self.validation_top1()}")
+
+    def ranked(self, rows: list[int], seed: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(scores [B, C], each query's positive column [B], gain [B]) of query rows over their candidates."""
+        e, device, data = self.config.effect, self.device, self.data
+        candidates, positives = data.queries.candidates(rows, e.bank_negatives, seed)
+        mapped, gain = self.effect_map(data.llm_queries[rows].to(device), data.llm_references[rows].to(device))
+        effect_half = (e.instruction_strength * gain)[:, None] * mapped
+        scores = effect_scores(
+            effect_half,
+            data.queries.anchors[rows].to(device),
+            data.llm_passages[candidates].to(device),
+            data.queries.passages[candidates].to(device),
+        )
+        return scores, torch.tensor(positives, device=device), gain
+
+    def step(self, step: int) -> StepResult:
+        rows = [self.data.training_rows[i] for i in self.order.step(step)]
+        scores, positives, gain = self.ranked(rows, f"{self.config.training.seed}:bank:{step}")
+        loss = effect_infonce(scores, positives, self.config.effect.temperature)
+        loss.backward()
+        extra = {"batch": len(rows), "gain": round(float(gain.detach().mean()), 4)}
+        if (step + 1) % self.config.training.save_steps == 0:
+            extra["validation_top1"] = self.validation_top1()
+        return StepResult({"infonce": float(loss.detach()), "loss": float(loss.detach())}, extra)
+
+    @torch.no_grad()
+    def validation_top1(self) -> float | None:
+        """The held-out queries' share whose positive ranks first among their candidates."""
+        rows = self.data.validation_rows
+        if not rows:
+            return None
+        hits = 0
+        for start in range(0, len(rows), 256):
+            chunk = rows[start : start + 256]
+            scores, positives, _ = self.ranked(chunk, f"{self.config.training.seed}:validation")
+            hits += int((scores.argmax(dim=1) == positives).sum())
+        return round(hits / len(rows), 4)
