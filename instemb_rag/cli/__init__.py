@@ -23,6 +23,11 @@ app = typer.Typer(
     help="Instruction-following retrieval: index documents once, query with an instruction.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    # click's plain help, not typer's rich panels: rich squeezes the option-name column at 80 columns,
+    # the width of every pipe, CI log and editor panel, and cuts names (`--qdrant-collect…`); click
+    # puts a long name on its own line and wraps only the help text. Help texts are read verbatim
+    # (no rich markup), so a `[...]` in one is printed, not swallowed.
+    rich_markup_mode=None,
 )
 
 

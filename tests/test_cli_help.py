@@ -1,0 +1,36 @@
+"""`--help` of every command, rendered where stdout is no terminal (a pipe, a CI log, an editor's
+panel: 80 columns, or fewer), names every option whole (issue 55): never `--qdrant-collect…`."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from instemb_rag.cli import app
+
+runner = CliRunner()
+
+
+def command_paths(command, path: tuple[str, ...] = ()):
+    """(path, command) of every command and group under the app (typer's own click classes)."""
+    yield path, command
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        yield from command_paths(sub, (*path, name))
+
+
+COMMANDS = list(command_paths(typer.main.get_command(app)))
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(path) or "app" for path, _ in COMMANDS])
+def test_help_names_every_option_whole_at_a_narrow_width(path, command, columns):
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    names = [name for param in command.params for name in (*param.opts, *param.secondary_opts)]
+    names = [name for name in names if name.startswith("-")]
+    cut = [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", result.output)]
+    assert not cut, f"{cut} not whole in:\n{result.output}"
+    assert "…" not in result.output, result.output
