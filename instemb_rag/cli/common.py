@@ -154,7 +154,21 @@ def load_encoder(
         from ..encoder.fast.compiled import compile_encoder
 
         compile_encoder(encoder)
+    report_cuda_path(encoder)
     return encoder
+
+
+def report_cuda_path(encoder) -> None:
+    """On CUDA: one line on stderr naming the graph path and what its first use costs (issue 57)."""
+    if getattr(getattr(encoder, "device", None), "type", None) != "cuda":
+        return
+    from rich.console import Console
+
+    from ..encoder.fast.cuda_graphs import describe_cuda_path
+
+    note = describe_cuda_path(encoder)
+    if note:
+        say(Console(stderr=True), "cuda", note, style="cyan")
 
 
 @contextmanager

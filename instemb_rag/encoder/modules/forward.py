@@ -69,6 +69,40 @@ def run_backbone(
     return States(outputs.last_hidden_state, mask)
 
 
+def embed_inputs_static(model, lookahead_vectors: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """``embed_inputs`` without a host read (the CUDA graph path, fast/cuda_graphs.py): the k-th
+    LOOKAHEAD_SLOT of a row gets vector k (what ``masked_scatter`` gives), chosen by a gather and a
+    ``where`` over shapes known in advance, so nothing waits on the device's values."""
+    embeds = model.get_input_embeddings()(input_ids.clamp(min=0))
+    count = lookahead_vectors.shape[0]
+    if count == 0:
+        return embeds
+    slots = input_ids == LOOKAHEAD_SLOT
+    index = (slots.long().cumsum(dim=1) - 1).clamp(min=0, max=count - 1)
+    vectors = lookahead_vectors.to(embeds.dtype)[index]  # [B, T, d]
+    return torch.where(slots[..., None], vectors, embeds)
+
+
+def causal_mask(width: int, device: torch.device) -> torch.Tensor:
+    """The [1, 1, T, T] causal mask (True: attend) every right-padded row can share.
+
+    With right padding a valid position j attends keys 0..j, all of them valid, so the causal
+    pattern alone gives the valid positions the states the padding-aware mask gives. transformers
+    takes a 4D mask as it is: none of its mask building runs (that reads the 2D mask's values on the
+    host, which a CUDA graph cannot capture)."""
+    return torch.ones(width, width, dtype=torch.bool, device=device).tril()[None, None]
+
+
+def run_backbone_static(
+    model, lookahead_vectors: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Final-layer states [B, T, d] of right-padded rows (ids already on the device) under ``mask``
+    (``causal_mask``): no host read, no tensor made on the CPU, no shape read back. Positions are
+    0..T-1, those of the valid tokens of a right-padded row."""
+    embeds = embed_inputs_static(model, lookahead_vectors, input_ids)
+    return model.base_model(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
+
+
 @memoize
 def cache_keyword(model_class: type) -> str:
     """The keyword the decoder's forward takes its key/value cache under.

@@ -62,14 +62,37 @@ class PromptTemplate:
         tail += self.piece_ids(tokenizer, self.suffix)
         if text_ids is None:
             text_ids = self.piece_ids(tokenizer, text)
-        budget = max_length - len(head) - len(tail) - lookahead_length
-        if budget < 1:
-            raise InstEmbError(
-                f"The instruction and template take {len(head) + len(tail)} tokens plus "
-                f"{lookahead_length} look-ahead tokens, leaving no room for the text within "
-                f"max_length={max_length}. Shorten the instruction or raise max_length."
-            )
+        budget = _text_budget(len(head) + len(tail), lookahead_length, max_length)
         return head + text_ids[:budget] + tail + [LOOKAHEAD_SLOT] * lookahead_length
+
+    def build_ids_batch(
+        self,
+        tokenizer,
+        texts: list[str],
+        instructions: list[str | None],
+        lookahead_length: int,
+        max_length: int,
+    ) -> list[list[int]]:
+        """``build_ids`` of every (text, instruction) pair, the ids equal, with one tokenizer call for
+        the texts and one for the distinct instructions (the CUDA batch path: no per-query call)."""
+        pieces = {
+            piece: self.piece_ids(tokenizer, piece) for piece in (self.prefix, self.instruction_prefix, self.suffix)
+        }
+        head = [tokenizer.bos_token_id] if self.add_bos and tokenizer.bos_token_id is not None else []
+        head += pieces[self.prefix]
+        distinct = list(dict.fromkeys(instruction for instruction in instructions if instruction))
+        tokenized = tokenizer(distinct, add_special_tokens=False).input_ids if distinct else []
+        tails = {None: pieces[self.suffix]}
+        for instruction, ids in zip(distinct, tokenized):
+            tails[instruction] = pieces[self.instruction_prefix] + ids + pieces[self.suffix]
+        text_ids = tokenizer(list(texts), add_special_tokens=False).input_ids if texts else []
+        slots = [LOOKAHEAD_SLOT] * lookahead_length
+        built = []
+        for ids, instruction in zip(text_ids, instructions):
+            tail = tails[instruction or None]
+            budget = _text_budget(len(head) + len(tail), lookahead_length, max_length)
+            built.append(head + ids[:budget] + tail + slots)
+        return built
 
     def get_config_dict(self) -> dict:
         return asdict(self)
@@ -80,3 +103,15 @@ class PromptTemplate:
     @classmethod
     def load(cls, folder: Path) -> PromptTemplate:
         return cls(**json.loads((Path(folder) / "template.json").read_text()))
+
+
+def _text_budget(template_tokens: int, lookahead_length: int, max_length: int) -> int:
+    """Tokens left for the text; none left is refused."""
+    budget = max_length - template_tokens - lookahead_length
+    if budget < 1:
+        raise InstEmbError(
+            f"The instruction and template take {template_tokens} tokens plus "
+            f"{lookahead_length} look-ahead tokens, leaving no room for the text within "
+            f"max_length={max_length}. Shorten the instruction or raise max_length."
+        )
+    return budget
