@@ -34,3 +34,12 @@ def test_help_names_every_option_whole_at_a_narrow_width(path, command, columns)
     cut = [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", result.output)]
     assert not cut, f"{cut} not whole in:\n{result.output}"
     assert "…" not in result.output, result.output
+
+
+def test_chunk_size_help_reads_as_a_sentence():
+    """Its default was once written `[default: ...]`, which rich took for markup and dropped,
+    leaving "Chunk length in tokens of what embeds documents ."."""
+    result = runner.invoke(app, ["index", "--help"], env={"COLUMNS": "200"})
+    flat = " ".join(result.output.split())
+    assert "Chunk length, in tokens of the model's document side. Default: 256, or that side's token limit" in flat
+    assert not re.search(r"\w \.(\s|$)", flat), flat

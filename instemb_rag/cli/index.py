@@ -105,8 +105,8 @@ def index_command(
         None,
         "--chunk-size",
         min=16,
-        help="Chunk length in tokens of what embeds documents [default: 256, or the token limit of the model's "
-        "document side when lower (a sentence encoder of a two-tower or two-space model reads fewer)].",
+        help="Chunk length, in tokens of the model's document side. Default: 256, or that side's token limit "
+        "when lower (the sentence encoder of a two-tower or two-space model reads fewer).",
     ),
     chunk_overlap: int = typer.Option(32, "--chunk-overlap", min=0, help="Tokens shared by neighbouring chunks."),
     max_file_size: float = typer.Option(20.0, "--max-file-size", min=0.0, help="Skip files larger than this many MB."),
