@@ -65,11 +65,21 @@ def query_command(
         help="Share of the score from the LLM's space, which reads the instruction (0-1); the rest comes from the "
         "sentence encoder's space (plain search). Default: the model's own per-query weight. Two-space models only.",
     ),
+    instruction_strength: float | None = typer.Option(
+        None,
+        "--instruction-strength",
+        min=0.0,
+        max=10.0,
+        help="How much the instruction moves the ranking (0-10): 0 = plain search by the sentence encoder, about "
+        "1-3 = the instruction decides between passages on the same topic. Default: the model's own. "
+        "Instruction-effect models only.",
+    ),
     explain: bool = typer.Option(
         False,
         "--explain",
         help="Show what each hit's score is made of: each space's score (LLM, sentence encoder), the LLM weight "
-        "and the combined score (two-space models); the single cosine for a model of one space.",
+        "and the combined score (two-space models); the plain score, the instruction's contribution, the "
+        "strength and the combined score (instruction-effect models); the single cosine for a model of one space.",
     ),
     as_json: bool = typer.Option(
         False,
@@ -125,9 +135,11 @@ def query_command(
                 hybrid=hybrid and hybrid.value,
                 hybrid_weight=hybrid_weight,
                 llm_weight=llm_weight,
+                instruction_strength=instruction_strength,
             )
-            explanations = index.explain(text, instruction, hits, llm_weight) if explain else None
-            spaces = 2 if index.two_spaces else 1
+            explanations = index.explain(text, instruction, hits, llm_weight, instruction_strength) if explain else None
+            spaces = 2 if index.query_knob is not None else 1
+            explained = EXPLAINED_EFFECT if index.query_knob == "instruction_strength" else EXPLAINED[spaces]
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
     except InstEmbError as error:
         if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
@@ -142,8 +154,10 @@ def query_command(
         document = {"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
         if llm_weight is not None:
             document["llm_weight"] = llm_weight
+        if instruction_strength is not None:
+            document["instruction_strength"] = instruction_strength
         if explanations is not None:
-            document["explain"] = {"spaces": spaces, "score": EXPLAINED[spaces]}
+            document["explain"] = {"spaces": spaces, "score": explained}
             for found, parts in zip(document["hits"], explanations):
                 found["explain"] = parts
         if hybrid is not None:
@@ -158,10 +172,12 @@ def query_command(
     title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
     if llm_weight is not None:
         title += f" — LLM weight {llm_weight}"
+    if instruction_strength is not None:
+        title += f" — instruction strength {instruction_strength}"
     if hybrid is not None:
         title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
     if explanations is not None:
-        say(console, "explain", EXPLAINED[spaces], style="cyan")
+        say(console, "explain", explained, style="cyan")
     console.print(hits_table(hits, title, explanations))
 
 
@@ -173,6 +189,11 @@ EXPLAINED = {
     ),
     1: "this model has one space (not a two-space model): its dense score is the single cosine of query and chunk",
 }
+EXPLAINED_EFFECT = (
+    "instruction effect: combined = plain (the sentence encoder's cosine, instruction pasted) + instruction "
+    "(strength * the instruction's effect in the LLM's space against the chunk's LLM vector) ranks the hits; the "
+    "score is combined / (sqrt 2 * |query|), the cosine of the unit query; strength 0 is plain search"
+)
 
 
 def used_weight(weight: float | None) -> float:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .modules.pooling import Pooling
     from .modules.template import PromptTemplate
 
-__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder", "takes_llm_weight"]
+__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder", "query_knob", "takes_instruction_strength", "takes_llm_weight"]
 
 
 def takes_llm_weight(encoder: Any) -> bool:
@@ -42,6 +42,24 @@ def takes_llm_weight(encoder: Any) -> bool:
     (``takes_llm_weight``: TwoSpacesEncoder True, InstEmbEncoder False, a RemoteEncoder from its
     server's model card); one that says nothing has no knob."""
     return getattr(encoder, "takes_llm_weight", False) is True
+
+
+def takes_instruction_strength(encoder: Any) -> bool:
+    """Whether ``encoder`` has the query-time knob ``instruction_strength`` (an instruction-effect
+    model: how much the instruction moves the ranking, 0 = plain search by its sentence encoder;
+    ``encode_queries(..., instruction_strength=)`` and ``explain``). Declared as ``takes_llm_weight``
+    (``takes_instruction_strength``: InstructionEffectEncoder True, a RemoteEncoder from its
+    server's model card); one that says nothing has no knob."""
+    return getattr(encoder, "takes_instruction_strength", False) is True
+
+
+def query_knob(encoder: Any) -> str | None:
+    """The query-time knob ``encoder`` takes: "llm_weight", "instruction_strength", or None."""
+    if takes_llm_weight(encoder):
+        return "llm_weight"
+    if takes_instruction_strength(encoder):
+        return "instruction_strength"
+    return None
 
 
 @runtime_checkable

@@ -24,6 +24,14 @@ the LLM space's share of the score per call, with the same stored vectors::
         index.explain("Which tent?", "focus on packed weight", hits, llm_weight=0.7)
         # per hit: {"llm": cos, "tower": cos, "llm_weight": 0.7, "score": 0.7 * llm + 0.3 * tower}
 
+An instruction-effect model (the sentence encoder's plain score plus what the instruction changes
+in the LLM's space) takes how much the instruction moves the ranking (0..10; 0: plain search)::
+
+        hits = index.search("Which tent?", "focus on packed weight", instruction_strength=2.0)
+        index.explain("Which tent?", "focus on packed weight", hits, instruction_strength=2.0)
+        # per hit: {"plain": cos, "instruction": its contribution, "instruction_strength": 2.0,
+        #           "combined": plain + instruction (what ranks), "score": the search's score}
+
 `Index.open(dir, encoder=enc)` reuses an encoder already loaded; its document side's fingerprint
 must match the manifest's (another query side over the same documents searches the index as it is). An index folder holds manifest.json, catalog.sqlite (the source of truth:
 chunks, vectors, file hashes), and either vectors-g<N>.faiss (a cache) or qdrant/ (embedded

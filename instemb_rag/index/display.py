@@ -77,7 +77,8 @@ def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | Non
     """Ranked hits; the query, sources and document text are shown verbatim (``Text``), never
     read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise.
     ``explanations`` (``Index.explain``) adds what each score is made of: each space's cosine, the
-    LLM weight and the combined score (two-space models), or the single cosine."""
+    LLM weight and the combined score (two-space models), the plain score, the instruction's
+    contribution, the strength and the combined score (instruction-effect models), or the single cosine."""
     table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
@@ -104,14 +105,23 @@ TWO_SPACE_COLUMNS = (
     ("llm_weight", "LLM weight"),
     ("weighted", "weighted"),
 )
+EFFECT_COLUMNS = (  # an instruction-effect model (encoder/composed/effect.py's explain)
+    ("plain", "plain cos"),
+    ("instruction", "instruction"),
+    ("instruction_strength", "strength"),
+    ("combined", "combined"),
+)
 
 
 def explained_columns(explanations: list[dict] | None) -> list[tuple[str, str]]:
-    """(key, heading) of the explanation columns: none, the two spaces' four, or the one cosine."""
+    """(key, heading) of the explanation columns: none, the two spaces' four, the instruction
+    effect's four, or the one cosine."""
     if not explanations:
         return []
     if "llm" in explanations[0]:
         return list(TWO_SPACE_COLUMNS)
+    if "plain" in explanations[0]:
+        return list(EFFECT_COLUMNS)
     return [("cosine", "cosine")]
 
 

@@ -54,6 +54,22 @@ def weighs_two_spaces(encoder) -> bool:
     return takes_llm_weight(encoder)
 
 
+# The query-time knobs (encoder/protocol.py's query_knob): the option that sets it, what it does,
+# and the kind of model that has it.
+KNOBS = {
+    "llm_weight": (
+        "llm_weight (--llm-weight)",
+        "sets the share of the score between a two-space model's two spaces",
+        "a two-space model",
+    ),
+    "instruction_strength": (
+        "instruction_strength (--instruction-strength)",
+        "sets how much the instruction moves an instruction-effect model's ranking (0: plain search)",
+        "an instruction-effect model",
+    ),
+}
+
+
 def parse_filters(expressions: list[str] | None) -> dict[str, str]:
     """'source=tents/*.md' -> {'source': 'tents/*.md'}; several expressions must all hold."""
     parsed: dict[str, str] = {}
@@ -149,16 +165,38 @@ class Index:
         self.close()
 
     # ------------------------------------------------------------------ search
-    def encode_query(self, query: str, instruction: str | None = None, llm_weight: float | None = None) -> np.ndarray:
-        """The query's vector; ``llm_weight`` (two-space models only) fixes the LLM space's share."""
+    def encode_query(
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+    ) -> np.ndarray:
+        """The query's vector; ``llm_weight`` (two-space models only) fixes the LLM space's share,
+        ``instruction_strength`` (instruction-effect models only) how much the instruction moves it."""
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("The query is empty: give the text to search for.")
         if self.encoder is None:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        if llm_weight is None:
-            return self.encoder.encode_queries([query], normalize_instruction(instruction))[0]
-        self._check_two_spaces("llm_weight (--llm-weight)")
-        return self.encoder.encode_queries([query], normalize_instruction(instruction), llm_weight=llm_weight)[0]
+        knobs = self.query_knobs(llm_weight, instruction_strength)
+        return self.encoder.encode_queries([query], normalize_instruction(instruction), **knobs)[0]
+
+    @property
+    def query_knob(self) -> str | None:
+        """The query-time knob of the index's encoder: "llm_weight" (a two-space model),
+        "instruction_strength" (an instruction-effect model) or None (encoder/protocol.py)."""
+        from ..encoder.protocol import query_knob
+
+        return None if self.encoder is None else query_knob(self.encoder)
+
+    def query_knobs(self, llm_weight: float | None = None, instruction_strength: float | None = None) -> dict:
+        """The knobs given, as keyword arguments of the encoder's ``encode_queries`` and ``explain``;
+        a knob the encoder does not take is refused, saying what the model is."""
+        given = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
+        knobs = {knob: value for knob, value in given.items() if value is not None}
+        for knob in knobs:
+            self._check_knob(knob)
+        return knobs
 
     @property
     def two_spaces(self) -> bool:
@@ -166,31 +204,42 @@ class Index:
         encoder/composed/), rather than by one cosine."""
         return self.encoder is not None and weighs_two_spaces(self.encoder)
 
-    def _check_two_spaces(self, option: str) -> None:
-        if not self.two_spaces:
+    def _check_knob(self, knob: str) -> None:
+        has = self.query_knob
+        if has == knob:
+            return
+        option, what, kind = KNOBS[knob]
+        if has is not None:
+            other = KNOBS[has][0]
+            model = f"{KNOBS[has][2]}, whose query-time knob is {other}. Drop the option, or set {other} instead"
+        else:
             side = getattr(self.encoder, "document_side", None)
             space = f" (documents embedded by {side.description})" if side is not None else ""
-            raise BadInputError(
-                f"{option} sets the share of the score between a two-space model's two spaces, but the model "
-                f"of this index is not a two-space model: it ranks by one space{space}, so there is no weight "
-                "to set. Drop the option."
-            )
+            model = f"not {kind}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
+        raise BadInputError(f"{option} {what}, but the model of this index is {model}.")
 
     def explain(
-        self, query: str, instruction: str | None, hits: list[SearchHit], llm_weight: float | None = None
+        self,
+        query: str,
+        instruction: str | None,
+        hits: list[SearchHit],
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[dict]:
         """Per hit, what its dense score is made of. A two-space model: each space's cosine (``llm``,
         ``tower``), the weight (``llm_weight``), ``weighted`` = llm_weight * llm + (1 - llm_weight) *
         tower (what ranks) and the ``score`` (weighted * mix_scale: the unit query's cosine), from the
-        encoder's ``explain`` over the hits' stored chunk texts.
+        encoder's ``explain`` over the hits' stored chunk texts. An instruction-effect model: the
+        ``plain`` score (the sentence encoder's cosine), the ``instruction``'s contribution, the
+        ``instruction_strength`` it was taken at, ``combined`` = plain + instruction (what ranks) and
+        the ``score`` (the unit query's cosine), the same way.
         A model of one space: its single ``cosine`` (the query against the stored vector)."""
         instruction = normalize_instruction(instruction)
+        knobs = self.query_knobs(llm_weight, instruction_strength)
         if not hits:
             return []
-        if self.two_spaces:
-            return self.encoder.explain(query, instruction, [hit.text for hit in hits], llm_weight)
-        if llm_weight is not None:
-            self._check_two_spaces("llm_weight (--llm-weight)")
+        if self.query_knob is not None:
+            return self.encoder.explain(query, instruction, [hit.text for hit in hits], **knobs)
         vector = self.encode_query(query, instruction)
         with self.catalog.transaction(write=False):
             ids, vectors = self.catalog.vectors([hit.chunk_id for hit in hits], self.manifest.dimension)
@@ -207,6 +256,7 @@ class Index:
         hybrid_weight: float | None = None,
         query_vector: np.ndarray | None = None,
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[SearchHit]:
         """Top-k chunks for a query text (embedded with one prefill) or a query vector.
 
@@ -214,8 +264,10 @@ class Index:
         the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
         ``query_vector`` is the text's embedding when the caller has it already (the server).
         ``llm_weight`` (two-space models only, 0..1) is the LLM space's share of the dense score, the
-        rest the sentence encoder's; None: the model's own (per-query) weight. The stored vectors
-        are the same for every weight: nothing is re-indexed."""
+        rest the sentence encoder's; None: the model's own (per-query) weight.
+        ``instruction_strength`` (instruction-effect models only, 0..10) is how much the instruction
+        moves the ranking (0: plain search by the sentence encoder); None: the model's default. The
+        stored vectors are the same for every weight and strength: nothing is re-indexed."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
         instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
@@ -224,15 +276,16 @@ class Index:
             raise BadInputError(
                 "Hybrid search needs the query text (its words go to the full-text index), not a vector."
             )
-        if llm_weight is not None and (query_vector is not None or not isinstance(query, str)):
-            raise BadInputError(
-                "llm_weight applies when the index embeds the query text; a query vector is already mixed: "
-                "embed it with encoder.encode_queries(..., llm_weight=...) instead."
-            )
+        for knob, value in (("llm_weight", llm_weight), ("instruction_strength", instruction_strength)):
+            if value is not None and (query_vector is not None or not isinstance(query, str)):
+                raise BadInputError(
+                    f"{knob} applies when the index embeds the query text; a query vector is already "
+                    f"embedded: embed it with encoder.encode_queries(..., {knob}=...) instead."
+                )
         if query_vector is not None:
             vector = np.asarray(query_vector, np.float32)
         elif isinstance(query, str):
-            vector = self.encode_query(query, instruction, llm_weight)
+            vector = self.encode_query(query, instruction, llm_weight, instruction_strength)
         else:
             vector = np.asarray(query, np.float32)
         if vector.shape != (self.manifest.dimension,):
