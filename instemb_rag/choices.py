@@ -19,6 +19,8 @@ __all__ = [
     "QdrantQuantization",
     "SteeringSplit",
     "StoreKind",
+    "SUPPORTED_SUFFIXES",
+    "supported_types",
     "values",
 ]
 
@@ -94,3 +96,17 @@ class ParallelMode(str, Enum):
 
 def values(enum_type: type[Enum]) -> tuple[str, ...]:
     return tuple(member.value for member in enum_type)
+
+
+# The file types `instemb-rag index` reads, grouped by the reader that reads them
+# (index/documents.py); `index --help` and the skip message of any other type name them from here.
+TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".text"})
+MARKUP_SUFFIXES = frozenset({".html", ".htm"})
+STRUCTURED_SUFFIXES = frozenset({".json", ".csv"})
+PDF_SUFFIXES = frozenset({".pdf"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | MARKUP_SUFFIXES | STRUCTURED_SUFFIXES | PDF_SUFFIXES
+
+
+def supported_types() -> str:
+    """The supported file types, as the help and the skip message both name them."""
+    return ", ".join(sorted(SUPPORTED_SUFFIXES))

@@ -43,3 +43,16 @@ def test_chunk_size_help_reads_as_a_sentence():
     flat = " ".join(result.output.split())
     assert "Chunk length, in tokens of the model's document side. Default: 256, or that side's token limit" in flat
     assert not re.search(r"\w \.(\s|$)", flat), flat
+
+
+def test_help_and_skip_message_name_one_list_of_file_types(tmp_path):
+    """`index --help` and the skip message of an unsupported file read one list (choices.py)."""
+    from instemb_rag.choices import SUPPORTED_SUFFIXES
+    from instemb_rag.index.documents import discover
+
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff")
+    [skipped] = discover(tmp_path, 1 << 20).skipped
+    listed = re.search(r"\(supported: ([^)]*)\)", skipped.reason).group(1)
+    assert set(listed.split(", ")) == SUPPORTED_SUFFIXES, listed
+    result = runner.invoke(app, ["index", "--help"], env={"COLUMNS": "200"})
+    assert f"Folder (or file) of documents: {listed}." in " ".join(result.output.split()), result.output

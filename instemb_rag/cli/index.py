@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from ..choices import FaissIndexKind, Precision, QdrantQuantization, StoreKind
+from ..choices import FaissIndexKind, Precision, QdrantQuantization, StoreKind, supported_types
 from .common import (  # noqa: F401
     ExitCode,
     compile_option,
@@ -42,7 +42,7 @@ class RayOptionalValueCommand(TyperCommand):
 
 
 def index_command(
-    path: Path = typer.Argument(..., help="Folder (or file) of .txt .md .html .pdf .json .csv documents."),
+    path: Path = typer.Argument(..., help=f"Folder (or file) of documents: {supported_types()}."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."

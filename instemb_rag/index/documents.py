@@ -11,13 +11,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..choices import (  # noqa: F401  (the one list of file types; imported from here too)
+    MARKUP_SUFFIXES,
+    PDF_SUFFIXES,
+    STRUCTURED_SUFFIXES,
+    SUPPORTED_SUFFIXES,
+    TEXT_SUFFIXES,
+    supported_types,
+)
 from ..hashing import file_sha256
 
-TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
-MARKUP_SUFFIXES = {".html", ".htm"}
-STRUCTURED_SUFFIXES = {".json", ".csv"}
-PDF_SUFFIXES = {".pdf"}
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | MARKUP_SUFFIXES | STRUCTURED_SUFFIXES | PDF_SUFFIXES
 SNIFF_BYTES = 8192
 
 
@@ -87,8 +90,7 @@ def _consider(found: Discovery, path: Path, relative: str, max_bytes: int) -> No
         found.skipped.append(
             Skipped(
                 relative,
-                f"unsupported type '{path.suffix or 'no extension'}' "
-                f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})",
+                f"unsupported type '{path.suffix or 'no extension'}' (supported: {supported_types()})",
             )
         )
         return
