@@ -108,18 +108,20 @@ class EffectObjective(Objective):
         loss.backward()
         extra = {"batch": len(rows), "gain": round(float(gain.detach().mean()), 4)}
         if (step + 1) % self.config.training.save_steps == 0:
-            extra["validation_top1"] = self.validation_top1()
+            extra.update({f"validation_{kind}_top1": v for kind, v in (self.validation_top1() or {}).items()})
         return StepResult({"infonce": float(loss.detach()), "loss": float(loss.detach())}, extra)
 
     @torch.no_grad()
-    def validation_top1(self) -> float | None:
-        """The held-out queries' share whose positive ranks first among their candidates."""
+    def validation_top1(self) -> dict[str, float] | None:
+        """The held-out queries' share whose positive ranks first among their candidates: those
+        with a group (the instruction decides between its passages) and plain ones apart."""
         rows = self.data.validation_rows
         if not rows:
             return None
-        hits = 0
+        hits: dict[str, list[bool]] = {"group": [], "plain": []}
         for start in range(0, len(rows), 256):
             chunk = rows[start : start + 256]
             scores, positives, _ = self.ranked(chunk, f"{self.config.training.seed}:validation")
-            hits += int((scores.argmax(dim=1) == positives).sum())
-        return round(hits / len(rows), 4)
+            for row, hit in zip(chunk, (scores.argmax(dim=1) == positives).tolist()):
+                hits["group" if self.data.queries.queries[row].group else "plain"].append(hit)
+        return {kind: round(sum(found) / len(found), 4) for kind, found in hits.items() if found}
