@@ -2,12 +2,13 @@
 
 Every embedding (and search query) becomes a job on one bounded queue. A single worker
 thread owns the encoder: it takes the oldest job, then for up to ``max_wait_ms`` gathers
-more jobs of the same kind (query or document, and for queries the same ``llm_weight``) until
+more jobs of the same kind (query or document, and for queries the same ``llm_weight`` and
+``instruction_strength``) until
 ``max_batch_size`` inputs are waiting, and embeds them all with one ``encode_queries``
 (per-input instructions, so queries under different instructions share the pass) or
 ``encode_documents`` call per instruction. A two-space model's ``llm_weight`` is one per
 ``encode_queries`` call, so queries asked under different weights never share a call (they
-would get one weight). With batching off every job runs on its own. The asyncio side awaits a future
+would get one weight); so is an instruction-effect model's ``instruction_strength``. With batching off every job runs on its own. The asyncio side awaits a future
 that the worker resolves through ``loop.call_soon_threadsafe``.
 """
 
@@ -65,7 +66,15 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     llm_weight: float | None = None  # queries of a two-space model: the LLM space's share (None: its own)
+    instruction_strength: float | None = None  # queries of an instruction-effect model (None: its own)
     enqueued: float = field(default_factory=time.monotonic)
+
+
+def _knobs(job: _Job) -> dict[str, float]:
+    """The query-time knobs a job was given (keyword arguments of ``encode_queries``): jobs share
+    an encoder call only when these are equal."""
+    given = {"llm_weight": job.llm_weight, "instruction_strength": job.instruction_strength}
+    return {knob: value for knob, value in given.items() if value is not None}
 
 
 def _resolve(future: asyncio.Future, value=None, error: BaseException | None = None) -> None:
@@ -132,16 +141,20 @@ class DynamicBatcher:
         instructions: Sequence[str | None],
         kind: Kind = "query",
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> EncodeResult:
         """Embed texts (one instruction per text) in the next batch of their kind (queries: and of
-        their ``llm_weight``; the caller checks that the encoder takes one)."""
+        their ``llm_weight`` and ``instruction_strength``; the caller checks that the encoder takes
+        the knob)."""
         texts, instructions = list(texts), list(instructions)
         if len(texts) != len(instructions):
             raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions.")
         if llm_weight is not None and kind != "query":
             raise ValueError("llm_weight weighs a query's two spaces; documents take none.")
+        if instruction_strength is not None and kind != "query":
+            raise ValueError("instruction_strength moves a query; documents take none.")
         loop = asyncio.get_running_loop()
-        job = _Job(texts, instructions, kind, loop, loop.create_future(), llm_weight)
+        job = _Job(texts, instructions, kind, loop, loop.create_future(), llm_weight, instruction_strength)
         with self._condition:
             if self._closed:
                 raise BatcherClosedError(
@@ -166,13 +179,13 @@ class DynamicBatcher:
             self._run(batch)
 
     def _take_fitting(self, first: _Job, room: int) -> list[_Job]:
-        """Queued jobs that may share ``first``'s encoder call (its kind and llm_weight) and fit in
+        """Queued jobs that may share ``first``'s encoder call (its kind and knobs) and fit in
         `room` inputs, oldest first (caller holds the lock)."""
         taken = []
         for job in list(self._jobs):
             if room <= 0:
                 break
-            if job.kind == first.kind and job.llm_weight == first.llm_weight and len(job.texts) <= room:
+            if job.kind == first.kind and _knobs(job) == _knobs(first) and len(job.texts) <= room:
                 self._jobs.remove(job)
                 taken.append(job)
                 room -= len(job.texts)
@@ -205,7 +218,7 @@ class DynamicBatcher:
         texts = [text for job in batch for text in job.texts]
         instructions = [instruction for job in batch for instruction in job.instructions]
         try:
-            vectors = self._encode(batch[0].kind, texts, instructions, batch[0].llm_weight)
+            vectors = self._encode(batch[0].kind, texts, instructions, **_knobs(batch[0]))
             tokens = self._tokens(batch[0].kind, texts, instructions)
         except BaseException as error:  # noqa: BLE001 - every waiting request gets the error
             for job in batch:
@@ -230,13 +243,12 @@ class DynamicBatcher:
             return [side.tokens(text, instruction) for text, instruction in zip(texts, instructions)]
         return [self.encoder.query_tokens(text, instruction) for text, instruction in zip(texts, instructions)]
 
-    def _encode(
-        self, kind: Kind, texts: list[str], instructions: list[str | None], llm_weight: float | None = None
-    ) -> np.ndarray:
+    def _encode(self, kind: Kind, texts: list[str], instructions: list[str | None], **knobs: float) -> np.ndarray:
+        """``knobs``: a query's ``llm_weight`` or ``instruction_strength`` (only a model with that
+        knob is given one)."""
         batch_size = self.options.max_batch_size  # a job larger than this is split into several passes
         if kind == "query":
-            weight = {} if llm_weight is None else {"llm_weight": llm_weight}  # only a two-space model takes one
-            return self.encoder.encode_queries(texts, instructions, batch_size=batch_size, **weight)
+            return self.encoder.encode_queries(texts, instructions, batch_size=batch_size, **knobs)
         # Documents: one encode_documents call per distinct instruction (usually just None).
         output = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
         groups: dict[str | None, list[int]] = {}

@@ -1,8 +1,10 @@
 """The endpoints of `instemb-rag serve` and the checks of their requests.
 
-    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, `llm_weight`
-    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, llm_weight} over
-                          the index (= `instemb-rag query --json [--hybrid]`)
+    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, `llm_weight`,
+                          `instruction_strength`
+    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, llm_weight,
+                          instruction_strength, explain} over the index (= `instemb-rag query
+                          --json [--hybrid]`)
     GET  /v1/models       the one model served (id, dimension, fingerprints, the documents' limits)
     GET  /health          status, model, batching counters (no API key needed)
 
@@ -44,12 +46,14 @@ from .state import ServeOptions, ServerState
 
 __all__ = [
     "check_document_instructions",
+    "check_instruction_strength",
     "check_llm_weight",
     "check_search",
     "input_texts",
     "per_input_instructions",
     "router",
     "server_state",
+    "takes_instruction_strength",
     "takes_llm_weight",
 ]
 
@@ -82,10 +86,15 @@ async def check_api_key(
 
 
 async def encode(
-    state: ServerState, texts: list[str], instructions: list[str | None], kind: str, llm_weight: float | None = None
+    state: ServerState,
+    texts: list[str],
+    instructions: list[str | None],
+    kind: str,
+    llm_weight: float | None = None,
+    instruction_strength: float | None = None,
 ):
     try:
-        return await state.batcher.submit(texts, instructions, kind, llm_weight)
+        return await state.batcher.submit(texts, instructions, kind, llm_weight, instruction_strength)
     except (QueueFullError, BatcherClosedError) as error:
         raise unavailable(str(error)) from None
     except InstEmbError as error:
@@ -101,7 +110,8 @@ async def encode(
 )
 async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
     """Embed `input` (a string or a list) under `instruction` (one for all, or one per input);
-    a two-space model's queries under `llm_weight` (the LLM space's share of the score)."""
+    a two-space model's queries under `llm_weight` (the LLM space's share of the score), an
+    instruction-effect model's under `instruction_strength` (how much the instruction moves them)."""
     options = state.options
     check_model(state.options, body.model)
     texts = input_texts(body.input, options)
@@ -115,14 +125,16 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
         )
     if body.input_type == "document":
         check_document_instructions(state.encoder, instructions)
-        if body.llm_weight is not None:
-            raise bad_request(
-                "llm_weight weighs a query's two spaces; documents are stored with both halves and take "
-                'none. Send it with "input_type": "query" (or leave it out).',
-                param="llm_weight",
-            )
+        for knob in ("llm_weight", "instruction_strength"):
+            if getattr(body, knob) is not None:
+                raise bad_request(
+                    f"{knob} is a query's knob; documents are stored with both halves and take none. "
+                    'Send it with "input_type": "query" (or leave it out).',
+                    param=knob,
+                )
     check_llm_weight(state.encoder, body.llm_weight)
-    result = await encode(state, texts, instructions, body.input_type, body.llm_weight)
+    strength = check_instruction_strength(state.encoder, body.instruction_strength)
+    result = await encode(state, texts, instructions, body.input_type, body.llm_weight, strength)
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
         for i, vector in enumerate(result.vectors)
@@ -157,8 +169,9 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
         )
     check_search(body, options)
     check_llm_weight(state.encoder, body.llm_weight)
+    strength = check_instruction_strength(state.encoder, body.instruction_strength)
     instruction = normalize_instruction(body.instruction)  # "" and whitespace: no instruction, as everywhere
-    result = await encode(state, [body.query], [instruction], "query", body.llm_weight)
+    result = await encode(state, [body.query], [instruction], "query", body.llm_weight, strength)
     try:
         hits = await state.on_index_thread(
             functools.partial(
@@ -174,7 +187,9 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
         )
         explanations = (
             await state.on_index_thread(
-                functools.partial(state.index.explain, body.query, instruction, hits, body.llm_weight)
+                functools.partial(
+                    state.index.explain, body.query, instruction, hits, body.llm_weight, instruction_strength=strength
+                )
             )
             if body.explain
             else None
@@ -194,6 +209,8 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
     if body.llm_weight is not None:
         document["llm_weight"] = body.llm_weight
+    if strength is not None:
+        document["instruction_strength"] = strength
     return JSONResponse(document)
 
 
@@ -268,6 +285,7 @@ def model_card(state: ServerState) -> dict:
         "document_instruction": side.reads_instruction,
         "query_max_length": encoder.max_length,
         "llm_weight": llm_weight_knob(encoder),
+        "instruction_strength": instruction_strength_knob(encoder),
     }
 
 
@@ -285,6 +303,32 @@ def llm_weight_knob(encoder: Any) -> dict | None:
         return None
     default = None if getattr(encoder, "gate", None) is not None else getattr(encoder, "llm_weight", None)
     return {"default": default}
+
+
+def takes_instruction_strength(encoder: Any) -> bool:
+    """Whether the encoder has the ``instruction_strength`` knob (encoder/protocol.py: the one rule)."""
+    from ..encoder.protocol import takes_instruction_strength as declared
+
+    return declared(encoder)
+
+
+def instruction_strength_knob(encoder: Any) -> dict | None:
+    """The model card's ``instruction_strength``: None without the knob, else the strength a query
+    gets when a request gives none, and the largest one taken."""
+    if not takes_instruction_strength(encoder):
+        return None
+    from ..encoder.composed.effect import MAX_INSTRUCTION_STRENGTH
+
+    return {"default": encoder.instruction_strength, "maximum": MAX_INSTRUCTION_STRENGTH}
+
+
+def model_in_words(encoder: Any) -> str:
+    """What the model is, by the query-time knob it has (for a refused knob's message)."""
+    if takes_llm_weight(encoder):
+        return "a two-space model, whose query-time knob is llm_weight (the LLM space's share of the score)"
+    if takes_instruction_strength(encoder):
+        return "an instruction-effect model, whose query-time knob is instruction_strength"
+    return "a model of one space, with no query-time knob"
 
 
 def check_model(options: ServeOptions, model: str | None) -> None:
@@ -369,9 +413,9 @@ def check_llm_weight(encoder: Any, llm_weight: float | None) -> None:
         return
     if not takes_llm_weight(encoder):
         raise bad_request(
-            f"llm_weight={llm_weight}, but this model embeds in one space: llm_weight (the LLM space's "
-            "share of the score) applies to a two-space model (an LLM and a sentence encoder side by "
-            "side) only. Leave it out.",
+            f"llm_weight={llm_weight}, but this model is {model_in_words(encoder)}: llm_weight (the LLM "
+            "space's share of the score) applies to a two-space model (an LLM and a sentence encoder side "
+            "by side) only. Leave it out.",
             param="llm_weight",
             code="llm_weight_unsupported",
         )
@@ -381,6 +425,27 @@ def check_llm_weight(encoder: Any, llm_weight: float | None) -> None:
             "alone, 0: the sentence encoder alone; leave it out for the model's own).",
             param="llm_weight",
         )
+
+
+def check_instruction_strength(encoder: Any, strength: float | None) -> float | None:
+    """``instruction_strength`` in [0, 10], on a model that has the knob (400 before the request
+    joins a batch); the range is the encoder's own check (encoder/composed/effect.py)."""
+    if strength is None:
+        return None
+    if not takes_instruction_strength(encoder):
+        raise bad_request(
+            f"instruction_strength={strength}, but this model is {model_in_words(encoder)}: "
+            "instruction_strength (how much the instruction moves the ranking) applies to an "
+            "instruction-effect model only. Leave it out.",
+            param="instruction_strength",
+            code="instruction_strength_unsupported",
+        )
+    from ..encoder.composed.effect import check_instruction_strength as in_range
+
+    try:
+        return in_range(strength)
+    except InstEmbError as error:
+        raise bad_request(str(error), param="instruction_strength") from None
 
 
 def check_search(body: SearchRequest, options: ServeOptions) -> None:

@@ -1,7 +1,8 @@
 """Request and response bodies of `instemb-rag serve` (pydantic models, shown in /docs).
 
 `/v1/embeddings` follows OpenAI's embeddings schema, so an OpenAI client works unchanged;
-`instruction`, `input_type` and (two-space models) `llm_weight` are the additions. `/v1/search` answers with the same
+`instruction`, `input_type`, (two-space models) `llm_weight` and (instruction-effect models)
+`instruction_strength` are the additions. `/v1/search` answers with the same
 JSON as `instemb-rag query --json`. Errors use OpenAI's shape: {"error": {message, type,
 param, code}}.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "ErrorResponse",
     "Health",
     "IndexInfo",
+    "InstructionStrengthKnob",
     "LLMWeightKnob",
     "ModelCard",
     "ModelList",
@@ -81,6 +83,12 @@ class EmbeddingRequest(BaseModel):
         description="Queries of a two-space model (GET /v1/models gives llm_weight): the LLM space's share of "
         "the score, 0..1 (1: the LLM alone, 0: the sentence encoder alone); null = the model's own. Documents "
         "are stored with both halves, so any weight searches the same index.",
+    )
+    instruction_strength: float | None = Field(
+        None,
+        description="Queries of an instruction-effect model (GET /v1/models gives instruction_strength): how much "
+        "the instruction moves the ranking, 0..10 (0: plain search by the sentence encoder, about 1-3: the "
+        "instruction decides between passages on the same topic); null = the model's own. Nothing is re-indexed.",
     )
 
 
@@ -142,10 +150,17 @@ class SearchRequest(BaseModel):
         description="A two-space model's query: the LLM space's share of the dense score, 0..1 (null = the "
         "model's own); see /v1/embeddings.",
     )
+    instruction_strength: float | None = Field(
+        None,
+        description="An instruction-effect model's query: how much the instruction moves the ranking, 0..10 "
+        "(0: plain search; null = the model's own); see /v1/embeddings.",
+    )
     explain: bool = Field(
         False,
         description="Add each hit's `explain`: a two-space model's cosine in each space (llm, tower), the "
-        "weight, their weighted sum (what ranks) and the score; a one-space model's single cosine. "
+        "weight, their weighted sum (what ranks) and the score; an instruction-effect model's plain score "
+        "(the sentence encoder's cosine), the instruction's contribution, the strength, their sum (combined: "
+        "what ranks) and the score; a one-space model's single cosine. "
         "As `instemb-rag query --explain --json`.",
     )
 
@@ -177,6 +192,7 @@ class SearchResponse(BaseModel):
     hits: list[SearchHitModel]
     hybrid: HybridSettings | None = Field(None, description="Present when the request asked for hybrid search.")
     llm_weight: float | None = Field(None, description="Present when the request gave llm_weight.")
+    instruction_strength: float | None = Field(None, description="Present when the request gave instruction_strength.")
 
 
 # ------------------------------------------------------------------ models, health, errors
@@ -188,6 +204,11 @@ class LLMWeightKnob(BaseModel):
         description="The LLM space's share a query gets when a request gives no llm_weight (null: the "
         "model's gate sets one per query).",
     )
+
+
+class InstructionStrengthKnob(BaseModel):
+    default: float = Field(..., description="The strength a query gets when a request gives no instruction_strength.")
+    maximum: float = Field(..., description="The largest strength taken (the least is 0: plain search).")
 
 
 class ModelCard(BaseModel):
@@ -215,6 +236,11 @@ class ModelCard(BaseModel):
     query_max_length: int | None = Field(None, description="Tokens a query (with its instruction) is read in at most.")
     llm_weight: LLMWeightKnob | None = Field(
         None, description="A two-space model's knob (the LLM space's share of the score); null: the model has none."
+    )
+    instruction_strength: InstructionStrengthKnob | None = Field(
+        None,
+        description="An instruction-effect model's knob (how much the instruction moves the ranking); null: the "
+        "model has none.",
     )
 
 
