@@ -118,6 +118,10 @@ class CudaRunner:
         self.pool = None
         self.signature = self._signature()
 
+    def __deepcopy__(self, memo) -> None:
+        """A copy of the encoder (the trainer's frozen LLM) starts without graphs: it makes its own."""
+        return None
+
     def _signature(self) -> tuple:
         embedding = self.encoder.model.get_input_embeddings().weight
         return (id(self.encoder.model), embedding.data_ptr(), self.encoder.lookahead.vectors.data_ptr())

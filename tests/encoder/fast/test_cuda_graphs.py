@@ -9,6 +9,8 @@ to eager within bf16 rounding (skipped without one).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -147,6 +149,8 @@ def test_padded_buckets_and_token_batches_equal_eager(tiny_model_dir, graphs):
     np.testing.assert_allclose(pooled, reference[0], atol=1e-5)
     np.testing.assert_allclose(embedded, reference[1], atol=1e-5)
     assert bool(runner.buckets) == graphs and pooled.dtype == torch.float32
+    encoder.__dict__["_cuda_runner"] = runner  # a copy (the trainer's frozen LLM) makes its own
+    assert copy.deepcopy(encoder).__dict__["_cuda_runner"] is None
 
 
 # ---------------------------------------------------------------- the CPU path stays as it was
