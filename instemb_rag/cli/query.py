@@ -79,7 +79,8 @@ def query_command(
         "--explain",
         help="Show what each hit's score is made of: each space's score (LLM, sentence encoder), the LLM weight "
         "and the combined score (two-space models); the plain score, the instruction's contribution, the "
-        "strength and the combined score (instruction-effect models); the single cosine for a model of one space.",
+        "strength and the combined score (instruction-effect models). A model of one space scores by one cosine: "
+        "with --hybrid, the cosine and the full-text bm25 score the hit's score fuses.",
     ),
     as_json: bool = typer.Option(
         False,
@@ -140,6 +141,8 @@ def query_command(
             explanations = index.explain(text, instruction, hits, llm_weight, instruction_strength) if explain else None
             spaces = 2 if index.query_knob is not None else 1
             explained = EXPLAINED_EFFECT if index.query_knob == "instruction_strength" else EXPLAINED[spaces]
+            if spaces == 1 and hybrid is not None:
+                explained = EXPLAINED_ONE_SPACE_HYBRID
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
     except InstEmbError as error:
         if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
@@ -187,8 +190,15 @@ EXPLAINED = {
         "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * tower cos ranks the hits; the "
         "score is weighted / (sqrt 2 * |(LLM weight, 1 - LLM weight)|), the cosine of the unit query"
     ),
-    1: "this model has one space (not a two-space model): its dense score is the single cosine of query and chunk",
+    1: (
+        "this model has one space (not a two-space model): a hit's score is the cosine of query and chunk, so "
+        "--explain has nothing to add to it; with --hybrid it shows the two scores each hit's score fuses"
+    ),
 }
+EXPLAINED_ONE_SPACE_HYBRID = (
+    "one space, hybrid: cosine = the dense side's score (query and chunk), bm25 = the full-text side's (0: no "
+    "query word in the chunk); the score fuses the two by the hybrid rule at the full-text weight"
+)
 EXPLAINED_EFFECT = (
     "instruction effect: combined = plain (the sentence encoder's cosine, instruction pasted) + instruction "
     "(strength * the instruction's effect in the LLM's space against the chunk's LLM vector) ranks the hits; the "

@@ -78,7 +78,8 @@ def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | Non
     read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise.
     ``explanations`` (``Index.explain``) adds what each score is made of: each space's cosine, the
     LLM weight and the combined score (two-space models), the plain score, the instruction's
-    contribution, the strength and the combined score (instruction-effect models), or the single cosine."""
+    contribution, the strength and the combined score (instruction-effect models), or with hybrid
+    search on a model of one space the dense cosine and the bm25 score it fuses."""
     table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
@@ -115,14 +116,15 @@ EFFECT_COLUMNS = (  # an instruction-effect model (encoder/composed/effect.py's 
 
 def explained_columns(explanations: list[dict] | None) -> list[tuple[str, str]]:
     """(key, heading) of the explanation columns: none, the two spaces' four, the instruction
-    effect's four, or the one cosine."""
+    effect's four, or a model of one space's: the two sides of a hybrid score (its cosine, its bm25),
+    none for a dense score (the score column is its one cosine already)."""
     if not explanations:
         return []
     if "llm" in explanations[0]:
         return list(TWO_SPACE_COLUMNS)
     if "plain" in explanations[0]:
         return list(EFFECT_COLUMNS)
-    return [("cosine", "cosine")]
+    return [("cosine", "cosine"), ("bm25", "bm25")] if "bm25" in explanations[0] else []
 
 
 def _value(value: float | None) -> str:

@@ -39,9 +39,12 @@ class SearchHit:
     extra: dict
     dense_rank: int | None = None  # hybrid search: this chunk's rank on each side (None: beyond
     lexical_rank: int | None = None  # that side's candidates, or no query word in it)
+    dense_score: float | None = None  # hybrid search: each side's exact score, as fused (the cosine;
+    lexical_score: float | None = None  # bm25, 0 = no query word); explain shows them, to_dict does not
 
     def to_dict(self) -> dict:
         found = asdict(self)
+        del found["dense_score"], found["lexical_score"]
         if self.dense_rank is None and self.lexical_rank is None:  # dense search: the fields it always had
             del found["dense_rank"], found["lexical_rank"]
         return found
@@ -233,18 +236,20 @@ class Index:
         ``plain`` score (the sentence encoder's cosine), the ``instruction``'s contribution, the
         ``instruction_strength`` it was taken at, ``combined`` = plain + instruction (what ranks) and
         the ``score`` (the unit query's cosine), the same way.
-        A model of one space: its single ``cosine`` (the query against the stored vector)."""
+        A model of one space, from the search itself (nothing computed twice): its ``cosine``, the
+        hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``."""
         instruction = normalize_instruction(instruction)
         knobs = self.query_knobs(llm_weight, instruction_strength)
         if not hits:
             return []
         if self.query_knob is not None:
             return self.encoder.explain(query, instruction, [hit.text for hit in hits], **knobs)
-        vector = self.encode_query(query, instruction)
-        with self.catalog.transaction(write=False):
-            ids, vectors = self.catalog.vectors([hit.chunk_id for hit in hits], self.manifest.dimension)
-        cosine = dict(zip(ids.tolist(), (vectors @ vector).tolist()))
-        return [{"cosine": cosine.get(hit.chunk_id)} for hit in hits]  # None: removed since the search
+        return [
+            {"cosine": hit.score}
+            if hit.dense_score is None and hit.lexical_score is None
+            else {"cosine": hit.dense_score, "bm25": hit.lexical_score}
+            for hit in hits
+        ]
 
     def search(
         self,
@@ -295,20 +300,20 @@ class Index:
         with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
             sources = self._matching_sources(filter or {})
             if hybrid is None:
-                ranked = [(chunk_id, score, None, None) for chunk_id, score in self._ranked(vector, k, sources)]
+                ranked = [(chunk_id, score) for chunk_id, score in self._ranked(vector, k, sources)]
             else:
                 ranked = self._hybrid(vector, query, instruction, k, sources, hybrid, weight)
             rows = self.catalog.rows([chunk_id for chunk_id, *_ in ranked])
         return [
-            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, dense, lexical)
-            for i, score, dense, lexical in ranked
+            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, *sides)
+            for i, score, *sides in ranked
             if i in rows
         ][:k]
 
     def _hybrid(
         self, vector: np.ndarray, text: str, instruction: str | None, k: int, sources, mode: str, weight: float
-    ) -> list[tuple[int, float, int | None, int | None]]:
-        """(chunk id, fused score, dense rank, lexical rank) of the k best by fusion."""
+    ) -> list[tuple[int, float, int | None, int | None, float, float]]:
+        """(chunk id, fused score, dense rank, lexical rank, dense score, lexical score) of the k best."""
         db = self.catalog.connection
         if not fulltext.has_fulltext(db):
             raise IndexFolderError(fulltext.missing_fulltext_message(db, self.index_dir))
@@ -321,9 +326,17 @@ class Index:
             return []
         ids, vectors = self.catalog.vectors(candidates, self.manifest.dimension)  # exact dense scores for all
         lexical_of = fulltext.lexical_scores(db, match, ids.tolist())
-        ranking = fuse(vectors @ vector, np.array([lexical_of.get(int(i), 0.0) for i in ids]), mode, weight, depth)
+        dense_scores, lexical_scores = vectors @ vector, np.array([lexical_of.get(int(i), 0.0) for i in ids])
+        ranking = fuse(dense_scores, lexical_scores, mode, weight, depth)
         return [
-            (int(ids[position]), float(score), dense_rank, lexical_rank)
+            (
+                int(ids[position]),
+                float(score),
+                dense_rank,
+                lexical_rank,
+                float(dense_scores[position]),
+                float(lexical_scores[position]),
+            )
             for position, score, dense_rank, lexical_rank in zip(
                 ranking.order[:k], ranking.scores[:k], ranking.dense_ranks[:k], ranking.lexical_ranks[:k]
             )
