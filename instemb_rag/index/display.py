@@ -38,11 +38,16 @@ class RichChunkProgress:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
-    def start(self, total_chunks: int) -> None:
+    def start(self, total_chunks: int | None) -> None:
+        if total_chunks == 0:  # every file unchanged or skipped: said, not drawn as `0/0 – chunks/s`
+            if not self.progress.disable:
+                self.progress.console.print("embedding: nothing to embed (every file is unchanged or skipped)")
+            return
         self.task = self.progress.add_task("embed", total=total_chunks)
 
     def advance(self, chunks: int) -> None:
-        self.progress.advance(self.task, chunks)
+        if self.task is not None:
+            self.progress.advance(self.task, chunks)
 
 
 def print_summary(console: Console, report: IndexReport, index_dir) -> None:
