@@ -68,16 +68,20 @@ def default_model(request):
 
 
 def minilm_or_skip() -> None:
-    """Skip unless the minilm sentence encoder is installed (a two-space model's second space)."""
+    """Skip unless the minilm sentence encoder is installed: the tests that build a two-space model
+    from the shipped LLM (``composed_default_dir``) take it as that model's second space. The reason
+    says what the test needs, true whichever layout the shipped default has."""
     from instemb_rag.teachers.registry import install_command, installed_teacher_dir, teachers_root
 
     pytest.importorskip(
-        "sentence_transformers", reason="a two-space model needs the train extra's sentence-transformers"
+        "sentence_transformers",
+        reason="builds a two-space model, whose sentence encoder runs on the train extra's sentence-transformers",
     )
     if installed_teacher_dir("minilm") is None:
         pytest.skip(
-            f"minilm is not installed under {teachers_root()}: a two-space default needs it "
-            f"(`{install_command('minilm')}`, which scripts/setup.sh runs when the shipped default is one)"
+            "builds a two-space model (`instemb-rag compose`) from the shipped LLM and the minilm sentence "
+            f"encoder, which is not installed under {teachers_root()}: `{install_command('minilm')}` adds it "
+            "(about 90 MB)"
         )
 
 
