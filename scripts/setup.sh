@@ -8,6 +8,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
+# Which torch build: by default the one the package index gives (on Linux x86-64 the CUDA build,
+# with its GPU libraries, a few GB; on macOS and Windows the CPU build). INSTEMB_TORCH=cpu installs
+# PyTorch's CPU-only build instead (a few hundred MB, for a machine without a GPU);
+# TORCH_INDEX_URL=URL takes torch from any index. Either matters only when .venv has no torch yet.
+TORCH_INDEX_URL="${TORCH_INDEX_URL:-}"
+case "${INSTEMB_TORCH:-}" in
+  "" | default) ;;
+  cpu) TORCH_INDEX_URL="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" ;;
+  *)
+    echo "INSTEMB_TORCH=${INSTEMB_TORCH}: use INSTEMB_TORCH=cpu for the CPU-only build, or leave it unset" >&2
+    exit 2
+    ;;
+esac
+TORCH_INSTALL=("torch==${TORCH_VERSION:-2.13.0}")
+if [ -n "$TORCH_INDEX_URL" ]; then
+  TORCH_INSTALL+=(--index-url "$TORCH_INDEX_URL")
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -23,10 +40,10 @@ HAVE_TORCH=false
 # Nothing to install: no pip call at all (each would contact the index and may print its notices).
 if ! { $UP_TO_DATE && $HAVE_TORCH; }; then
   "${PIP[@]}" install --upgrade pip
-  # The CPU build of torch 2.13.0 is what this project is tested on; an unpinned torch would
-  # pull a multi-GB CUDA build on machines without a GPU.
+  # torch 2.13.0 is what this project is tested on (the CPU build, and the CUDA build on GPUs);
+  # which build comes is the index's choice unless INSTEMB_TORCH or TORCH_INDEX_URL says (above).
   if ! $HAVE_TORCH; then
-    "${PIP[@]}" install "torch==${TORCH_VERSION:-2.13.0}"
+    "${PIP[@]}" install "${TORCH_INSTALL[@]}"
   fi
   if ! $UP_TO_DATE; then
     # setuptools' editable install prints an information-only note about folders shadowing the
