@@ -13,7 +13,9 @@ InstEmb embeds a query *together with an instruction*, so this class
   the loaded encoder, for ``index.as_retriever(embed_model=...)`` and query engines;
 * over a two-space model, takes ``llm_weight`` (the LLM space's share of a query's score, 0..1;
   weights.py) as a field, per call, or per query string, and ``with_llm_weight(w)``: documents
-  are stored with both halves, so a weight never re-embeds them.
+  are stored with both halves, so a weight never re-embeds them;
+* over an instruction-effect model, takes ``instruction_strength`` (how much the instruction moves
+  a query's ranking, 0..10; 0: plain search) the same ways, and ``with_instruction_strength(s)``.
 
 Documents (``text`` in LlamaIndex's words) are embedded under ``text_instruction`` (normally
 None), through the encoder's document method (queries through its query method); their limits,
@@ -54,8 +56,14 @@ from .limits import can_count, require_local, warn_if_truncated
 from .limits import document_token_limit as document_side_token_limit
 from .loading import check_fingerprint, load_encoder
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser, node_parser_for
-from .query import InstructionQueryBundle, instruction_of, llm_weight_of
-from .weights import check_llm_weight, require_llm_weight
+from .query import InstructionQueryBundle, instruction_of, instruction_strength_of, llm_weight_of
+from .weights import (
+    check_instruction_strength,
+    check_llm_weight,
+    query_knobs,
+    require_instruction_strength,
+    require_llm_weight,
+)
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
@@ -83,6 +91,10 @@ class InstEmbEmbedding(BaseEmbedding):
         llm_weight: a two-space model's LLM share of a query's score, 0..1 (None: the model's
             own); per call ``get_query_embeddings(..., llm_weight=...)``, or ``with_llm_weight``.
             An encoder of one space refuses one.
+        instruction_strength: an instruction-effect model's strength, how much the instruction moves
+            a query's ranking, 0..10 (0: plain search; None: the model's own); per call
+            ``get_query_embeddings(..., instruction_strength=...)``, or ``with_instruction_strength``.
+            A model without the knob refuses one.
         pooling, lookahead_length, max_length, precision: the encoder's settings (None: the
             checkpoint's own); after loading, the fields hold what the encoder uses.
         fingerprint: the encoder this embedding must be (set by to_dict); a model whose
@@ -125,6 +137,12 @@ class InstEmbEmbedding(BaseEmbedding):
         default=None,
         frozen=True,
         description="A two-space model's LLM share of a query's score, 0..1; None: the model's own.",
+    )
+    instruction_strength: float | None = Field(
+        default=None,
+        frozen=True,
+        description="An instruction-effect model's strength (how much the instruction moves a query), 0..10; "
+        "None: the model's own.",
     )
     fingerprint: str | None = Field(
         default=None, frozen=True, description="The encoder's fingerprint; a model that differs is refused."
@@ -171,10 +189,12 @@ class InstEmbEmbedding(BaseEmbedding):
         precision: str | None = None,
         fingerprint: str | None = None,
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
         **kwargs: Any,
     ):
         model_path = None if model_path is None else str(model_path)
         llm_weight = check_llm_weight(llm_weight)  # before any model loads
+        instruction_strength = check_instruction_strength(instruction_strength)
         asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
         loaded, settings = load_encoder(
             model_path, encoder, base_url, api_key, timeout, device, precision=precision, **asked
@@ -186,6 +206,7 @@ class InstEmbEmbedding(BaseEmbedding):
             if can_count(loaded):  # (a server's model refuses one itself: 400)
                 loaded.document_side.refuse_instruction(normalize_instruction(text_instruction))
             require_llm_weight(loaded, llm_weight)
+            require_instruction_strength(loaded, instruction_strength)
             kwargs.setdefault("model_name", model_path or DEFAULT_MODEL_NAME)
             super().__init__(
                 model_path=model_path,
@@ -199,6 +220,7 @@ class InstEmbEmbedding(BaseEmbedding):
                 timeout=timeout,
                 fingerprint=loaded.fingerprint,
                 llm_weight=llm_weight,
+                instruction_strength=instruction_strength,
                 **settings,
                 **kwargs,
             )
@@ -253,6 +275,14 @@ class InstEmbEmbedding(BaseEmbedding):
         model's LLM share, 0..1; None: the model's own), sharing the encoder, its lock and the query
         cache (keyed on the weight), as ``with_instruction``. An encoder of one space refuses one."""
         view = self.model_copy(update={"llm_weight": require_llm_weight(self._encoder, llm_weight)})
+        view._owns_remote = False
+        return view
+
+    def with_instruction_strength(self, instruction_strength: float | None) -> InstEmbEmbedding:
+        """A view of this embedding whose queries are read at ``instruction_strength`` (an
+        instruction-effect model's, 0..10; None: the model's own), as ``with_llm_weight``."""
+        strength = require_instruction_strength(self._encoder, instruction_strength)
+        view = self.model_copy(update={"instruction_strength": strength})
         view._owns_remote = False
         return view
 
@@ -342,6 +372,7 @@ class InstEmbEmbedding(BaseEmbedding):
             query_instruction=self.query_instruction,
             text_instruction=self.text_instruction,
             llm_weight=self.llm_weight,
+            instruction_strength=self.instruction_strength,
         )
         return payload
 
@@ -377,20 +408,22 @@ class InstEmbEmbedding(BaseEmbedding):
         queries: Sequence[str],
         instructions: str | None | Sequence[str | None] = None,
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[Embedding]:
         """Embed many queries, each under its own instruction, in as few forward passes as possible.
 
         ``instructions`` is one string (or None) for all queries, or one entry per query.
         ``llm_weight`` (a two-space model's LLM share, 0..1) holds for this call; None: each query
-        string's own (an InstructedText's), else the ``llm_weight`` field, else the model's own.
-        Cached embeddings are reused; the rest are encoded in one batched call per weight.
+        string's own (an InstructedText's), else the ``llm_weight`` field, else the model's own;
+        ``instruction_strength`` (an instruction-effect model's, 0..10) the same way.
+        Cached embeddings are reused; the rest are encoded in one batched call per weight or strength.
         """
         queries = list(queries)
         check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
-        weights = self._per_query_weights(queries, llm_weight)
+        knobs = self._per_query_knobs(queries, llm_weight, instruction_strength)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
-            call.vectors = self._embed_queries(queries, per_query, weights)
+            call.vectors = self._embed_queries(queries, per_query, knobs)
         return call.vectors
 
     @dispatcher.span
@@ -399,46 +432,77 @@ class InstEmbEmbedding(BaseEmbedding):
         queries: Sequence[str],
         instructions: str | None | Sequence[str | None] = None,
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[Embedding]:
         queries = list(queries)
         check_texts(queries, "query")
         per_query = self._per_query_instructions(queries, instructions)
-        weights = self._per_query_weights(queries, llm_weight)
+        knobs = self._per_query_knobs(queries, llm_weight, instruction_strength)
         with embedding_call(self.callback_manager, self.to_payload(), queries, per_query, "query") as call:
-            call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query, weights)
+            call.vectors = await asyncio.to_thread(self._embed_queries, queries, per_query, knobs)
         return call.vectors
 
     def get_query_embedding_for(
-        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> Embedding:
         """One query under its own instruction (None: ``query_instruction``; "": none) and, for a
-        two-space model, ``llm_weight`` (None: the field's, else the model's own)."""
-        return self.get_query_embeddings([query], [instruction], llm_weight)[0]
+        two-space model, ``llm_weight`` (None: the field's, else the model's own); for an
+        instruction-effect model, ``instruction_strength`` the same way."""
+        return self.get_query_embeddings([query], [instruction], llm_weight, instruction_strength)[0]
 
     async def aget_query_embedding_for(
-        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> Embedding:
-        return (await self.aget_query_embeddings([query], [instruction], llm_weight))[0]
+        return (await self.aget_query_embeddings([query], [instruction], llm_weight, instruction_strength))[0]
 
     def query_bundle(
-        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> InstructionQueryBundle:
-        """A QueryBundle whose embedding already reflects ``instruction`` (and ``llm_weight``).
+        """A QueryBundle whose embedding already reflects ``instruction`` (and ``llm_weight`` or
+        ``instruction_strength``).
 
         Pass it to any LlamaIndex retriever or query engine (``retriever.retrieve(bundle)``,
         ``query_engine.query(bundle)``): vector retrievers use a bundle's embedding as given.
         Its ``instruction`` is the one applied ("" when none), so it embeds the same again.
         """
         applied = self.resolve_instruction(instruction) or ""
-        embedding = self.get_query_embedding_for(query, applied, llm_weight)
-        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding, llm_weight=llm_weight)
+        embedding = self.get_query_embedding_for(query, applied, llm_weight, instruction_strength)
+        return InstructionQueryBundle(
+            query_str=query,
+            instruction=applied,
+            embedding=embedding,
+            llm_weight=llm_weight,
+            instruction_strength=instruction_strength,
+        )
 
     async def aquery_bundle(
-        self, query: str, instruction: str | None = None, llm_weight: float | None = None
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> InstructionQueryBundle:
         applied = self.resolve_instruction(instruction) or ""
-        embedding = await self.aget_query_embedding_for(query, applied, llm_weight)
-        return InstructionQueryBundle(query_str=query, instruction=applied, embedding=embedding, llm_weight=llm_weight)
+        embedding = await self.aget_query_embedding_for(query, applied, llm_weight, instruction_strength)
+        return InstructionQueryBundle(
+            query_str=query,
+            instruction=applied,
+            embedding=embedding,
+            llm_weight=llm_weight,
+            instruction_strength=instruction_strength,
+        )
 
     def _per_query_instructions(
         self, queries: list[str], instructions: str | None | Sequence[str | None]
@@ -446,38 +510,50 @@ class InstEmbEmbedding(BaseEmbedding):
         """One instruction per query (instemb_rag's one rule); None means ``query_instruction``."""
         return per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
 
-    def _per_query_weights(self, queries: list[str], llm_weight: float | None) -> list[float | None]:
-        """Each query's llm_weight: the call's, else its string's own, else the field's (checked:
-        a number in [0, 1], on a model that takes one)."""
+    def _per_query_knobs(
+        self, queries: list[str], llm_weight: float | None, instruction_strength: float | None = None
+    ) -> list[tuple[float | None, float | None]]:
+        """Each query's (llm_weight, instruction_strength): the call's, else its string's own, else
+        the field's (checked: in range, on a model that takes the knob)."""
         weights = [llm_weight if llm_weight is not None else llm_weight_of(query) for query in queries]
         weights = [self.llm_weight if weight is None else weight for weight in weights]
+        strengths = [
+            instruction_strength if instruction_strength is not None else instruction_strength_of(query)
+            for query in queries
+        ]
+        strengths = [self.instruction_strength if strength is None else strength for strength in strengths]
         for weight in set(weights):
             require_llm_weight(self._encoder, weight)
-        return weights
+        for strength in set(strengths):
+            require_instruction_strength(self._encoder, strength)
+        return list(zip(weights, strengths))
 
     def _embed_queries(
-        self, queries: list[str], instructions: list[str | None], weights: list[float | None] | None = None
+        self,
+        queries: list[str],
+        instructions: list[str | None],
+        knobs: list[tuple[float | None, float | None]] | None = None,
     ) -> list[Embedding]:
-        """The cache, then one encoder call per llm_weight for what it lacks (no events: callers
-        report). Queries are checked strings (check_texts); str() drops an InstructedText's own."""
-        weights = weights if weights is not None else [self.llm_weight] * len(queries)
+        """The cache, then one encoder call per (llm_weight, instruction_strength) for what it lacks
+        (no events: callers report). Queries are checked strings (check_texts); str() drops an
+        InstructedText's own."""
+        knobs = knobs if knobs is not None else [(self.llm_weight, self.instruction_strength)] * len(queries)
         keys = [
-            QueryKey(self.fingerprint, instruction, str(query), weight)
-            for query, instruction, weight in zip(queries, instructions, weights)
+            QueryKey(self.fingerprint, instruction, str(query), *knob)
+            for query, instruction, knob in zip(queries, instructions, knobs)
         ]
         results: list[Embedding | None] = [self._query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
             warn_if_truncated(self._encoder, [queries[i] for i in missing], [instructions[i] for i in missing], "query")
-        for weight in dict.fromkeys(weights[i] for i in missing):  # one call per weight, in order
-            group = [i for i in missing if weights[i] == weight]
-            knob = {} if weight is None else {"llm_weight": weight}  # only a two-space model takes one
+        for knob in dict.fromkeys(knobs[i] for i in missing):  # one call per weight and strength, in order
+            group = [i for i in missing if knobs[i] == knob]
             with self._model_lock:
                 fresh = self._encoder.encode_queries(
                     [str(queries[i]) for i in group],
                     [instructions[i] for i in group],
                     batch_size=self.embed_batch_size,
-                    **knob,
+                    **query_knobs(*knob),  # only a model with that knob gets one
                 )
             for position, vector in zip(group, fresh.tolist()):
                 self._query_cache.put(keys[position], vector)
@@ -510,8 +586,8 @@ class InstEmbEmbedding(BaseEmbedding):
 
     def _get_query_embedding(self, query: str) -> Embedding:
         check_texts([query], "query")
-        weights = self._per_query_weights([query], None)
-        return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))], weights)[0]
+        knobs = self._per_query_knobs([query], None)
+        return self._embed_queries([query], [self.resolve_instruction(instruction_of(query))], knobs)[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return await asyncio.to_thread(self._get_query_embedding, query)

@@ -1,7 +1,8 @@
 """Caches: an in-memory LRU of query embeddings, and document embeddings in a LlamaIndex KV store.
 
 An InstEmb query embedding depends on the query text, its instruction and the encoder's
-weights (and, for a two-space model, the ``llm_weight`` it was asked under), so all of them make
+weights (and, for a two-space model, the ``llm_weight`` it was asked under, for an
+instruction-effect model the ``instruction_strength``), so all of them make
 up the key: the same question asked under two instructions must never share an entry, and a
 reloaded or retrained encoder must never reuse old ones.
 Document embeddings are keyed the same way (the encoder that embeds documents, the document
@@ -22,6 +23,7 @@ class QueryKey(NamedTuple):
     instruction: str | None
     text: str
     llm_weight: float | None = None  # a two-space model's LLM share (None: the model's own)
+    instruction_strength: float | None = None  # an instruction-effect model's strength (None: its own)
 
 
 class QueryEmbeddingCache:

@@ -5,7 +5,8 @@ LlamaIndex's retrievers hand an embedding model the bundle's strings only
 on the strings themselves: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, and
 InstEmbEmbedding embeds each under the instruction it carries. A stock VectorIndexRetriever or
 query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction. A
-two-space model's ``llm_weight`` (the LLM space's share of the score) rides along the same way.
+two-space model's ``llm_weight`` (the LLM space's share of the score) and an instruction-effect
+model's ``instruction_strength`` (how much the instruction moves the ranking) ride along the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from llama_index.core.schema import QueryBundle
 
 from instemb_rag import normalize_instruction
 
-from .weights import check_llm_weight
+from .weights import check_instruction_strength, check_llm_weight
 
 
 class InstructedText(str):
@@ -24,19 +25,28 @@ class InstructedText(str):
 
     ``instruction``: None means "the embedding model's query_instruction"; "" means none at all.
     ``llm_weight``: a two-space model's LLM share for this query (None: the embedding's own).
+    ``instruction_strength``: an instruction-effect model's strength for this query (None: the embedding's own).
     """
 
     instruction: str | None
     llm_weight: float | None
+    instruction_strength: float | None
 
-    def __new__(cls, text: str, instruction: str | None, llm_weight: float | None = None) -> InstructedText:
+    def __new__(
+        cls,
+        text: str,
+        instruction: str | None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+    ) -> InstructedText:
         made = super().__new__(cls, text)
         made.instruction = instruction
         made.llm_weight = llm_weight
+        made.instruction_strength = instruction_strength
         return made
 
     def __reduce__(self):
-        return InstructedText, (str(self), self.instruction, self.llm_weight)
+        return InstructedText, (str(self), self.instruction, self.llm_weight, self.instruction_strength)
 
 
 def instruction_of(text: str) -> str | None:
@@ -49,6 +59,11 @@ def llm_weight_of(text: str) -> float | None:
     return getattr(text, "llm_weight", None)
 
 
+def instruction_strength_of(text: str) -> float | None:
+    """The instruction_strength a query string carries (None: the embedding model's default)."""
+    return getattr(text, "instruction_strength", None)
+
+
 @dataclass
 class InstructionQueryBundle(QueryBundle):
     """QueryBundle + ``instruction`` (None: the embedding model's ``query_instruction``; "": none).
@@ -57,19 +72,22 @@ class InstructionQueryBundle(QueryBundle):
     bundle's strings under ``instruction`` (several strings, e.g. HyDE's, are embedded in one
     batch and averaged). ``InstEmbEmbedding.query_bundle`` returns one that carries its finished
     embedding. ``llm_weight``: a two-space model's LLM share of the score (None: the embedding's own).
+    ``instruction_strength``: an instruction-effect model's strength (None: the embedding's own).
     """
 
     instruction: str | None = None
     llm_weight: float | None = None
+    instruction_strength: float | None = None
 
     def __post_init__(self) -> None:
         if self.instruction is not None:
             normalize_instruction(self.instruction)  # refuses a non-string with a clear message
         self.llm_weight = check_llm_weight(self.llm_weight)
+        self.instruction_strength = check_instruction_strength(self.instruction_strength)
 
     @property
     def embedding_strs(self) -> list[str]:
         strings = super().embedding_strs
-        if self.instruction is None and self.llm_weight is None:
+        if self.instruction is None and self.llm_weight is None and self.instruction_strength is None:
             return strings
-        return [InstructedText(text, self.instruction, self.llm_weight) for text in strings]
+        return [InstructedText(text, self.instruction, self.llm_weight, self.instruction_strength) for text in strings]

@@ -4,10 +4,12 @@ answered by a running `instemb-rag serve` over HTTP, so an app embeds without to
     encoder = RemoteEncoder("http://127.0.0.1:8000", api_key=None)   # INSTEMB_API_KEY by default
     encoder.encode_queries(["Which tent?"], ["focus on weight"])      # np.ndarray [1, d], L2-normed
     encoder.encode_queries(["Which tent?"], None, llm_weight=0.8)     # a two-space model's knob
+    encoder.encode_queries(["Which tent?"], "focus on weight", instruction_strength=2)  # an effect model's
 
 What the server's model card reports is kept: the document side's fingerprint (what the document
-cache keys on) and limits, and whether the model takes ``llm_weight`` (a server older than the
-knob reports none, and a weight is then refused here rather than silently ignored there).
+cache keys on) and limits, and whether the model takes ``llm_weight`` or ``instruction_strength`` (a
+server older than the knob reports none, and a value is then refused here rather than silently
+ignored there).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class RemoteEncoder:
         self.document_fingerprint: str = card.get("document_fingerprint") or self.fingerprint
         self.document_token_limit: int | None = card.get("document_token_limit")
         self.takes_llm_weight: bool = card.get("llm_weight") is not None
+        self.takes_instruction_strength: bool = card.get("instruction_strength") is not None
 
     def _call(self, method: str, path: str, payload: dict | None = None) -> dict:
         if self.closed:
@@ -83,6 +86,7 @@ class RemoteEncoder:
         input_type: str,
         batch_size: int = 64,
         llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> np.ndarray:
         texts, instructions = list(texts), list(instructions)
         output = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -97,23 +101,34 @@ class RemoteEncoder:
             }
             if llm_weight is not None:
                 payload["llm_weight"] = llm_weight
+            if instruction_strength is not None:
+                payload["instruction_strength"] = instruction_strength
             body = self._call("POST", "/v1/embeddings", payload)
             for item in body["data"]:
                 output[start + item["index"]] = decode_vector(item["embedding"])
         return output
 
     def encode_queries(
-        self, queries: Sequence[str], instructions=None, batch_size: int = 64, llm_weight: float | None = None, **_
+        self,
+        queries: Sequence[str],
+        instructions=None,
+        batch_size: int = 64,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+        **_,
     ) -> np.ndarray:
-        """``llm_weight``: a two-space model's LLM share (0..1; None: the model's own); refused here
-        when the server's model has no such knob."""
-        from .weights import require_llm_weight
+        """``llm_weight``: a two-space model's LLM share (0..1; None: the model's own);
+        ``instruction_strength``: an instruction-effect model's (0..10; None: its own); each refused
+        here when the server's model has no such knob."""
+        from .weights import require_instruction_strength, require_llm_weight
 
         llm_weight = require_llm_weight(self, llm_weight)
+        strength = require_instruction_strength(self, instruction_strength)
         queries = list(queries)
         if instructions is None or isinstance(instructions, str):
             instructions = [instructions or None] * len(queries)
-        return self.embed(queries, [item or None for item in instructions], "query", batch_size, llm_weight)
+        per_item = [item or None for item in instructions]
+        return self.embed(queries, per_item, "query", batch_size, llm_weight, strength)
 
     def encode_documents(
         self, documents: Sequence[str], instruction: str | None = None, batch_size: int = 64, **_

@@ -4,6 +4,7 @@
     retriever.retrieve("best tent for storms", instruction="Focus on durability.")
     await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
     retriever.retrieve("best tent for storms", instruction="Focus on durability.", llm_weight=0.8)  # two spaces
+    retriever.retrieve("best tent for storms", instruction="Focus on durability.", instruction_strength=2)  # effect
 
 The query is embedded once under the instruction (cached), and the embedding goes to a
 search backend: a LlamaIndex VectorStoreIndex (FAISS, Qdrant, the simple store, ...) or an
@@ -31,7 +32,7 @@ from instemb_rag.errors import InstEmbError
 from .base import InstEmbEmbedding
 from .filters import allowed_sources, as_index_filter
 from .query import InstructionQueryBundle
-from .weights import require_llm_weight
+from .weights import require_instruction_strength, require_llm_weight
 
 _UNSET: Any = object()
 
@@ -154,7 +155,9 @@ class InstEmbRetriever(BaseRetriever):
     ``retrieve(query, instruction=None, llm_weight=None)``: None means the embed model's
     ``query_instruction``, "" means no instruction; ``llm_weight`` (a two-space model only) is the
     LLM space's share of the score for this call (None: the embed model's own; the documents are
-    stored with both halves, so every weight searches the same index). A plain QueryBundle or an
+    stored with both halves, so every weight searches the same index); ``instruction_strength`` (an
+    instruction-effect model only) is how much the instruction moves the ranking for this call
+    (0..10; 0: plain search; None: the embed model's own). A plain QueryBundle or an
     InstructionQueryBundle works too.
     """
 
@@ -257,18 +260,34 @@ class InstEmbRetriever(BaseRetriever):
 
     # ------------------------------------------------------------------ public API
     def retrieve(
-        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+        self,
+        query: str | QueryBundle,
+        instruction: str | None = _UNSET,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[NodeWithScore]:
-        return super().retrieve(self._bundle(query, instruction, llm_weight))
+        return super().retrieve(self._bundle(query, instruction, llm_weight, instruction_strength))
 
     async def aretrieve(
-        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+        self,
+        query: str | QueryBundle,
+        instruction: str | None = _UNSET,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[NodeWithScore]:
-        return await super().aretrieve(self._bundle(query, instruction, llm_weight))
+        return await super().aretrieve(self._bundle(query, instruction, llm_weight, instruction_strength))
 
-    def _bundle(self, query: str | QueryBundle, instruction: str | None, llm_weight: float | None) -> QueryBundle:
-        bundle = bundle_with_instruction(query, instruction, llm_weight)
-        require_llm_weight(self.embed_model.encoder, getattr(bundle, "llm_weight", None))  # before any search
+    def _bundle(
+        self,
+        query: str | QueryBundle,
+        instruction: str | None,
+        llm_weight: float | None,
+        instruction_strength: float | None = None,
+    ) -> QueryBundle:
+        bundle = bundle_with_instruction(query, instruction, llm_weight, instruction_strength)
+        encoder = self.embed_model.encoder  # a knob the model lacks is refused before any search
+        require_llm_weight(encoder, getattr(bundle, "llm_weight", None))
+        require_instruction_strength(encoder, getattr(bundle, "instruction_strength", None))
         return bundle
 
     # ------------------------------------------------------------------ BaseRetriever hooks
@@ -287,28 +306,42 @@ class InstEmbRetriever(BaseRetriever):
 
 
 def bundle_with_instruction(
-    query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight: float | None = None
+    query: str | QueryBundle,
+    instruction: str | None = _UNSET,
+    llm_weight: float | None = None,
+    instruction_strength: float | None = None,
 ) -> QueryBundle:
-    """Attach the call's instruction (and llm_weight); an explicit argument wins over the bundle's own."""
+    """Attach the call's instruction (and llm_weight, instruction_strength); an explicit argument
+    wins over the bundle's own."""
     if isinstance(query, str):
         return InstructionQueryBundle(
-            query_str=query, instruction=None if instruction is _UNSET else instruction, llm_weight=llm_weight
+            query_str=query,
+            instruction=None if instruction is _UNSET else instruction,
+            llm_weight=llm_weight,
+            instruction_strength=instruction_strength,
         )
     if not isinstance(query, QueryBundle):
         raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-    if instruction is _UNSET and llm_weight is None:
+    if instruction is _UNSET and llm_weight is None and instruction_strength is None:
         return query
     if query.embedding is not None:
-        what = "an instruction" if instruction is not _UNSET else "an llm_weight"
+        what = (
+            "an instruction"
+            if instruction is not _UNSET
+            else ("an llm_weight" if llm_weight is not None else "an instruction_strength")
+        )
         raise InstEmbError(
-            f"The QueryBundle already carries an embedding, so {what} cannot change it. "
-            "Pass the query string with instruction=... (and llm_weight=...), or a bundle without an embedding."
+            f"The QueryBundle already carries an embedding, so {what} cannot change it. Pass the query string "
+            "with instruction=... (and llm_weight=... or instruction_strength=...), or a bundle without an embedding."
         )
     return InstructionQueryBundle(
         query_str=query.query_str,
         custom_embedding_strs=query.custom_embedding_strs,
         instruction=getattr(query, "instruction", None) if instruction is _UNSET else instruction,
         llm_weight=getattr(query, "llm_weight", None) if llm_weight is None else llm_weight,
+        instruction_strength=(
+            getattr(query, "instruction_strength", None) if instruction_strength is None else instruction_strength
+        ),
     )
 
 
@@ -328,6 +361,7 @@ def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> Instru
         instruction=getattr(query_bundle, "instruction", None),
         embedding=embedding,
         llm_weight=getattr(query_bundle, "llm_weight", None),
+        instruction_strength=getattr(query_bundle, "instruction_strength", None),
     )
 
 
