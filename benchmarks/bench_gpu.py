@@ -3,6 +3,9 @@
     python benchmarks/bench_gpu.py --device cuda [--quick] [--json-out out.json]
     INSTEMB_GPU_DRY_RUN=1 python benchmarks/bench_gpu.py --device cpu --quick --model TINY_DIR
     python benchmarks/bench_gpu.py --smoke      # the same dry run on tests/testing.py's tiny model
+    python benchmarks/bench_gpu.py --device cuda --shape default|llama-1b|llama-8b   # issue 57's goals
+        (random weights of that shape built on the device, eager vs the CUDA path in one run, the
+        profile split; bench_gpu_shapes.py; all three in one command: bash benchmarks/gpu.sh --goals)
 
 Run by benchmarks/gpu.sh (through run.py --device cuda); training examples/s on the GPU come
 from bench_training.py in the same run. On a device other than CUDA the script skips, unless
@@ -139,11 +142,27 @@ def main(argv: list[str] | None = None) -> dict:
         help="checkpoint or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM; env "
         "INSTEMB_BENCH_MODEL)",
     )
+    parser.add_argument(
+        "--shape",
+        choices=["default", "llama-1b", "llama-8b"],
+        default=None,
+        help="issue 57's goals on random weights of this shape, eager vs the CUDA path (bench_gpu_shapes.py)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=os.environ.get("INSTEMB_BENCH_TOKENIZER") or None,
+        help="with --shape: a folder with the tokenizer (and the default shape's config.json); default --model, "
+        "else the shipped default's converted folder (env INSTEMB_BENCH_TOKENIZER)",
+    )
     args = parser.parse_args(argv)
     dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1" or args.smoke
     if not args.device.startswith("cuda") and not dry_run:
         return emit({"benchmark": "gpu", "skipped": "needs --device cuda (benchmarks/gpu.sh)"}, args.json_out)
     with smoke_run(args):
+        if args.shape:
+            from bench_gpu_shapes import measure_shape
+
+            return emit(measure_shape(args, dry_run), args.json_out)
         result = measure(args, dry_run)
     return emit(result, args.json_out)
 

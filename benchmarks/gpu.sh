@@ -16,6 +16,17 @@
 #   bash benchmarks/gpu.sh --offline gpu-kit [--results DIR] [--quick] [--only gpu,encoder] [--no-tests]
 #   bash benchmarks/gpu.sh --offline gpu-kit --dry-run    # check, join, install, embed one query (any device)
 #
+# Issue 57's goals, one command (minutes on an H100 or H200): the CUDA path's tests, then
+# bench_gpu.py --shape default, llama-1b and llama-8b (random weights built on the GPU, eager vs the
+# CUDA path in one run, the profile split), the table on stdout and in the results folder
+# (default gpu-kit/goals-results):
+#
+#   bash benchmarks/gpu.sh --goals [--quick] [--results DIR]             # .venv through setup.sh
+#   bash benchmarks/gpu.sh --goals --kit gpu-kit/goals [--results DIR]   # no package index: the image's
+#       # python3 (PYTHON) with its torch and transformers, plus the 6 MiB that
+#       # `python benchmarks/bench_gpu_shapes.py kit gpu-kit/goals` writes where PyPI is reachable
+#   bash benchmarks/gpu.sh --goals --dry-run                             # the flow on the CPU, tiny shape
+#
 # Environment: PYTHON (bare Python for .venv, default python3; with --offline the image's Python
 # that holds torch), INSTEMB_BENCH_MODEL (model for the GPU benchmark; default the shipped one),
 # GPU_SH_OUT (dry run: where the table goes).
@@ -29,7 +40,9 @@ OFFLINE=""
 RESULTS=""
 ONLY=()
 TESTS=1
-USAGE="use --dry-run, --quick, --offline KIT, --results DIR, --only NAME[,NAME], --no-tests"
+GOALS=0
+KIT=""
+USAGE="use --dry-run, --quick, --offline KIT, --results DIR, --only NAME[,NAME], --no-tests, --goals, --kit DIR"
 value_of() {  # the value after an option, or a usage error naming the option
   if [ -z "${2:-}" ] || [ "${2#--}" != "$2" ]; then echo "gpu.sh: $1 needs a value ($USAGE)" >&2; exit 2; fi
   printf '%s' "$2"
@@ -42,11 +55,21 @@ while [ $# -gt 0 ]; do
     --results) RESULTS="$(value_of "$1" "${2:-}")" || exit 2; shift ;;
     --only) ONLY_VALUE="$(value_of "$1" "${2:-}")" || exit 2; IFS=, read -r -a ONLY <<< "$ONLY_VALUE"; ONLY=(--only "${ONLY[@]}"); shift ;;
     --no-tests) TESTS=0 ;;
+    --goals) GOALS=1 ;;
+    --kit) KIT="$(value_of "$1" "${2:-}")" || exit 2; shift ;;
     *) echo "gpu.sh: unknown argument '$1' ($USAGE)" >&2; exit 2 ;;
   esac
   shift
 done
-if [ -z "$OFFLINE" ] && { [ -n "$RESULTS" ] || [ "${#ONLY[@]}" -gt 0 ] || [ "$TESTS" = 0 ]; }; then
+if [ -n "$KIT" ] && [ "$GOALS" = 0 ]; then
+  echo "gpu.sh: --kit goes with --goals (the offline kit of every benchmark is --offline KIT)" >&2
+  exit 2
+fi
+if [ "$GOALS" = 1 ] && { [ -n "$OFFLINE" ] || [ "${#ONLY[@]}" -gt 0 ] || [ "$TESTS" = 0 ]; }; then
+  echo "gpu.sh: --goals takes --quick, --kit, --results and --dry-run only" >&2
+  exit 2
+fi
+if [ -z "$OFFLINE" ] && [ "$GOALS" = 0 ] && { [ -n "$RESULTS" ] || [ "${#ONLY[@]}" -gt 0 ] || [ "$TESTS" = 0 ]; }; then
   echo "gpu.sh: --results, --only and --no-tests go with --offline KIT" >&2
   exit 2
 fi
@@ -64,7 +87,7 @@ require_gpu() {
   fi
   nvidia-smi -L
 }
-CUDA_TESTS=(tests/test_cuda_path.py tests/test_quantize.py tests/index/test_faiss_gpu.py)
+CUDA_TESTS=(tests/test_cuda_path.py tests/encoder/fast/test_cuda_graphs.py tests/test_quantize.py tests/index/test_faiss_gpu.py)
 
 from_caller() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$CALLER_DIR/$1" ;; esac; }
 
@@ -114,6 +137,63 @@ offline() {
 }
 if [ -n "$OFFLINE" ]; then
   offline
+fi
+
+# --goals: issue 57's goals (benchmarks/bench_gpu_shapes.py), with .venv or a small kit on the image's Python.
+goals() {
+  local py results kit rc=0 shape
+  results="${RESULTS:+$(from_caller "$RESULTS")}"
+  results="${results:-${GPU_SH_OUT:-gpu-kit/goals-results}}"
+  mkdir -p "$results"
+  if [ -n "$KIT" ]; then
+    kit="$(from_caller "$KIT")"
+    py="${PYTHON:-python3}"
+    case "$py" in */*) py="$(from_caller "$py")" ;; esac
+    if [ ! -f "$kit/tokenizer/tokenizer.json" ]; then
+      echo "gpu.sh: $kit/tokenizer/tokenizer.json not found: run 'python benchmarks/bench_gpu_shapes.py kit $KIT' where PyPI is reachable and bring that folder" >&2
+      exit 2
+    fi
+    if ls "$kit"/wheels/*.whl >/dev/null 2>&1; then
+      step "install the kit's wheels for $py (no index, no dependencies: the image's torch and transformers stay)"
+      "$py" -m pip install -q --no-index --no-deps --upgrade --target "$kit/site" "$kit"/wheels/*.whl
+    fi
+    export PYTHONPATH="$kit/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    export INSTEMB_BENCH_TOKENIZER="$kit/tokenizer"
+  else
+    py=.venv/bin/python
+    step "install: .venv with a CUDA torch (scripts/setup.sh)"
+    if [ "$DRY_RUN" = 0 ] && [ -x "$py" ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+      "$py" -m pip uninstall -y -q torch
+    fi
+    run_or_show bash scripts/setup.sh
+  fi
+  if [ "$DRY_RUN" = 1 ]; then
+    step "dry run: bench_gpu.py --shape default --smoke on the CPU (the figures mean nothing; the flow is what is checked)"
+    "$py" benchmarks/bench_gpu.py --shape default --smoke --json-out "$results/goals_default.json" >"$results/goals_default.log" 2>&1
+    "$py" benchmarks/bench_gpu_shapes.py table "$results/goals_default.json" | tee "$results/goals_table.md"
+    echo "gpu.sh: dry run done; table in $results/goals_table.md"
+    exit 0
+  fi
+  require_gpu
+  step "the CUDA path's tests (a 'no CUDA GPU' skip counts as a failure) -> $results/cuda_graph_tests.txt"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/encoder/fast/test_cuda_graphs.py 2>&1 | tee "$results/cuda_graph_tests.txt" || rc=1
+  if grep -q 'SKIPPED.*no CUDA GPU' "$results/cuda_graph_tests.txt"; then rc=1; fi
+  for shape in default llama-1b llama-8b; do
+    step "bench_gpu.py --shape $shape (random weights built on the GPU) -> $results/goals_$shape.json"
+    if ! "$py" benchmarks/bench_gpu.py --device cuda --shape "$shape" "${QUICK[@]}" --json-out "$results/goals_$shape.json" >"$results/goals_$shape.log" 2>&1; then
+      rc=1
+      echo "gpu.sh: --shape $shape failed; the end of $results/goals_$shape.log:" >&2
+      tail -20 "$results/goals_$shape.log" >&2
+    fi
+  done
+  if ls "$results"/goals_*.json >/dev/null 2>&1; then
+    "$py" benchmarks/bench_gpu_shapes.py table "$results"/goals_*.json | tee "$results/goals_table.md"
+  fi
+  echo "gpu.sh: goals done (exit $rc); figures in $results"
+  exit "$rc"
+}
+if [ "$GOALS" = 1 ]; then
+  goals
 fi
 
 PY=.venv/bin/python
