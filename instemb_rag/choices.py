@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 __all__ = [
+    "ExportFormat",
     "FacetBaseline",
     "FaissIndexKind",
     "HybridMode",
@@ -84,6 +85,15 @@ class Precision(str, Enum):
 
     fp32 = "fp32"
     int8 = "int8"
+
+
+class ExportFormat(str, Enum):
+    """``export --format``: instemb (a checkpoint's encoder files) or sentence-transformers (any
+    model folder, or the shipped default, as a copy that loads as a SentenceTransformer;
+    instemb_rag/interop/export.py)."""
+
+    instemb = "instemb"
+    sentence_transformers = "sentence-transformers"
 
 
 class ParallelMode(str, Enum):

@@ -35,9 +35,15 @@ def test_save_load_round_trip_is_exact(tiny_encoder, tmp_path):
     np.testing.assert_array_equal(before, loaded.encode_queries(TEXTS, INSTRUCTIONS))
     assert loaded.fingerprint == tiny_encoder.fingerprint
     assert loaded.config.template == tiny_encoder.config.template
-    # Only trainable parts are stored, never the whole base.
+    # Only trainable parts are stored, never the whole base (and the sentence-transformers files).
     stored = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
-    assert stored == ["adapted.safetensors", CONFIG_FILE, "lookahead.safetensors"]
+    assert stored == [
+        "adapted.safetensors",
+        "config_sentence_transformers.json",
+        CONFIG_FILE,
+        "lookahead.safetensors",
+        "modules.json",
+    ]
 
 
 def test_untrained_checkpoint_from_any_base(tiny_encoder, tmp_path):

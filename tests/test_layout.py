@@ -29,8 +29,9 @@ LAYERS: list[set[str]] = [
     {"encoder"},
     # the loss functions the model is trained with
     {"losses"},
-    # what uses the model: indexing and search, training, evaluation
-    {"index", "training", "eval"},
+    # what uses the model: indexing and search, training, evaluation, other libraries' loaders
+    # (interop: sentence-transformers)
+    {"index", "training", "eval", "interop"},
     # the HTTP server over an index or an encoder
     {"serve"},
     # entry points and tooling over everything below

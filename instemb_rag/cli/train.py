@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ..choices import ParallelMode, PoolingMode
-from .common import device_option, fail
+from ..choices import ExportFormat, ParallelMode, PoolingMode
+from .common import ExitCode, device_option, fail
 
 
 def train_command(
@@ -199,10 +199,20 @@ def build_facet_groups_command(
 
 
 def export_command(
-    checkpoint: Path = typer.Argument(
-        ..., help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100."
+    checkpoint: Path | None = typer.Argument(
+        None,
+        help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100 (with --format "
+        "sentence-transformers also a parts folder); default: the shipped model.",
     ),
-    target: Path = typer.Argument(..., help="Where the encoder-only copy goes (replaced atomically)."),
+    target: Path | None = typer.Argument(None, help="Where the copy goes (replaced atomically); or --out."),
+    out: Path | None = typer.Option(None, "--out", help="Where the copy goes (the TARGET argument's other spelling)."),
+    export_format: ExportFormat = typer.Option(
+        ExportFormat.instemb,
+        "--format",
+        help="instemb: the checkpoint's encoder files (no optimizer state); sentence-transformers: any model "
+        "folder as a copy with a README, to load with SentenceTransformer(DIR, trust_remote_code=True) "
+        "(docs/sentence-transformers.md). Both load with SentenceTransformer and with --model.",
+    ),
     max_length: int | None = typer.Option(
         None, "--max-length", help="Tokens the exported encoder embeds (inputs are truncated)."
     ),
@@ -222,9 +232,17 @@ def export_command(
         "is copied into the export (document_tower/); a checkpoint with anchored queries keeps its anchor.",
     ),
 ) -> None:
-    """Copy a checkpoint's encoder files (no optimizer state) with new inference settings."""
+    """Copy a checkpoint's encoder files (no optimizer state) with new inference settings, or any
+    model folder as a sentence-transformers copy (--format sentence-transformers)."""
     from ..encoder.checkpoint import export_checkpoint
     from ..errors import InstEmbError
+    from ..interop import export_sentence_transformers
+
+    if target is not None and out is not None and target != out:
+        fail(f"Two targets: {target} and --out {out}. Give one.", code=ExitCode.BAD_INPUT)
+    target = target or out
+    if target is None:
+        fail("Give where the copy goes: a TARGET argument or --out DIR.", code=ExitCode.BAD_INPUT)
 
     options = {
         key: value
@@ -242,10 +260,17 @@ def export_command(
             options["document_tower"] = DocumentTower.load(
                 DocumentTower.recorded_reference(document_tower)
             ).get_config_dict()
-        export_checkpoint(checkpoint, target, **options)
+        if export_format is ExportFormat.sentence_transformers:
+            export_sentence_transformers(checkpoint, target, **options)
+        else:
+            if checkpoint is None:
+                from ..encoder.model import SHIPPED_CHECKPOINT
+
+                checkpoint = SHIPPED_CHECKPOINT
+            export_checkpoint(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
         fail(exc)
-    typer.echo(f"Exported {checkpoint} to {target}")
+    typer.echo(f"Exported {checkpoint or 'the shipped model'} to {target} ({export_format.value})")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,8 @@
     projection.safetensors  (optional) the projection head (modules/projection.py)
     document_tower/         (optional) a two-tower encoder's sentence encoder when it is a folder
                             (a fine-tuned copy); a named one (``minilm``) is installed, not copied
+    modules.json, config_sentence_transformers.json
+                            what makes the folder load as a SentenceTransformer too (st_files.py)
 
 The base model's weights are never copied; loading checks the base fingerprint. The config's
 ``files`` lists every weight file the checkpoint was written with (filled in by
@@ -32,6 +34,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import CheckpointError, FingerprintMismatchError
+from .st_files import write_sentence_transformers_files
 
 __all__ = [
     "ADAPTED_FILE",
@@ -237,6 +240,7 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
         if tower_folder is not None:
             shutil.copytree(tower_folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
+        write_sentence_transformers_files(staging)
 
     write_folder_atomically(target, fill)
     return target
@@ -451,6 +455,7 @@ def save(
             save_file(tensors, str(staging / ADAPTED_FILE))
         if encoder.adapter is not None:
             save_adapter(encoder.adapter, staging / LORA_DIR, dtype, base_reference=encoder.backbone.reference)
+        write_sentence_transformers_files(staging)
         if also is not None:
             also(staging)
 

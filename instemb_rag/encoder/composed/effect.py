@@ -287,6 +287,7 @@ class InstructionEffectEncoder(TwoSpaceParts):
         """Write the folder atomically, every part inside it (an installed sentence encoder is
         named and checked by fingerprint); ``also`` writes more files inside the same swap."""
         from ..checkpoint import write_folder_atomically
+        from ..st_files import write_sentence_transformers_files
 
         def fill(staging: Path) -> None:
             if self.documents_source is not None:
@@ -300,6 +301,7 @@ class InstructionEffectEncoder(TwoSpaceParts):
                 shutil.copytree(self.tower.sentence_encoder.folder, staging / TOWER_DIR)
                 config = config.model_copy(update={"document_tower": {**config.document_tower, "encoder": TOWER_DIR}})
             write_parts_config(staging, config)
+            write_sentence_transformers_files(staging)
             if also is not None:
                 also(staging)
 

@@ -228,6 +228,7 @@ class TwoSpacesEncoder(TwoSpaceParts):
         writes the query LLM's folder (the trainer: its trained tensors in its dtype); ``also``
         writes more files beside the parts (the trainer's state) inside the same swap."""
         from ..checkpoint import write_folder_atomically
+        from ..st_files import write_sentence_transformers_files
 
         def fill(staging: Path) -> None:
             if self.documents_source is not None:
@@ -248,6 +249,7 @@ class TwoSpacesEncoder(TwoSpaceParts):
                 shutil.copytree(self.tower.sentence_encoder.folder, staging / TOWER_DIR)
                 config = config.model_copy(update={"document_tower": {**config.document_tower, "encoder": TOWER_DIR}})
             write_parts_config(staging, config)
+            write_sentence_transformers_files(staging)
             if also is not None:
                 also(staging)
 
