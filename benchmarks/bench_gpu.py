@@ -154,6 +154,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="with --shape: a folder with the tokenizer (and the default shape's config.json); default --model, "
         "else the shipped default's converted folder (env INSTEMB_BENCH_TOKENIZER)",
     )
+    parser.add_argument(
+        "--inductor",
+        action="store_true",
+        help="with --shape: also the CUDA path over decoder blocks compiled by torch.compile (measured last)",
+    )
     args = parser.parse_args(argv)
     dry_run = os.environ.get("INSTEMB_GPU_DRY_RUN") == "1" or args.smoke
     if not args.device.startswith("cuda") and not dry_run:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from bench_common import interleaved_times, machine_info, matmul_peak_gflops, median, percentile, time_once
@@ -137,6 +138,71 @@ def profile_split(encoder, mode: str, device: str, count: int = 10) -> dict:
     }
 
 
+def measure_queries(encoder, modes: list[str], device: str, dry_run: bool, quick: bool) -> dict[str, dict]:
+    """First query (capture included), one query p50/p99 and batches of distinct queries, per mode, interleaved."""
+    repeats = 10 if dry_run else (50 if quick else 200)
+    batch_repeats = 2 if dry_run else (5 if quick else 10)
+    one = lambda: encoder.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
+    found = {mode: {"first_query_ms": 1000 * time_once(switched(encoder, mode, one), device)} for mode in modes}
+    single = interleaved_times({mode: switched(encoder, mode, one) for mode in modes}, repeats, device)
+    for mode, samples in single.items():
+        found[mode]["query"] = {"p50_ms": 1000 * median(samples), "p99_ms": 1000 * percentile(samples, 99)}
+    for count in (8, 64) if dry_run else (64, 256):
+        queries, instructions = distinct_queries(count)
+        call = lambda q=queries, i=instructions, n=count: encoder.encode_queries(q, i, batch_size=n)  # noqa: E731
+        times = interleaved_times({mode: switched(encoder, mode, call) for mode in modes}, batch_repeats, device)
+        for mode, samples in times.items():
+            found[mode][f"queries_{count}"] = {"ms": 1000 * median(samples), "queries_per_s": count / median(samples)}
+    return found
+
+
+def measure_documents(encoder, runs: dict[str, tuple], documents, device, repeats: int, peak: dict) -> dict[str, dict]:
+    """Tokens/s and the FLOP rate over the measured peak, per mode: the best of its runs (name ->
+    (mode, batch_size, batch_tokens)), all interleaved."""
+    from instemb_rag.encoder.fast import set_cuda_options
+
+    lengths = [len(encoder.build_ids(document, None)) for document in documents]
+    tokens, flops = sum(lengths), sum(forward_flops(encoder, n) for n in lengths)
+
+    def call(mode: str, size: int, batch_tokens: int | None):
+        def run():
+            set_cuda_options(encoder, **MODES[mode], **({"batch_tokens": batch_tokens} if batch_tokens else {}))
+            return encoder.encode_documents(documents, batch_size=size)
+
+        return run
+
+    times = interleaved_times({name: call(*spec) for name, spec in runs.items()}, repeats, device)
+    found = {}
+    for mode in dict.fromkeys(spec[0] for spec in runs.values()):
+        names = [name for name, spec in runs.items() if spec[0] == mode]
+        best = min(names, key=lambda name: min(times[name]))
+        seconds = min(times[best])
+        found[mode] = {
+            "best": best,
+            "tokens_per_s": tokens / seconds,
+            "model_gflops": flops / seconds / 1e9,
+            "fraction_of_measured_peak": flops / seconds / 1e9 / peak["peak_gflops"],
+            "by_run_tokens_per_s": {name: tokens / median(times[name]) for name in names},
+        }
+    return found
+
+
+def compile_blocks(encoder) -> None:
+    """The decoder blocks through torch.compile (regional, dynamic shapes), in place: the captured
+    graphs then hold inductor's fused kernels (what INSTEMB_CUDA_INDUCTOR=1 with --compile does,
+    without the fingerprint a compile cache needs: an 8B one would hash 16 GB)."""
+    from instemb_rag.encoder.fast.compiled import repeated_blocks
+
+    blocks = repeated_blocks(encoder.model.base_model)
+    for block in blocks if blocks is not None else [encoder.model.base_model]:
+        block.compile(dynamic=True)
+    runner = encoder.__dict__.get("_cuda_runner")
+    if runner is not None:  # graphs captured over the eager blocks go
+        runner.buckets.clear()
+        runner.capture_seconds.clear()
+        runner.pool = None
+
+
 def measure_shape(args, dry_run: bool) -> dict:
     import torch
 
@@ -146,67 +212,35 @@ def measure_shape(args, dry_run: bool) -> dict:
     folder = shape_folder(args)
     encoder = random_encoder(args.shape, folder, device)
     small = args.quick or dry_run
-    repeats = 10 if dry_run else (50 if args.quick else 200)
-    batch_repeats = 2 if dry_run else (5 if args.quick else 10)
     peak = matmul_peak_gflops(
         device,
         quick=small,
         dtype=torch.bfloat16 if device.startswith("cuda") else None,
         sizes=(256,) if dry_run else None,
     )
-    first = {
-        mode: time_once(switched(encoder, mode, lambda: encoder.encode_queries([QUERY], [INSTRUCTION])), device)
-        for mode in MODES
-    }
-    one = lambda: encoder.encode_queries([QUERY], [INSTRUCTION])  # noqa: E731
-    single = interleaved_times({mode: switched(encoder, mode, one) for mode in MODES}, repeats, device)
-    result_modes: dict[str, dict] = {mode: {"first_query_ms": 1000 * first[mode]} for mode in MODES}
-    for mode, samples in single.items():
-        result_modes[mode]["query"] = {"p50_ms": 1000 * median(samples), "p99_ms": 1000 * percentile(samples, 99)}
-    for count in (8, 64) if dry_run else (64, 256):
-        queries, instructions = distinct_queries(count)
-        call = lambda q=queries, i=instructions, n=count: encoder.encode_queries(q, i, batch_size=n)  # noqa: E731
-        times = interleaved_times({mode: switched(encoder, mode, call) for mode in MODES}, batch_repeats, device)
-        for mode, samples in times.items():
-            result_modes[mode][f"queries_{count}"] = {
-                "ms": 1000 * median(samples),
-                "queries_per_s": count / median(samples),
-            }
     documents, source = load_documents(8 if dry_run else (64 if args.quick else 256))
     lengths = [len(encoder.build_ids(document, None)) for document in documents]
-    tokens, flops = sum(lengths), sum(forward_flops(encoder, n) for n in lengths)
-    eager_runs = {f"eager batch {size}": (size, None) for size in ((8,) if dry_run else (32, 64, 128))}
-    path_runs = {
-        f"cuda_graphs {tokens_} tokens": (16, tokens_) for tokens_ in ((1024,) if dry_run else (16384, 32768, 65536))
-    }
-
-    def document_call(mode: str, size: int, batch_tokens: int | None):
-        from instemb_rag.encoder.fast import set_cuda_options
-
-        def run():
-            set_cuda_options(encoder, **MODES[mode], **({"batch_tokens": batch_tokens} if batch_tokens else {}))
-            return encoder.encode_documents(documents, batch_size=size)
-
-        return run
-
-    runs = {name: document_call("eager", *spec) for name, spec in eager_runs.items()}
-    runs.update({name: document_call("cuda_graphs", *spec) for name, spec in path_runs.items()})
-    doc_times = interleaved_times(runs, 2 if small else 3, device)
-    for mode in MODES:
-        names = [name for name in doc_times if name.startswith(mode)]
-        best = min(names, key=lambda name: min(doc_times[name]))
-        seconds = min(doc_times[best])
-        result_modes[mode]["documents"] = {
-            "best": best,
-            "tokens_per_s": tokens / seconds,
-            "model_gflops": flops / seconds / 1e9,
-            "fraction_of_measured_peak": flops / seconds / 1e9 / peak["peak_gflops"],
-            "by_run_tokens_per_s": {name: tokens / median(doc_times[name]) for name in names},
-        }
+    budgets = (1024,) if dry_run else (16384, 32768, 65536)
+    runs = {f"eager batch {size}": ("eager", size, None) for size in ((8,) if dry_run else (32, 64, 128))}
+    runs.update({f"cuda_graphs {tokens} tokens": ("cuda_graphs", 16, tokens) for tokens in budgets})
+    result_modes = measure_queries(encoder, list(MODES), device, dry_run, args.quick)
+    for mode, figures in measure_documents(encoder, runs, documents, device, 2 if small else 3, peak).items():
+        result_modes[mode]["documents"] = figures
     for mode in MODES:
         result_modes[mode]["profile"] = profile_split(encoder, mode, device, 3 if dry_run else 10)
     runner = encoder.__dict__.get("_cuda_runner")
     result_modes["cuda_graphs"]["capture_seconds"] = dict(runner.capture_seconds) if runner is not None else {}
+    if getattr(args, "inductor", False):  # last: compiling the blocks in place changes every mode after it
+        started = time.perf_counter()
+        compile_blocks(encoder)
+        inductor = measure_queries(encoder, ["cuda_graphs"], device, dry_run, args.quick)["cuda_graphs"]
+        inductor["first_query_ms"] = 1000 * (time.perf_counter() - started)  # compilation included
+        runs = {f"cuda_graphs {tokens} tokens": ("cuda_graphs", 16, tokens) for tokens in budgets[-2:]}
+        inductor["documents"] = measure_documents(encoder, runs, documents, device, 2, peak)["cuda_graphs"]
+        inductor["profile"] = profile_split(encoder, "cuda_graphs", device, 3 if dry_run else 10)
+        runner = encoder.__dict__.get("_cuda_runner")
+        inductor["capture_seconds"] = dict(runner.capture_seconds) if runner is not None else {}
+        result_modes["cuda_graphs_inductor"] = inductor
     config = encoder.model.config
     result = {
         "benchmark": "gpu_shape",
@@ -231,12 +265,13 @@ def measure_shape(args, dry_run: bool) -> dict:
         "documents": {
             "source": source,
             "count": len(documents),
-            "tokens": tokens,
-            "mean_tokens": tokens / len(documents),
+            "tokens": sum(lengths),
+            "mean_tokens": sum(lengths) / len(documents),
         },
         "matmul_peak": {"dtype": "bf16" if device.startswith("cuda") else "fp32", **peak},
         "modes": result_modes,
         "fast_path_ran": cuda_graphs.fast_path_applies(encoder),
+        "capture_error": getattr(encoder.__dict__.get("_cuda_runner"), "capture_error", None),
     }
     result["goals"] = goals_of(result)
     return result
@@ -248,10 +283,17 @@ def goals_of(result: dict) -> list[dict]:
     for shape, label, (group, figure), bound, at_most in GOALS:
         if shape != result["shape"]:
             continue
+
+        def meets(value: float, bound=bound, at_most=at_most) -> bool:
+            return (value <= bound if at_most else value >= bound) and not result["dry_run"]
+
         value = result["modes"]["cuda_graphs"][group][figure]
-        eager = result["modes"]["eager"][group][figure]
-        met = value <= bound if at_most else value >= bound
-        found.append({"goal": label, "value": value, "eager": eager, "met": bool(met) and not result["dry_run"]})
+        goal = {"goal": label, "value": value, "eager": result["modes"]["eager"][group][figure], "met": meets(value)}
+        inductor = result["modes"].get("cuda_graphs_inductor")
+        if inductor is not None:
+            goal["inductor"] = inductor[group][figure]
+            goal["met_with_inductor"] = meets(goal["inductor"])
+        found.append(goal)
     return found
 
 
@@ -263,10 +305,13 @@ def fmt(value, digits: int = 2) -> str:
 
 def table(results: list[dict]) -> str:
     """Markdown: one block of rows per shape, eager beside the CUDA path, then the goals."""
-    lines = ["| shape | figure | eager | CUDA path |", "|---|---|---|---|"]
+    third = any("cuda_graphs_inductor" in result["modes"] for result in results)
+    lines = ["| shape | figure | eager | CUDA path |" + (" CUDA path + inductor |" if third else "")]
+    lines.append("|---|---|---|---|" + ("---|" if third else ""))
     for result in results:
         name = result["shape"] + (" (DRY RUN, CPU)" if result["dry_run"] else "")
-        eager, fast = result["modes"]["eager"], result["modes"]["cuda_graphs"]
+        eager = result["modes"]["eager"]
+        shown = [result["modes"]["cuda_graphs"]] + ([result["modes"].get("cuda_graphs_inductor")] if third else [])
         rows = [
             (
                 f"one query p50 / p99 ms ({result['query_tokens']} tokens)",
@@ -303,18 +348,29 @@ def table(results: list[dict]) -> str:
             ),
         ]
         for label, show in rows:
-            lines.append(f"| {name} | {label} | {show(eager)} | {show(fast)} |")
-        captured = fast.get("capture_seconds", {})
-        if captured:
-            lines.append(
-                f"| {name} | buckets captured (s each) | | {', '.join(f'{k}: {v:.2f}' for k, v in captured.items())} |"
-            )
+            cells = [show(mode) if mode is not None else "-" for mode in [eager, *shown]]
+            lines.append(f"| {name} | {label} | {' | '.join(cells)} |")
+        captures = [
+            ", ".join(f"{k}: {v:.2f}" for k, v in (mode or {}).get("capture_seconds", {}).items()) for mode in shown
+        ]
+        if any(captures):
+            lines.append(f"| {name} | buckets captured (s each) | | {' | '.join(captures)} |")
+        if result.get("capture_error"):
+            lines.append(f"| {name} | CUDA graph capture failed (ran eagerly) | | {result['capture_error']} |")
         for goal in result["goals"]:
-            verdict = "met" if goal["met"] else ("not met" if not result["dry_run"] else "(dry run)")
-            lines.append(
-                f"| {name} | goal: {goal['goal']} | {fmt(goal['eager'], 3)} | {fmt(goal['value'], 3)}: **{verdict}** |"
-            )
+            cells = [f"{fmt(goal['value'], 3)}: **{verdict(goal['met'], result)}**"]
+            if third:
+                cells.append(
+                    f"{fmt(goal['inductor'], 3)}: **{verdict(goal['met_with_inductor'], result)}**"
+                    if "inductor" in goal
+                    else "-"
+                )
+            lines.append(f"| {name} | goal: {goal['goal']} | {fmt(goal['eager'], 3)} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
+
+def verdict(met: bool, result: dict) -> str:
+    return "(dry run)" if result["dry_run"] else ("met" if met else "not met")
 
 
 # What a GPU image (scripts/gpu_image_packages.txt: CPython 3.12, torch, transformers) lacks to

@@ -132,3 +132,10 @@ def test_goal_verdicts_read_the_cuda_path_and_the_table_shows_eager_beside_it():
     table = bench_gpu_shapes.table([result])
     assert "| default | one query p50 / p99 ms (44 tokens) | 19.50 / 27.30 | 1.80 / 2.52 |" in table
     assert "1x64: 0.20" in table and "**not met**" in table and "**met**" in table
+    # --inductor adds a third column, and each goal says whether that mode meets it
+    result["modes"]["cuda_graphs_inductor"] = mode(1.1, 40_000, 0.21)
+    result["goals"] = bench_gpu_shapes.goals_of(result)
+    assert all(goal["met_with_inductor"] for goal in result["goals"])
+    table = bench_gpu_shapes.table([result])
+    assert "CUDA path + inductor |" in table.splitlines()[0]
+    assert "| default | one query p50 / p99 ms (44 tokens) | 19.50 / 27.30 | 1.80 / 2.52 | 1.10 / 1.54 |" in table

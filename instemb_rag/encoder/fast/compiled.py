@@ -79,8 +79,9 @@ def compile_encoder(encoder, dynamic: bool = True) -> Path:
     16.5 s / 5 s per block, at the same speed afterwards. A backbone without a recognisable block
     stack is compiled whole.
 
-    On CUDA nothing is compiled: the encoder takes the CUDA-graph path (its shape buckets are
-    captured on first use), whatever INSTEMB_CUDA_FAST or INSTEMB_CUDA_GRAPHS say.
+    On CUDA the encoder takes the CUDA-graph path (its shape buckets are captured on first use),
+    whatever INSTEMB_CUDA_FAST or INSTEMB_CUDA_GRAPHS say, and nothing is compiled unless
+    INSTEMB_CUDA_INDUCTOR=1 (then the graphs capture the compiled blocks).
 
     The inductor cache location is process-wide (an environment variable torch reads at each
     compile), so the folder of the encoder compiled last is the one in use.
@@ -90,12 +91,15 @@ def compile_encoder(encoder, dynamic: bool = True) -> Path:
     if encoder.device.type == "cuda":
         # On a GPU the forward is launch-bound, and per-block inductor code with dynamic shapes ran
         # at half eager's speed (issue 57): --compile takes the CUDA-graph path instead, one
-        # launch per forward of a captured shape bucket (fast/cuda_graphs.py).
+        # launch per forward of a captured shape bucket (fast/cuda_graphs.py). With
+        # INSTEMB_CUDA_INDUCTOR=1 the blocks are compiled as well and the graphs capture inductor's
+        # fused kernels (unmeasured: bench_gpu.py --shape NAME --inductor measures it).
         from .batch_plan import set_cuda_options
 
         for llm in llm_parts(encoder):
             set_cuda_options(llm, enabled=True, graphs=True)
-        return folder
+        if os.environ.get("INSTEMB_CUDA_INDUCTOR") != "1":
+            return folder
     os.environ[CACHE_ENV] = str(folder)
     import torch._inductor.config as inductor_config
 

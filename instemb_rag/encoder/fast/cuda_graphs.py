@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from typing import Sequence
 
 import torch
@@ -83,18 +84,30 @@ class _Bucket:
         device = runner.encoder.device
         self.inputs = torch.zeros((2, rows, length), dtype=torch.long, device=device)
         self.graph = None
-        if not runner.capture:  # CPU tests: the same static buffers, run eagerly
+        if not runner.capture:  # CPU tests (or a capture that failed): the same static buffers, run eagerly
             return
+        try:
+            self._capture(runner, device)
+        except RuntimeError as error:  # a backbone that syncs with the host: eager from here on, said once
+            self.graph = None
+            runner.capture = False
+            runner.capture_error = str(error).splitlines()[0] if str(error) else type(error).__name__
+            warnings.warn(
+                f"CUDA graph capture failed ({runner.capture_error}); this encoder runs eagerly.", stacklevel=2
+            )
+
+    def _capture(self, runner: CudaRunner, device: torch.device) -> None:
         stream = torch.cuda.Stream(device=device)
         stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):  # warm-up off the capture: lazy inits, cuBLAS workspaces
+        with torch.cuda.stream(stream):  # warm-up off the capture: lazy inits, cuBLAS workspaces, compilation
             for _ in range(2):
                 runner.forward(self.inputs[0], self.inputs[1])
         torch.cuda.current_stream(device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=runner.pool, capture_error_mode="thread_local"):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=runner.pool, capture_error_mode="thread_local"):
             self.output = runner.forward(self.inputs[0], self.inputs[1])
-        runner.pool = self.graph.pool()  # buckets share one memory pool: they never run at once
+        self.graph = graph
+        runner.pool = graph.pool()  # buckets share one memory pool: they never run at once
 
     def run(self, runner: CudaRunner, host: torch.Tensor) -> torch.Tensor:
         self.inputs.copy_(host)  # the one host-to-device copy of this batch
@@ -115,6 +128,7 @@ class CudaRunner:
         self.buckets: dict[tuple[int, int], _Bucket] = {}
         self.masks: dict[int, torch.Tensor] = {}
         self.capture_seconds: dict[str, float] = {}
+        self.capture_error: str | None = None
         self.pool = None
         self.signature = self._signature()
 

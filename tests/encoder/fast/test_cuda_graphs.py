@@ -153,6 +153,23 @@ def test_padded_buckets_and_token_batches_equal_eager(tiny_model_dir, graphs):
     assert copy.deepcopy(encoder).__dict__["_cuda_runner"] is None
 
 
+def test_a_failed_capture_warns_once_and_runs_eagerly(tiny_encoder, monkeypatch):
+    """A backbone whose forward syncs with the host cannot be captured: the encoder says so once and
+    goes on eagerly through the same buffers, with the same embeddings."""
+
+    def refuse(self, runner, device):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    monkeypatch.setattr(cuda_graphs._Bucket, "_capture", refuse)
+    runner = CudaRunner(tiny_encoder, capture=True)
+    options = CudaOptions(graph_batches=(1, 8), graph_lengths=(16, 32))
+    with torch.inference_mode(), pytest.warns(UserWarning, match="capture failed .*runs eagerly"):
+        pooled, embedded = encode_fast(tiny_encoder, TEXTS, INSTRUCTIONS, False, runner, options)
+    assert runner.capture is False and runner.capture_error == "operation not permitted when stream is capturing"
+    reference = tiny_encoder.encode_pooled(TEXTS, INSTRUCTIONS)
+    np.testing.assert_allclose(embedded, reference[1], atol=1e-5)
+
+
 # ---------------------------------------------------------------- the CPU path stays as it was
 def test_the_cpu_path_never_enters_the_cuda_path(tiny_encoder, monkeypatch):
     def refuse(*args, **kwargs):
