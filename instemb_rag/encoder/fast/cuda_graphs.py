@@ -110,7 +110,7 @@ class _Bucket:
         runner.pool = graph.pool()  # buckets share one memory pool: they never run at once
 
     def run(self, runner: CudaRunner, host: torch.Tensor) -> torch.Tensor:
-        self.inputs.copy_(host)  # the one host-to-device copy of this batch
+        self.inputs.copy_(host, non_blocking=True)  # the one host-to-device copy of this batch
         if self.graph is None:
             return runner.forward(self.inputs[0], self.inputs[1])
         self.graph.replay()
@@ -171,9 +171,13 @@ class CudaRunner:
         """[rows, hidden + dimension] on the device for one planned batch (rows in its order)."""
         rows, width = batch.bucket if batch.bucket is not None else (len(batch.rows), batch.width)
         host = _host_inputs([id_lists[i] for i in batch.rows], rows, width, pad_id)
+        if self.encoder.device.type == "cuda":
+            # Pinned, so the copy waits for nothing: the host prepares and launches the next batch
+            # while the device runs this one (a copy from pageable memory syncs the stream first).
+            host = host.pin_memory()
         if batch.bucket is not None:
             return self.bucket(batch.bucket).run(self, host)[: len(batch.rows)]
-        inputs = host.to(self.encoder.device)  # the one host-to-device copy of this batch
+        inputs = host.to(self.encoder.device, non_blocking=True)  # the one host-to-device copy of this batch
         return self.forward(inputs[0], inputs[1], keep_mask=False)
 
 
