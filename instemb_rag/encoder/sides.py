@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import InstEmbError
+from .combine import refuse_document_instruction
 
 __all__ = ["DocumentPart", "DocumentSide", "llm_part", "refuse_document_instruction", "tower_part"]
 
@@ -107,13 +107,3 @@ def tower_part(tower) -> DocumentPart:
         lambda text, instruction=None: tower.tokens(text),
         False,
     )
-
-
-def refuse_document_instruction(instruction: str | None, embedded_by: str = "its document tower") -> None:
-    """A sentence encoder reads no instruction: a document instruction would be silently dropped."""
-    if instruction is not None and instruction.strip():
-        raise InstEmbError(
-            f"This encoder embeds documents with a sentence encoder ({embedded_by}) that reads no "
-            f"instruction, so a document instruction ({instruction!r}) has no meaning. Put the "
-            "instruction on the query (encode_queries / --instruction) instead."
-        )

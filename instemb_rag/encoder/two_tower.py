@@ -105,6 +105,14 @@ class TwoTowerSide:
             queries, per_item_instructions(instructions, len(queries)), correction
         )
 
+    def route_queries(self, pooled, anchors):
+        """(queries, corrections) of an anchored two-tower from pooled states [B, hidden] and the
+        tower's anchors [B, d]: the query route, at inference and in training (training/query_tower/)."""
+        from .combine import anchored
+
+        corrections = self.project(pooled)
+        return anchored(anchors, corrections), corrections
+
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         """Documents are embedded once, under one optional instruction (symmetric mode), or by the
         document tower with none (two-tower mode: an instruction is refused)."""

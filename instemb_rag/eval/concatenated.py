@@ -1,7 +1,7 @@
 """The concatenated variant (issue 44's next lever): two encoders' embeddings side by side.
 
 A query is ``[sqrt(w) * A(query) ; sqrt(1 - w) * B(query)]`` and a document likewise, each part
-L2-normalised, so the cosine of the whole is ``w * cos_A + (1 - w) * cos_B``: for example a
+L2-normalised (encoder/combine.py ``side_by_side``), so the cosine of the whole is ``w * cos_A + (1 - w) * cos_B``: for example a
 two-tower query tower (documents by its sentence encoder) beside the symmetric default (documents
 by the LLM), which brings the LLM's document geometry back where a sentence encoder lacks it, at
 the LLM's indexing cost for that half. Every eval task takes it as ``--model concat:A,B`` (equal
@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..encoder.combine import side_by_side
 from ..errors import InstEmbError
 from ..instructions import Instructions
 
@@ -47,7 +48,7 @@ class ConcatenatedEncoder:
     """The Encoder protocol over two encoders, their normalised embeddings weighted side by side."""
 
     def __init__(self, first, second, weight: float = 0.5):
-        self.parts = ((first, weight**0.5), (second, (1.0 - weight) ** 0.5))
+        self.parts = (first, second)
         self.weight = weight
         self.training_info: dict = {}
 
@@ -58,7 +59,7 @@ class ConcatenatedEncoder:
 
     def _identity(self, name: str) -> str:
         digest = hashlib.sha256(f"concat:{self.weight}".encode())
-        for encoder, _ in self.parts:
+        for encoder in self.parts:
             digest.update(getattr(encoder, name).encode())
         return digest.hexdigest()[:32]
 
@@ -72,19 +73,15 @@ class ConcatenatedEncoder:
 
     @property
     def dimension(self) -> int:
-        return sum(encoder.dimension for encoder, _ in self.parts)
+        return sum(encoder.dimension for encoder in self.parts)
 
     @property
     def label(self) -> str:
         return f"concatenated (w={self.weight:g})"
 
     def _side_by_side(self, embed) -> np.ndarray:
-        blocks = []
-        for encoder, scale in self.parts:
-            vectors = np.asarray(embed(encoder), dtype=np.float32)
-            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            blocks.append(vectors * scale)
-        return np.concatenate(blocks, axis=1)
+        first, second = (np.asarray(embed(encoder), dtype=np.float32) for encoder in self.parts)
+        return side_by_side(first, second, self.weight)
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
         return self._side_by_side(lambda encoder: encoder.encode_queries(list(queries), instructions, **kwargs))

@@ -1,14 +1,12 @@
-"""The query tower's loss terms (training/query_tower/): queries ranked against cached document vectors."""
+"""The query tower's loss terms (training/query_tower/): queries ranked against cached document vectors.
+
+The queries themselves come from the encoder's own query route (encoder/combine.py ``anchored``:
+the anchor plus the LLM's correction, normalised), as at inference."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-
-def anchored_queries(anchors: torch.Tensor, corrections: torch.Tensor) -> torch.Tensor:
-    """The shipped query embedding: the anchor plus the LLM's correction, L2-normalised [B, d]."""
-    return F.normalize(anchors.float() + corrections.float(), dim=-1)
 
 
 def bank_infonce(

@@ -1,21 +1,12 @@
-"""The two-space objective's loss (training/two_spaces/): queries ranked by a per-query mix of two spaces."""
+"""The two-space objective's loss (training/two_spaces/): queries ranked by a per-query mix of two
+spaces, the score a two-space index ranks by (encoder/combine.py ``mixed_scores``)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-
-def mixed_scores(
-    llm: tuple[torch.Tensor, torch.Tensor], tower: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor
-) -> torch.Tensor:
-    """[B, C] ``w * cos(a, A) + (1 - w) * cos(b, B)``: each pair is (queries [B, d], candidates [C, d]),
-    all normalised; ``weights`` [B] is each query's LLM share. What a two-space index ranks by."""
-    (llm_queries, llm_candidates), (tower_queries, tower_candidates) = llm, tower
-    weights = weights.float()[:, None]
-    llm_scores = llm_queries.float() @ llm_candidates.float().T
-    tower_scores = tower_queries.float() @ tower_candidates.float().T
-    return weights * llm_scores + (1.0 - weights) * tower_scores
+from ..encoder.combine import mixed_scores
 
 
 def mixed_infonce(llm, tower, weights: torch.Tensor, positives: torch.Tensor, temperature: float) -> torch.Tensor:

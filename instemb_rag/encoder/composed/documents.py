@@ -10,15 +10,15 @@ template, token limit) is what the server and the indexer's usage counts see.
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from ..combine import ROOT2, document_halves
 from ..sides import DocumentSide, llm_part, tower_part
 
-ROOT2 = math.sqrt(2.0)
+__all__ = ["ROOT2", "TwoSpaceParts"]
 
 
 class TwoSpaceParts:
@@ -64,7 +64,7 @@ class TwoSpaceParts:
         """``[A; B] / sqrt(2)`` per document; a document instruction is refused (the tower reads none)."""
         self.document_side.refuse_instruction(instruction)
         llm, tower = self.document_halves(documents, kwargs.get("batch_size", 16), kwargs.get("show_progress", False))
-        return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
+        return document_halves(llm, tower)
 
     # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
     @property

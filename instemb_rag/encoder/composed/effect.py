@@ -21,7 +21,6 @@ in no fingerprint: changing it never re-indexes.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 from pathlib import Path
@@ -34,6 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...errors import InstEmbError
 from ...instructions import Instructions
 from ...instructions import per_item_instructions as _per_item_instructions
+from ..combine import (
+    MAX_INSTRUCTION_STRENGTH,
+    check_instruction_strength,
+    effect_half,
+    effect_query,
+    effect_rows,
+    effect_scale,
+    unit,
+)
 from ..modules.document_tower import DocumentTower
 from .config import (
     DOCUMENTS_LLM_DIR,
@@ -44,7 +52,7 @@ from .config import (
     validated,
     write_parts_config,
 )
-from .documents import ROOT2, TwoSpaceParts
+from .documents import TwoSpaceParts
 from .effect_map import EffectMap
 
 __all__ = [
@@ -53,30 +61,13 @@ __all__ = [
     "EffectConfig",
     "InstructionEffectEncoder",
     "check_instruction_strength",
-]
+    "effect_scale",
+]  # check_instruction_strength and effect_scale: combine.py's, as before
 
 # The fixed instruction whose query vector is subtracted: the effect of an instruction is
 # D(q, i) - D(q, REFERENCE_INSTRUCTION).
 REFERENCE_INSTRUCTION = "Find relevant passages."
 DEFAULT_INSTRUCTION_STRENGTH = 1.5
-MAX_INSTRUCTION_STRENGTH = 10.0
-
-
-def check_instruction_strength(strength: float | None) -> float | None:
-    """None (the model's default) or a finite strength in [0, 10]: the one check of the knob."""
-    if strength is None:
-        return None
-    try:
-        value = float(strength)
-    except (TypeError, ValueError):
-        raise InstEmbError(f"instruction_strength={strength!r} is not a number.") from None
-    if not (math.isfinite(value) and 0.0 <= value <= MAX_INSTRUCTION_STRENGTH):
-        raise InstEmbError(
-            f"instruction_strength={strength} is outside [0, {MAX_INSTRUCTION_STRENGTH:g}]: it is how much "
-            "the instruction moves the ranking (0: plain search by the sentence encoder, about 1-3: the "
-            "instruction decides between passages on the same topic)."
-        )
-    return value
 
 
 class EffectConfig(BaseModel):
@@ -91,12 +82,6 @@ class EffectConfig(BaseModel):
     instruction_strength: float = Field(default=DEFAULT_INSTRUCTION_STRENGTH, ge=0.0, le=MAX_INSTRUCTION_STRENGTH)
     reference_instruction: str = REFERENCE_INSTRUCTION
     training: dict = Field(default_factory=dict)  # provenance only
-
-
-def effect_scale(effect_half: np.ndarray) -> np.ndarray:
-    """What a unit query's search score is of the combined score, per query:
-    1 / (sqrt 2 * |[s h(effect); M(i + q)]|) (the sentence-encoder half is unit length)."""
-    return 1.0 / (ROOT2 * np.sqrt(1.0 + np.sum(effect_half.astype(np.float64) ** 2, axis=1)))
 
 
 class InstructionEffectEncoder(TwoSpaceParts):
@@ -200,27 +185,27 @@ class InstructionEffectEncoder(TwoSpaceParts):
         strength = self.instruction_strength if strength is None else strength
         queries = list(queries)
         per_item = _per_item_instructions(instructions, len(queries))
-        tower_half = np.asarray(self.tower.anchor_vectors(queries, per_item), dtype=np.float32).reshape(
-            len(queries), self.tower.dimension
-        )
-        tower_half /= np.maximum(np.linalg.norm(tower_half, axis=1, keepdims=True), 1e-12)
-        effect_half = np.zeros((len(queries), self.llm_dimension), dtype=np.float32)
+        anchors = np.asarray(self.tower.anchor_vectors(queries, per_item), dtype=np.float32)
+        tower_half = unit(anchors.reshape(len(queries), self.tower.dimension))
+        effects = np.zeros((len(queries), self.llm_dimension), dtype=np.float32)
         strengths = np.zeros(len(queries), dtype=np.float32)
         rows = [n for n, instruction in enumerate(per_item) if instruction]
         if rows and strength > 0:
             pairs = self.llm_pairs([queries[n] for n in rows], [per_item[n] for n in rows], batch_size)
-            mapped, gain = self.mapped_effect(torch.as_tensor(pairs[0]), torch.as_tensor(pairs[1]))
-            strengths[rows] = strength * gain.numpy()
-            effect_half[rows] = strengths[rows, None] * mapped.numpy()
-        return effect_half, tower_half, strengths
+            effect, gain = self.route_effect(torch.as_tensor(pairs[0]), torch.as_tensor(pairs[1]), strength)
+            strengths[rows] = strength * gain.float().cpu().numpy()
+            effects[rows] = effect.float().cpu().numpy()
+        return effects, tower_half, strengths
 
-    def mapped_effect(self, under_instruction: torch.Tensor, under_reference: torch.Tensor):
-        """(h(effect), gain) on the CPU: the effect map's, or the identity at gain 1 untrained."""
+    def route_effect(self, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float):
+        """(``s gain h(effect)`` [N, d_llm], gain [N]) of unit LLM query vectors under the instruction
+        and the reference: the query route's LLM half, at inference (``query_halves``) and in training (training/effect/: differentiable, on the map's device)."""
         if self.effect_map is None:
-            return (under_instruction - under_reference).float(), torch.ones(len(under_instruction))
-        device = next(self.effect_map.parameters()).device
-        mapped, gain = self.effect_map(under_instruction.to(device), under_reference.to(device))
-        return mapped.float().cpu(), gain.float().cpu()
+            mapped, gain = (under_instruction - under_reference).float(), torch.ones(len(under_instruction))
+        else:
+            device = next(self.effect_map.parameters()).device
+            mapped, gain = self.effect_map(under_instruction.to(device), under_reference.to(device))
+        return effect_half(mapped, gain, strength), gain
 
     def encode_queries(
         self,
@@ -231,11 +216,10 @@ class InstructionEffectEncoder(TwoSpaceParts):
     ) -> np.ndarray:
         """``[s h(effect); M(i + q)]`` normalised, per query; ``instruction_strength`` (0..10) sets
         s for this call (None: the model's default)."""
-        effect_half, tower_half, _ = self.query_halves(
+        effects, tower_half, _ = self.query_halves(
             queries, instructions, instruction_strength, kwargs.get("batch_size", 16)
         )
-        joined = np.concatenate([effect_half, tower_half], axis=1)
-        return (joined / np.maximum(np.linalg.norm(joined, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return effect_query(effects, tower_half)
 
     def explain(
         self, query: str, instruction: str | None, documents: Sequence[str], instruction_strength: float | None = None
@@ -243,23 +227,10 @@ class InstructionEffectEncoder(TwoSpaceParts):
         """Per document: the plain score (the sentence encoder's cosine), the instruction's
         contribution ``s < h(effect), D(d) >``, the strength s, their sum (what ranks) and the
         score a search gives (that sum times ``effect_scale``: the queries are unit length)."""
-        effect_half, tower_half, strengths = self.query_halves([query], [instruction], instruction_strength)
+        effects, tower_half, strengths = self.query_halves([query], [instruction], instruction_strength)
         llm_docs, tower_docs = self.document_halves(documents)
-        plain, contribution = tower_docs @ tower_half[0], llm_docs @ effect_half[0]
-        scale = float(effect_scale(effect_half)[0])
-        rows = []
-        for p, c in zip(plain, contribution):
-            combined = float(p) + float(c)
-            rows.append(
-                {
-                    "plain": float(p),
-                    "instruction": float(c),
-                    "instruction_strength": float(strengths[0]),
-                    "combined": combined,  # what ranks
-                    "score": combined * scale,  # the search's score: a unit query
-                }
-            )
-        return rows
+        scale = float(effect_scale(effects)[0])
+        return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], float(strengths[0]), scale)
 
     def with_instruction_strength(self, instruction_strength: float) -> InstructionEffectEncoder:
         """This encoder (shared parts) with another default strength: a new view."""

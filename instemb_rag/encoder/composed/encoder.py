@@ -23,7 +23,6 @@ Untrained (no query LLM, head or gate) it is the fixed mix of the two spaces; th
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 from pathlib import Path
@@ -31,11 +30,11 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
 from ...instructions import per_item_instructions as _per_item_instructions
+from ..combine import anchored, check_llm_weight, mix_scale, mixed_query, unit, weighted_rows
 from ..modules.document_tower import DocumentTower
 from ..modules.projection import Projection
 from .config import (
@@ -47,24 +46,10 @@ from .config import (
     read_parts_config,
     write_parts_config,
 )
-from .documents import ROOT2, TwoSpaceParts
+from .documents import TwoSpaceParts
 from .gate import WeightGate
 
-__all__ = ["TwoSpacesEncoder", "check_llm_weight", "mix_scale"]
-
-
-def mix_scale(llm_weight: float) -> float:
-    """What the unit query's score is of the weighted sum: 1 / (sqrt 2 * |(w, 1 - w)|)."""
-    return 1.0 / (ROOT2 * math.hypot(llm_weight, 1.0 - llm_weight))
-
-
-def check_llm_weight(llm_weight: float | None) -> float | None:
-    if llm_weight is not None and not 0.0 <= float(llm_weight) <= 1.0:
-        raise InstEmbError(
-            f"llm_weight={llm_weight} is outside [0, 1]: it is the LLM space's share of the score "
-            "(1: the LLM alone, 0: the sentence encoder alone)."
-        )
-    return None if llm_weight is None else float(llm_weight)
+__all__ = ["TwoSpacesEncoder", "check_llm_weight", "mix_scale"]  # the two from combine.py, as before
 
 
 class TwoSpacesEncoder(TwoSpaceParts):
@@ -160,17 +145,27 @@ class TwoSpacesEncoder(TwoSpaceParts):
         queries = list(queries)
         per_item = _per_item_instructions(instructions, len(queries))
         pooled, embedded = self.query_llm.encode_pooled(queries, per_item, batch_size, show_progress)
-        llm_half = F.normalize(embedded, dim=-1)
-        tower_half = torch.as_tensor(self.tower.anchor_vectors(queries, per_item), dtype=torch.float32)
+        anchors = torch.as_tensor(self.tower.anchor_vectors(queries, per_item), dtype=torch.float32)
+        if not len(queries):
+            empty = torch.full((0,), self.llm_weight)
+            return unit(embedded).numpy(), unit(anchors).numpy(), empty.numpy()
         device = self.query_llm.device
-        if self.tower_head is not None and len(queries):
-            tower_half = tower_half + self.tower_head(pooled.to(device)).float().cpu()
-        tower_half = F.normalize(tower_half, dim=-1)
-        if self.gate is not None and len(queries):
-            weights = self.gate(pooled.to(device)).float().cpu()
+        halves = self.route_halves(pooled.to(device), embedded.to(device), anchors.to(device))
+        return tuple(half.float().cpu().numpy() for half in halves[:3])
+
+    def route_halves(self, pooled: torch.Tensor, embedded: torch.Tensor, anchors: torch.Tensor):
+        """(a, b, w, correction) of queries from the query LLM's pooled states [B, hidden], its
+        embeddings [B, d] (the pooled states through its own head) and the sentence encoder's
+        anchors [B, d_m]: the query route, at inference (``query_halves``) and in training
+        (training/two_spaces/: differentiable, on the pooled states of the frozen-prefix cache)."""
+        llm_half = unit(embedded.float())
+        correction = self.tower_head(pooled) if self.tower_head is not None else None
+        tower_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
+        if self.gate is not None:
+            weights = self.gate(pooled)
         else:
-            weights = torch.full((len(queries),), self.llm_weight)
-        return llm_half.numpy(), tower_half.numpy(), weights.numpy()
+            weights = torch.full((len(pooled),), self.llm_weight, device=pooled.device)
+        return llm_half, tower_half, weights, correction
 
     def encode_queries(
         self, queries: Sequence[str], instructions: Instructions = None, llm_weight: float | None = None, **kwargs
@@ -183,9 +178,7 @@ class TwoSpacesEncoder(TwoSpaceParts):
         )
         if llm_weight is not None:
             weights = np.full_like(weights, llm_weight)
-        weights = weights[:, None]
-        mixed = np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)
-        return (mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return mixed_query(llm_half, tower_half, weights)
 
     def explain(
         self, query: str, instruction: str | None, documents: Sequence[str], llm_weight: float | None = None
@@ -196,20 +189,7 @@ class TwoSpacesEncoder(TwoSpaceParts):
         llm_half, tower_half, weights = self.query_halves([query], [instruction])
         weight = float(weights[0]) if llm_weight is None else llm_weight
         llm_docs, tower_docs = self.document_halves(documents)
-        llm_scores, tower_scores = llm_docs @ llm_half[0], tower_docs @ tower_half[0]
-        rows = []
-        for a, b in zip(llm_scores, tower_scores):
-            weighted = weight * float(a) + (1 - weight) * float(b)
-            rows.append(
-                {
-                    "llm": float(a),
-                    "tower": float(b),
-                    "llm_weight": weight,
-                    "weighted": weighted,  # what ranks
-                    "score": weighted * mix_scale(weight),  # the search's score: a unit query
-                }
-            )
-        return rows
+        return weighted_rows(llm_docs @ llm_half[0], tower_docs @ tower_half[0], weight)
 
     # ------------------------------------------------------------------ saving and loading
     def get_config(self) -> PartsConfig:

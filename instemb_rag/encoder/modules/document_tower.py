@@ -132,8 +132,9 @@ class DocumentTower:
         self, queries: Sequence[str], instructions: Sequence[str | None], corrections: np.ndarray
     ) -> np.ndarray:
         """An anchored query tower's embeddings: the anchor vectors plus the LLM's corrections, normalised."""
-        combined = self.anchor_vectors(queries, instructions) + corrections
-        return combined / np.maximum(np.linalg.norm(combined, axis=1, keepdims=True), 1e-12)
+        from ..combine import anchored
+
+        return anchored(self.anchor_vectors(queries, instructions), corrections)
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         """Documents as a two-tower encoder embeds them: type-checked, with no instruction."""
@@ -213,9 +214,6 @@ class DocumentTower:
 
 def refuse_document_instruction(instruction: str | None) -> None:
     """Two-tower documents are embedded by the sentence encoder, which reads no instruction."""
-    if instruction is not None and instruction.strip():
-        raise InstEmbError(
-            "This encoder is two-tower: documents are embedded by its document tower (a sentence encoder) "
-            f"with no instruction, so a document instruction ({instruction!r}) has no meaning. Put the "
-            "instruction on the query (encode_queries / --instruction) instead."
-        )
+    from ..combine import refuse_document_instruction as refuse
+
+    refuse(instruction, "its document tower", "two-tower")

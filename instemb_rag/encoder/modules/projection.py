@@ -73,8 +73,9 @@ class Projection(nn.Module):
         mapped = self.teacher_space(pooled)
         if self.input_weight == 0:
             return mapped
-        own = F.normalize(pooled.float(), dim=-1).to(mapped.dtype) * self.input_weight**0.5
-        return torch.cat([own, F.normalize(mapped, dim=-1) * (1.0 - self.input_weight) ** 0.5], dim=-1)
+        from ..combine import side_by_side
+
+        return side_by_side(pooled, mapped, self.input_weight)
 
     def with_input_weight(self, input_weight: float) -> Projection:
         """A view of this head (shared weights) that blends in the pooled embedding (see above)."""

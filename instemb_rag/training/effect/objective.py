@@ -21,10 +21,11 @@ from __future__ import annotations
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from ...encoder.combine import effect_scores
 from ...encoder.composed.effect import InstructionEffectEncoder
 from ...encoder.composed.effect_map import EffectMap
 from ...hashing import file_sha256
-from ...losses.instruction_effect import effect_infonce, effect_scores
+from ...losses.instruction_effect import effect_infonce
 from ..args import TrainConfig
 from ..batch_order import BatchOrder
 from ..objective import Objective, Prepared, StepResult
@@ -79,7 +80,7 @@ class EffectObjective(Objective):
             "batches_per_epoch": order.per_epoch,
             "document_fingerprint": encoder.document_fingerprint,
         }
-        self.data, self.order, self.effect_map = data, order, effect_map
+        self.data, self.order, self.effect_map, self.encoder = data, order, effect_map, encoder
         return Prepared(encoder, parts, optimizer, scheduler, data_info, {"device": str(device), **data_info})
 
     def resumed(self, start_step: int) -> None:
@@ -91,8 +92,10 @@ class EffectObjective(Objective):
         """(scores [B, C], each query's positive column [B], gain [B]) of query rows over their candidates."""
         e, device, data = self.config.effect, self.device, self.data
         candidates, positives = data.queries.candidates(rows, e.bank_negatives, seed)
-        mapped, gain = self.effect_map(data.llm_queries[rows].to(device), data.llm_references[rows].to(device))
-        effect_half = (e.instruction_strength * gain)[:, None] * mapped
+        # The encoder's own query route (what encode_queries runs), on the cached LLM vectors.
+        effect_half, gain = self.encoder.route_effect(
+            data.llm_queries[rows].to(device), data.llm_references[rows].to(device), e.instruction_strength
+        )
         scores = effect_scores(
             effect_half,
             data.queries.anchors[rows].to(device),

@@ -10,7 +10,8 @@ A run (``query_tower.document_tower`` set in the config; objectives.py selects t
    embedding is exactly the document tower's own vector of "instruction + query" (the anchor);
 4. each step runs the top K layers on the cached queries, adds the head's correction to the
    anchors, and ranks each query's positive passage above its group's other passages and a
-   sample of the bank (losses/query_tower.py).
+   sample of the bank (losses/query_tower.py); the queries come from the encoder's own query
+   route (``route_queries``), so what a step ranks is what ``encode_queries`` embeds.
 
 The checkpoints are anchored two-tower encoders (encoder/modules/document_tower.py): what
 ``encode_queries`` computes at inference is what the step ranked.
@@ -26,7 +27,7 @@ import torch
 from ...encoder.modules.document_tower import DocumentTower
 from ...encoder.modules.projection import Projection
 from ...hashing import file_sha256
-from ...losses.query_tower import anchored_queries, bank_infonce, correction_norm
+from ...losses.query_tower import bank_infonce, correction_norm
 from ...paths import instemb_home
 from ..args import TrainConfig
 from ..batch_order import BatchOrder
@@ -92,8 +93,8 @@ class QueryTowerObjective(Objective):
         q, device = self.config.query_tower, self.encoder.device
         batch = self.order.step(step)
         inputs = [self.data.queries[i].student_input for i in batch]
-        corrections = self.head(pooled_embeddings(self.encoder, self.cache, inputs))
-        queries = anchored_queries(self.data.anchors[batch].to(device), corrections)
+        pooled = pooled_embeddings(self.encoder, self.cache, inputs)
+        queries, corrections = self.encoder.route_queries(pooled, self.data.anchors[batch].to(device))
         rows, positives = self.data.candidates(batch, q.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {
             "infonce": bank_infonce(

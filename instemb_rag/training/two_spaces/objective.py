@@ -12,7 +12,8 @@ A run (``two_spaces.texts_file`` set; objectives.py selects this objective):
 4. each step runs the top K layers on the cached queries once; DAAP gives the LLM half, the head
    the tower half's correction, the gate the weight; InfoNCE ranks each query's positive passage by
    ``w cos_LLM + (1 - w) cos_tower`` above its group's other passages (a subject's other aspects,
-   a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py).
+   a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py). The halves
+   come from the encoder's own query route (``route_halves``), the one ``encode_queries`` runs.
 
 The checkpoints are two-space encoders (encoder/composed/): what ``encode_queries`` computes at
 inference is what the step ranked.
@@ -24,7 +25,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ...encoder.composed.encoder import TwoSpacesEncoder
@@ -126,6 +126,7 @@ class TwoSpacesObjective(Objective):
         }
         run_info = {"device": str(device), "prefix_cache": str(cache.folder), **data_info}
         self.student, self.cache, self.data, self.order, self.heads = student, cache, data, order, heads
+        self.encoder = encoder
         return Prepared(encoder, parts, optimizer, scheduler, data_info, run_info)
 
     @staticmethod
@@ -143,13 +144,9 @@ class TwoSpacesObjective(Objective):
         halves = self.data.halves
         batch = self.order.step(step)
         pooled = pooled_embeddings(self.student, self.cache, [halves.queries[i].student_input for i in batch])
-        llm_half = F.normalize(self.student.project(pooled).float(), dim=-1)
-        corrections = self.heads.head(pooled)
-        tower_half = F.normalize(halves.anchors[batch].to(device) + corrections.float(), dim=-1)
-        weights = (
-            self.heads.gate(pooled)
-            if self.heads.gate is not None
-            else torch.full((len(batch),), s.initial_llm_weight, device=device)
+        # The encoder's own query route (what encode_queries runs), on the cached pooled states.
+        llm_half, tower_half, weights, corrections = self.encoder.route_halves(
+            pooled, self.student.project(pooled), halves.anchors[batch].to(device)
         )
         rows, positives = halves.candidates(batch, s.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {

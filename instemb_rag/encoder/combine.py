@@ -1,0 +1,214 @@
+"""The math of combining spaces, in one place: what the encoder's routes compute at inference,
+what the losses rank by in training, and what a search's score is of it.
+
+    unit(x)                      rows L2-normalised (numpy or torch, as given)
+    document_halves(A, B)        a document stored in two spaces: [A; B] / sqrt 2
+    mixed_query(a, b, w)         a two-space query: [w a; (1 - w) b], normalised
+    mix_scale(w)                 what that query's search score is of w cos(a, A) + (1 - w) cos(b, B)
+    mixed_scores(...)            that weighted sum over candidates (the two-space loss ranks by it)
+    anchored(anchor, correction) the anchor plus the LLM's correction, normalised (two-tower
+                                 anchored queries, the tower half of a two-space query)
+    effect_half(h, gain, s)      the instruction-effect query's LLM half: s gain h(effect)
+    effect_query(e, m)           the instruction-effect query: [s h(effect); M(i + q)], normalised
+    effect_scale(e)              what that query's search score is of cos_M + < s h(effect), D(d) >
+    effect_scores(...)           that sum over candidates (the effect loss ranks by it)
+    side_by_side(A, B, w)        two spaces at a fixed weight: [sqrt(w) A; sqrt(1 - w) B], each
+                                 normalised, so the cosine is w cos_A + (1 - w) cos_B (a blended
+                                 projection head; eval's concat: references)
+    check_llm_weight, check_instruction_strength   the query-time knobs' ranges
+    refuse_document_instruction  a sentence encoder reads no document instruction
+
+Every vector of the Encoder protocol is unit length, so FAISS inner product and Qdrant cosine
+agree; the scales say what a search's score is of the sum that ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import InstEmbError
+
+__all__ = [
+    "MAX_INSTRUCTION_STRENGTH",
+    "ROOT2",
+    "anchored",
+    "check_instruction_strength",
+    "check_llm_weight",
+    "document_halves",
+    "effect_half",
+    "effect_query",
+    "effect_scale",
+    "effect_scores",
+    "mix_scale",
+    "mixed_query",
+    "mixed_scores",
+    "refuse_document_instruction",
+    "side_by_side",
+    "unit",
+]
+
+ROOT2 = math.sqrt(2.0)
+MAX_INSTRUCTION_STRENGTH = 10.0
+EPS = 1e-12
+
+
+def unit(vectors: Any) -> Any:
+    """Each row divided by its L2 norm (at least 1e-12); a numpy array or a torch tensor, as given."""
+    if isinstance(vectors, np.ndarray):
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), EPS)
+    import torch.nn.functional as F
+
+    return F.normalize(vectors, dim=-1, eps=EPS)
+
+
+# ---------------------------------------------------------------------------- documents
+def document_halves(llm: np.ndarray, tower: np.ndarray) -> np.ndarray:
+    """``[A; B] / sqrt(2)`` per document: A the LLM's vector, B the sentence encoder's, each unit."""
+    return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
+
+
+# ---------------------------------------------------------------------------- two spaces
+def mixed_query(llm_half: np.ndarray, tower_half: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``[w a; (1 - w) b]`` normalised, per query: ``weights`` [N] is each query's LLM share."""
+    weights = np.asarray(weights)[:, None]
+    return unit(np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)).astype(np.float32)
+
+
+def mix_scale(llm_weight: float) -> float:
+    """What the unit query's score is of the weighted sum: 1 / (sqrt 2 * |(w, 1 - w)|)."""
+    return 1.0 / (ROOT2 * math.hypot(llm_weight, 1.0 - llm_weight))
+
+
+def mixed_scores(llm, tower, weights):
+    """[B, C] ``w * cos(a, A) + (1 - w) * cos(b, B)``: each pair is (queries [B, d], candidates [C, d]),
+    all normalised torch tensors; ``weights`` [B] is each query's LLM share. What a two-space index
+    ranks by."""
+    (llm_queries, llm_candidates), (tower_queries, tower_candidates) = llm, tower
+    weights = weights.float()[:, None]
+    llm_scores = llm_queries.float() @ llm_candidates.float().T
+    tower_scores = tower_queries.float() @ tower_candidates.float().T
+    return weights * llm_scores + (1.0 - weights) * tower_scores
+
+
+def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
+    """A two-space query's explanation per document: each space's cosine, the weight, their
+    weighted sum (what ranks) and the search's score (that sum times ``mix_scale``)."""
+    rows = []
+    for a, b in zip(llm_scores, tower_scores):
+        weighted = weight * float(a) + (1 - weight) * float(b)
+        rows.append(
+            {
+                "llm": float(a),
+                "tower": float(b),
+                "llm_weight": weight,
+                "weighted": weighted,  # what ranks
+                "score": weighted * mix_scale(weight),  # the search's score: a unit query
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------- anchor + correction
+def anchored(anchors: Any, corrections: Any) -> Any:
+    """The anchor (a sentence encoder's vector of "instruction + query") plus the LLM's correction,
+    normalised: numpy arrays or torch tensors (float32 sums)."""
+    if isinstance(anchors, np.ndarray):
+        return unit(anchors + corrections)
+    return unit(anchors.float() + corrections.float())
+
+
+# ---------------------------------------------------------------------------- the instruction's effect
+def effect_half(mapped: Any, gain: Any, strength: float) -> Any:
+    """``s * gain * h(effect)`` per query [N, d_llm]: the strength, the map's per-query gain [N]."""
+    return (strength * gain)[:, None] * mapped
+
+
+def effect_query(effect: np.ndarray, tower_half: np.ndarray) -> np.ndarray:
+    """``[s h(effect); M(i + q)]`` normalised, per query."""
+    return unit(np.concatenate([effect, tower_half], axis=1)).astype(np.float32)
+
+
+def effect_scale(effect: np.ndarray) -> np.ndarray:
+    """What a unit query's search score is of the combined score, per query:
+    1 / (sqrt 2 * |[s h(effect); M(i + q)]|) (the sentence-encoder half is unit length)."""
+    return 1.0 / (ROOT2 * np.sqrt(1.0 + np.sum(effect.astype(np.float64) ** 2, axis=1)))
+
+
+def effect_scores(effect, tower_queries, llm_candidates, tower_candidates):
+    """[B, C] ``cos_M(i + q, d) + < s h(effect), D(d) >`` (torch): ``effect`` [B, d_llm] is each
+    query's ``s h(effect)``, ``tower_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
+    are normalised document halves."""
+    return tower_queries.float() @ tower_candidates.float().T + effect.float() @ llm_candidates.float().T
+
+
+def effect_rows(plain, contribution, strength: float, scale: float) -> list[dict]:
+    """An instruction-effect query's explanation per document: the plain score, the instruction's
+    contribution, the strength, their sum (what ranks) and the search's score (sum times scale)."""
+    rows = []
+    for p, c in zip(plain, contribution):
+        combined = float(p) + float(c)
+        rows.append(
+            {
+                "plain": float(p),
+                "instruction": float(c),
+                "instruction_strength": strength,
+                "combined": combined,  # what ranks
+                "score": combined * scale,  # the search's score: a unit query
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------- a fixed weight
+def side_by_side(first: Any, second: Any, weight: float) -> Any:
+    """``[sqrt(w) unit(A); sqrt(1 - w) unit(B)]`` per row (numpy, or torch in B's dtype): the cosine
+    of two such vectors is ``w cos_A + (1 - w) cos_B``."""
+    if isinstance(first, np.ndarray):
+        return np.concatenate([unit(first) * weight**0.5, unit(second) * (1.0 - weight) ** 0.5], axis=1)
+    import torch
+
+    own = unit(first.float()).to(second.dtype) * weight**0.5
+    return torch.cat([own, unit(second) * (1.0 - weight) ** 0.5], dim=-1)
+
+
+# ---------------------------------------------------------------------------- the knobs and refusals
+def check_llm_weight(llm_weight: float | None) -> float | None:
+    """None (the model's own) or the LLM space's share of the score, in [0, 1]."""
+    if llm_weight is not None and not 0.0 <= float(llm_weight) <= 1.0:
+        raise InstEmbError(
+            f"llm_weight={llm_weight} is outside [0, 1]: it is the LLM space's share of the score "
+            "(1: the LLM alone, 0: the sentence encoder alone)."
+        )
+    return None if llm_weight is None else float(llm_weight)
+
+
+def check_instruction_strength(strength: float | None) -> float | None:
+    """None (the model's default) or a finite strength in [0, 10]."""
+    if strength is None:
+        return None
+    try:
+        value = float(strength)
+    except (TypeError, ValueError):
+        raise InstEmbError(f"instruction_strength={strength!r} is not a number.") from None
+    if not (math.isfinite(value) and 0.0 <= value <= MAX_INSTRUCTION_STRENGTH):
+        raise InstEmbError(
+            f"instruction_strength={strength} is outside [0, {MAX_INSTRUCTION_STRENGTH:g}]: it is how much "
+            "the instruction moves the ranking (0: plain search by the sentence encoder, about 1-3: the "
+            "instruction decides between passages on the same topic)."
+        )
+    return value
+
+
+def refuse_document_instruction(instruction: str | None, embedded_by: str, arrangement: str = "") -> None:
+    """A sentence encoder reads no instruction: a document instruction would be silently dropped.
+    ``arrangement`` names the kind of encoder in the message (``two-tower``)."""
+    if instruction is not None and instruction.strip():
+        kind = f" ({arrangement})" if arrangement else ""
+        raise InstEmbError(
+            f"This encoder{kind} embeds documents with a sentence encoder ({embedded_by}) that reads no "
+            f"instruction, so a document instruction ({instruction!r}) has no meaning. Put the "
+            "instruction on the query (encode_queries / --instruction) instead."
+        )
