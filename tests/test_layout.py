@@ -30,8 +30,8 @@ LAYERS: list[set[str]] = [
     # the loss functions the model is trained with
     {"losses"},
     # what uses the model: indexing and search, training, evaluation, other libraries' loaders
-    # (interop: sentence-transformers)
-    {"index", "training", "eval", "interop"},
+    # (interop: sentence-transformers), a query's inputs checked once where they enter (queries)
+    {"index", "training", "eval", "interop", "queries"},
     # the HTTP server over an index or an encoder
     {"serve"},
     # entry points and tooling over everything below

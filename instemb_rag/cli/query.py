@@ -100,17 +100,19 @@ def query_command(
     from rich.console import Console
 
     from ..errors import InstEmbError
-    from ..index import BadInputError, Index, parse_filters
+    from ..index import Index, parse_filters
     from ..index.display import hits_table
     from ..index.errors import EncoderMismatchError
     from ..index.manifest import model_label
-    from ..instructions import normalize_instruction
+    from ..queries import Query
 
     console = Console(stderr=as_json)
     try:
-        if not text.strip():
-            raise BadInputError('The query is empty: give the text to search for, e.g. instemb-rag query "light tent".')
-        instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
+        # Checked once, here: a blank instruction is none, the knobs in range (typer bounds them too).
+        query = Query.checked(
+            text, instruction, llm_weight, instruction_strength, example='instemb-rag query "light tent"'
+        )
+        instruction = query.instruction
         parsed = parse_filters(filters)
         encoder = None
         if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
@@ -128,17 +130,8 @@ def query_command(
             device=device,
         )
         with index:
-            hits = index.search(
-                text,
-                instruction,
-                k=k,
-                filter=parsed,
-                hybrid=hybrid and hybrid.value,
-                hybrid_weight=hybrid_weight,
-                llm_weight=llm_weight,
-                instruction_strength=instruction_strength,
-            )
-            explanations = index.explain(text, instruction, hits, llm_weight, instruction_strength) if explain else None
+            hits = index.search(query, k=k, filter=parsed, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight)
+            explanations = index.explain(query, None, hits) if explain else None
             spaces = 2 if index.query_knob is not None else 1
             explained = EXPLAINED_EFFECT if index.query_knob == "instruction_strength" else EXPLAINED[spaces]
             if spaces == 1 and hybrid is not None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encoder.protocol import Encoder
-from ..instructions import normalize_instruction
+from ..encoder.protocol import Encoder, query_knob
+from ..queries import EmptyQueryError, Query, QueryKnobs
 from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
@@ -24,7 +24,7 @@ from .manifest import Manifest, check_encoder, read_manifest
 from .options import StoreOptions
 from .stores import open_store
 
-__all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters", "weighs_two_spaces"]
+__all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters"]
 
 FILTER_KEYS = ("source",)
 
@@ -48,13 +48,6 @@ class SearchHit:
         if self.dense_rank is None and self.lexical_rank is None:  # dense search: the fields it always had
             del found["dense_rank"], found["lexical_rank"]
         return found
-
-
-def weighs_two_spaces(encoder) -> bool:
-    """Whether ``encoder`` takes a query-time weight between two spaces (encoder/protocol.py)."""
-    from ..encoder.protocol import takes_llm_weight
-
-    return takes_llm_weight(encoder)
 
 
 # The query-time knobs (encoder/protocol.py's query_knob): the option that sets it, what it does,
@@ -170,47 +163,51 @@ class Index:
     # ------------------------------------------------------------------ search
     def encode_query(
         self,
-        query: str,
+        query: str | Query,
         instruction: str | None = None,
         llm_weight: float | None = None,
         instruction_strength: float | None = None,
     ) -> np.ndarray:
         """The query's vector; ``llm_weight`` (two-space models only) fixes the LLM space's share,
         ``instruction_strength`` (instruction-effect models only) how much the instruction moves it."""
-        if not isinstance(query, str) or not query.strip():
-            raise BadInputError("The query is empty: give the text to search for.")
+        return self._embed(self._require(self._query(query, instruction, llm_weight, instruction_strength)))
+
+    def _embed(self, query: Query) -> np.ndarray:
         if self.encoder is None:
             raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        knobs = self.query_knobs(llm_weight, instruction_strength)
-        return self.encoder.encode_queries([query], normalize_instruction(instruction), **knobs)[0]
+        return self.encoder.encode_queries([query.text], query.instruction, **query.knobs.given())[0]
 
     @property
     def query_knob(self) -> str | None:
         """The query-time knob of the index's encoder: "llm_weight" (a two-space model),
         "instruction_strength" (an instruction-effect model) or None (encoder/protocol.py)."""
-        from ..encoder.protocol import query_knob
-
         return None if self.encoder is None else query_knob(self.encoder)
-
-    def query_knobs(self, llm_weight: float | None = None, instruction_strength: float | None = None) -> dict:
-        """The knobs given, as keyword arguments of the encoder's ``encode_queries`` and ``explain``;
-        a knob the encoder does not take is refused, saying what the model is."""
-        given = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
-        knobs = {knob: value for knob, value in given.items() if value is not None}
-        for knob in knobs:
-            self._check_knob(knob)
-        return knobs
 
     @property
     def two_spaces(self) -> bool:
         """Whether the encoder ranks by two spaces with a query-time weight (a two-space model:
         encoder/composed/), rather than by one cosine."""
-        return self.encoder is not None and weighs_two_spaces(self.encoder)
+        return self.query_knob == "llm_weight"
 
-    def _check_knob(self, knob: str) -> None:
+    @staticmethod
+    def _query(query: str | Query, instruction: str | None, llm_weight, instruction_strength) -> Query:
+        """The query as it enters search and explain: a Query as given (checked where it was made:
+        the command line, the server), or a text checked here (queries.py)."""
+        if isinstance(query, Query):
+            if instruction is not None or llm_weight is not None or instruction_strength is not None:
+                raise BadInputError("A Query carries its instruction and knobs: give them in it, not beside it.")
+            return query
+        try:
+            return Query.checked(query, instruction, llm_weight, instruction_strength)
+        except EmptyQueryError as error:
+            raise BadInputError(str(error)) from None
+
+    def _require(self, query: Query) -> Query:
+        """The query, if the encoder takes each knob it gives; else refused, saying what the model is."""
+        knob = query.knobs.refused_by(self.encoder)
+        if knob is None:
+            return query
         has = self.query_knob
-        if has == knob:
-            return
         option, what, kind = KNOBS[knob]
         if has is not None:
             other = KNOBS[has][0]
@@ -223,7 +220,7 @@ class Index:
 
     def explain(
         self,
-        query: str,
+        query: str | Query,
         instruction: str | None,
         hits: list[SearchHit],
         llm_weight: float | None = None,
@@ -237,13 +234,15 @@ class Index:
         ``instruction_strength`` it was taken at, ``combined`` = plain + instruction (what ranks) and
         the ``score`` (the unit query's cosine), the same way.
         A model of one space, from the search itself (nothing computed twice): its ``cosine``, the
-        hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``."""
-        instruction = normalize_instruction(instruction)
-        knobs = self.query_knobs(llm_weight, instruction_strength)
+        hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``.
+        ``query`` may be a ``Query`` (queries.py) carrying its instruction and knobs."""
+        given = self._require(self._query(query, instruction, llm_weight, instruction_strength))
         if not hits:
             return []
         if self.query_knob is not None:
-            return self.encoder.explain(query, instruction, [hit.text for hit in hits], **knobs)
+            return self.encoder.explain(
+                given.text, given.instruction, [hit.text for hit in hits], **given.knobs.given()
+            )
         return [
             {"cosine": hit.score}
             if hit.dense_score is None and hit.lexical_score is None
@@ -253,7 +252,7 @@ class Index:
 
     def search(
         self,
-        query: str | np.ndarray,
+        query: str | Query | np.ndarray,
         instruction: str | None = None,
         k: int = 5,
         filter: dict[str, str] | None = None,
@@ -272,25 +271,27 @@ class Index:
         rest the sentence encoder's; None: the model's own (per-query) weight.
         ``instruction_strength`` (instruction-effect models only, 0..10) is how much the instruction
         moves the ranking (0: plain search by the sentence encoder); None: the model's default. The
-        stored vectors are the same for every weight and strength: nothing is re-indexed."""
+        stored vectors are the same for every weight and strength: nothing is re-indexed.
+        ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made)."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
-        instruction = normalize_instruction(instruction)  # "" and whitespace: no instruction, as everywhere
         hybrid, weight = check_hybrid(hybrid, hybrid_weight)
-        if hybrid is not None and not isinstance(query, str):
+        text = isinstance(query, (str, Query))
+        if hybrid is not None and not text:
             raise BadInputError(
                 "Hybrid search needs the query text (its words go to the full-text index), not a vector."
             )
-        for knob, value in (("llm_weight", llm_weight), ("instruction_strength", instruction_strength)):
-            if value is not None and (query_vector is not None or not isinstance(query, str)):
+        given = self._query(query, instruction, llm_weight, instruction_strength) if text else None
+        for knob in (QueryKnobs(llm_weight, instruction_strength) if given is None else given.knobs).given():
+            if query_vector is not None or given is None:
                 raise BadInputError(
                     f"{knob} applies when the index embeds the query text; a query vector is already "
                     f"embedded: embed it with encoder.encode_queries(..., {knob}=...) instead."
                 )
         if query_vector is not None:
             vector = np.asarray(query_vector, np.float32)
-        elif isinstance(query, str):
-            vector = self.encode_query(query, instruction, llm_weight, instruction_strength)
+        elif given is not None:
+            vector = self._embed(self._require(given))
         else:
             vector = np.asarray(query, np.float32)
         if vector.shape != (self.manifest.dimension,):
@@ -302,7 +303,7 @@ class Index:
             if hybrid is None:
                 ranked = [(chunk_id, score) for chunk_id, score in self._ranked(vector, k, sources)]
             else:
-                ranked = self._hybrid(vector, query, instruction, k, sources, hybrid, weight)
+                ranked = self._hybrid(vector, given.text, given.instruction, k, sources, hybrid, weight)
             rows = self.catalog.rows([chunk_id for chunk_id, *_ in ranked])
         return [
             SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, *sides)

@@ -24,6 +24,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..encoder.protocol import LocalEncoder
+from ..queries import QueryKnobs
 
 Kind = Literal["query", "document"]
 
@@ -65,16 +66,10 @@ class _Job:
     kind: Kind
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
-    llm_weight: float | None = None  # queries of a two-space model: the LLM space's share (None: its own)
-    instruction_strength: float | None = None  # queries of an instruction-effect model (None: its own)
+    # Queries: a two-space model's llm_weight, an instruction-effect model's instruction_strength
+    # (None: the model's own). Jobs share an encoder call only when these are equal.
+    knobs: QueryKnobs = field(default_factory=QueryKnobs)
     enqueued: float = field(default_factory=time.monotonic)
-
-
-def _knobs(job: _Job) -> dict[str, float]:
-    """The query-time knobs a job was given (keyword arguments of ``encode_queries``): jobs share
-    an encoder call only when these are equal."""
-    given = {"llm_weight": job.llm_weight, "instruction_strength": job.instruction_strength}
-    return {knob: value for knob, value in given.items() if value is not None}
 
 
 def _resolve(future: asyncio.Future, value=None, error: BaseException | None = None) -> None:
@@ -154,7 +149,8 @@ class DynamicBatcher:
         if instruction_strength is not None and kind != "query":
             raise ValueError("instruction_strength moves a query; documents take none.")
         loop = asyncio.get_running_loop()
-        job = _Job(texts, instructions, kind, loop, loop.create_future(), llm_weight, instruction_strength)
+        knobs = QueryKnobs(llm_weight, instruction_strength)  # as the route checked them (queries.py)
+        job = _Job(texts, instructions, kind, loop, loop.create_future(), knobs)
         with self._condition:
             if self._closed:
                 raise BatcherClosedError(
@@ -185,7 +181,7 @@ class DynamicBatcher:
         for job in list(self._jobs):
             if room <= 0:
                 break
-            if job.kind == first.kind and _knobs(job) == _knobs(first) and len(job.texts) <= room:
+            if job.kind == first.kind and job.knobs == first.knobs and len(job.texts) <= room:
                 self._jobs.remove(job)
                 taken.append(job)
                 room -= len(job.texts)
@@ -218,7 +214,7 @@ class DynamicBatcher:
         texts = [text for job in batch for text in job.texts]
         instructions = [instruction for job in batch for instruction in job.instructions]
         try:
-            vectors = self._encode(batch[0].kind, texts, instructions, **_knobs(batch[0]))
+            vectors = self._encode(batch[0].kind, texts, instructions, **batch[0].knobs.given())
             tokens = self._tokens(batch[0].kind, texts, instructions)
         except BaseException as error:  # noqa: BLE001 - every waiting request gets the error
             for job in batch:

@@ -10,9 +10,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..queries import KnobError
 from .schemas import ErrorResponse
 
-__all__ = ["ERROR_RESPONSES", "APIError", "bad_request", "install_error_handlers", "too_large", "unavailable"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "APIError",
+    "bad_request",
+    "install_error_handlers",
+    "knob_refused",
+    "too_large",
+    "unavailable",
+]
 
 
 class APIError(Exception):
@@ -37,6 +46,12 @@ class APIError(Exception):
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
     return APIError(400, message, param=param, code=code)
+
+
+def knob_refused(error: KnobError) -> APIError:
+    """A query-time knob out of its range (the request schema's check) or given to a model without
+    it (the route's): a 400 naming the field, with the knob's own message (queries.py)."""
+    return bad_request(str(error), param=error.knob, code=error.code)
 
 
 def too_large(message: str, param: str | None = None) -> APIError:
@@ -66,10 +81,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _api_error(request: Request, error: APIError) -> JSONResponse:
         return error.response()
 
+    @app.exception_handler(KnobError)
+    async def _knob_error(request: Request, error: KnobError) -> JSONResponse:
+        return knob_refused(error).response()
+
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
         first = problems[0] if problems else {}
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, KnobError):  # a knob out of range: its own words, not pydantic's
+            return knob_refused(cause).response()
         if first.get("type") == "json_invalid":
             position = first.get("loc", ("body", "?"))[-1]
             return bad_request(

@@ -24,11 +24,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ..encoder.protocol import query_knob
 from ..errors import InstEmbError
 from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
 from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
 from ..instructions import normalize_instruction, per_item_instructions
+from ..queries import MAX_INSTRUCTION_STRENGTH, Query, QueryKnobs
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
 from .schemas import (
@@ -46,15 +48,11 @@ from .state import ServeOptions, ServerState
 
 __all__ = [
     "check_document_instructions",
-    "check_instruction_strength",
-    "check_llm_weight",
     "check_search",
     "input_texts",
     "per_input_instructions",
     "router",
     "server_state",
-    "takes_instruction_strength",
-    "takes_llm_weight",
 ]
 
 router = APIRouter()
@@ -90,11 +88,10 @@ async def encode(
     texts: list[str],
     instructions: list[str | None],
     kind: str,
-    llm_weight: float | None = None,
-    instruction_strength: float | None = None,
+    knobs: QueryKnobs = QueryKnobs(),
 ):
     try:
-        return await state.batcher.submit(texts, instructions, kind, llm_weight, instruction_strength)
+        return await state.batcher.submit(texts, instructions, kind, **knobs.given())
     except (QueueFullError, BatcherClosedError) as error:
         raise unavailable(str(error)) from None
     except InstEmbError as error:
@@ -132,9 +129,9 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
                     'Send it with "input_type": "query" (or leave it out).',
                     param=knob,
                 )
-    check_llm_weight(state.encoder, body.llm_weight)
-    strength = check_instruction_strength(state.encoder, body.instruction_strength)
-    result = await encode(state, texts, instructions, body.input_type, body.llm_weight, strength)
+    # In range (the request schema); a knob the model lacks: KnobError, a 400 (errors.py).
+    knobs = QueryKnobs(body.llm_weight, body.instruction_strength).require(state.encoder)
+    result = await encode(state, texts, instructions, body.input_type, knobs)
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
         for i, vector in enumerate(result.vectors)
@@ -168,16 +165,18 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
             code="no_index",
         )
     check_search(body, options)
-    check_llm_weight(state.encoder, body.llm_weight)
-    strength = check_instruction_strength(state.encoder, body.instruction_strength)
-    instruction = normalize_instruction(body.instruction)  # "" and whitespace: no instruction, as everywhere
-    result = await encode(state, [body.query], [instruction], "query", body.llm_weight, strength)
+    # The query as it entered, typed: "" and whitespace are no instruction, as everywhere; the knobs
+    # in range (the request schema) and the model's own (a KnobError is a 400: errors.py).
+    knobs = QueryKnobs(body.llm_weight, body.instruction_strength).require(state.encoder)
+    query = Query(body.query, normalize_instruction(body.instruction), knobs)
+    instruction = query.instruction
+    result = await encode(state, [query.text], [instruction], "query", knobs)
     try:
         hits = await state.on_index_thread(
             functools.partial(
                 state.index.search,
-                body.query,
-                instruction,
+                Query(query.text, instruction),  # embedded already, under the knobs
+                None,
                 body.k,
                 body.filter or None,
                 hybrid=body.hybrid,
@@ -186,11 +185,7 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
             )
         )
         explanations = (
-            await state.on_index_thread(
-                functools.partial(
-                    state.index.explain, body.query, instruction, hits, body.llm_weight, instruction_strength=strength
-                )
-            )
+            await state.on_index_thread(functools.partial(state.index.explain, query, None, hits))
             if body.explain
             else None
         )
@@ -207,10 +202,7 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
         hit["explain"] = explained
     if body.hybrid is not None:
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
-    if body.llm_weight is not None:
-        document["llm_weight"] = body.llm_weight
-    if strength is not None:
-        document["instruction_strength"] = strength
+    document.update(knobs.given())
     return JSONResponse(document)
 
 
@@ -289,46 +281,21 @@ def model_card(state: ServerState) -> dict:
     }
 
 
-def takes_llm_weight(encoder: Any) -> bool:
-    """Whether the encoder has the ``llm_weight`` knob (encoder/protocol.py: the one rule)."""
-    from ..encoder.protocol import takes_llm_weight as declared
-
-    return declared(encoder)
-
-
 def llm_weight_knob(encoder: Any) -> dict | None:
     """The model card's ``llm_weight``: None without the knob, else the weight a query gets when a
     request gives none (None: the model's gate sets one per query)."""
-    if not takes_llm_weight(encoder):
+    if query_knob(encoder) != "llm_weight":
         return None
     default = None if getattr(encoder, "gate", None) is not None else getattr(encoder, "llm_weight", None)
     return {"default": default}
 
 
-def takes_instruction_strength(encoder: Any) -> bool:
-    """Whether the encoder has the ``instruction_strength`` knob (encoder/protocol.py: the one rule)."""
-    from ..encoder.protocol import takes_instruction_strength as declared
-
-    return declared(encoder)
-
-
 def instruction_strength_knob(encoder: Any) -> dict | None:
     """The model card's ``instruction_strength``: None without the knob, else the strength a query
     gets when a request gives none, and the largest one taken."""
-    if not takes_instruction_strength(encoder):
+    if query_knob(encoder) != "instruction_strength":
         return None
-    from ..encoder.composed.effect import MAX_INSTRUCTION_STRENGTH
-
     return {"default": encoder.instruction_strength, "maximum": MAX_INSTRUCTION_STRENGTH}
-
-
-def model_in_words(encoder: Any) -> str:
-    """What the model is, by the query-time knob it has (for a refused knob's message)."""
-    if takes_llm_weight(encoder):
-        return "a two-space model, whose query-time knob is llm_weight (the LLM space's share of the score)"
-    if takes_instruction_strength(encoder):
-        return "an instruction-effect model, whose query-time knob is instruction_strength"
-    return "a model of one space, with no query-time knob"
 
 
 def check_model(options: ServeOptions, model: str | None) -> None:
@@ -405,47 +372,6 @@ def check_document_instructions(encoder: Any, instructions: list[str | None]) ->
             side.refuse_instruction(instruction)
         except InstEmbError as error:
             raise bad_request(str(error), param="instruction", code="document_instruction_unsupported") from None
-
-
-def check_llm_weight(encoder: Any, llm_weight: float | None) -> None:
-    """``llm_weight`` in [0, 1], on a model that has the knob (400 before the request joins a batch)."""
-    if llm_weight is None:
-        return
-    if not takes_llm_weight(encoder):
-        raise bad_request(
-            f"llm_weight={llm_weight}, but this model is {model_in_words(encoder)}: llm_weight (the LLM "
-            "space's share of the score) applies to a two-space model (an LLM and a sentence encoder side "
-            "by side) only. Leave it out.",
-            param="llm_weight",
-            code="llm_weight_unsupported",
-        )
-    if not 0.0 <= llm_weight <= 1.0:
-        raise bad_request(
-            f"llm_weight={llm_weight}: give the LLM space's share of the score, between 0 and 1 (1: the LLM "
-            "alone, 0: the sentence encoder alone; leave it out for the model's own).",
-            param="llm_weight",
-        )
-
-
-def check_instruction_strength(encoder: Any, strength: float | None) -> float | None:
-    """``instruction_strength`` in [0, 10], on a model that has the knob (400 before the request
-    joins a batch); the range is the encoder's own check (encoder/composed/effect.py)."""
-    if strength is None:
-        return None
-    if not takes_instruction_strength(encoder):
-        raise bad_request(
-            f"instruction_strength={strength}, but this model is {model_in_words(encoder)}: "
-            "instruction_strength (how much the instruction moves the ranking) applies to an "
-            "instruction-effect model only. Leave it out.",
-            param="instruction_strength",
-            code="instruction_strength_unsupported",
-        )
-    from ..encoder.composed.effect import check_instruction_strength as in_range
-
-    try:
-        return in_range(strength)
-    except InstEmbError as error:
-        raise bad_request(str(error), param="instruction_strength") from None
 
 
 def check_search(body: SearchRequest, options: ServeOptions) -> None:

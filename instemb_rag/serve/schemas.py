@@ -10,10 +10,12 @@ param, code}}.
 from __future__ import annotations
 
 import base64
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..queries import check_instruction_strength, check_llm_weight
 
 __all__ = [
     "API_KEY_ENV",
@@ -41,6 +43,12 @@ __all__ = [
 API_KEY_ENV = "INSTEMB_API_KEY"
 
 # ------------------------------------------------------------------ /v1/embeddings
+
+
+# A query's knobs, checked here, where a request enters (queries.py): a value out of range is a
+# KnobError, answered with a 400 that names the field (errors.py); the routes take them as given.
+LLMWeight = Annotated[float | None, AfterValidator(check_llm_weight)]
+InstructionStrength = Annotated[float | None, AfterValidator(check_instruction_strength)]
 
 
 class EmbeddingRequest(BaseModel):
@@ -78,13 +86,13 @@ class EmbeddingRequest(BaseModel):
         "document: documents (encode_documents; a model whose documents a sentence encoder embeds takes no "
         "instruction for them: GET /v1/models, document_instruction).",
     )
-    llm_weight: float | None = Field(
+    llm_weight: LLMWeight = Field(
         None,
         description="Queries of a two-space model (GET /v1/models gives llm_weight): the LLM space's share of "
         "the score, 0..1 (1: the LLM alone, 0: the sentence encoder alone); null = the model's own. Documents "
         "are stored with both halves, so any weight searches the same index.",
     )
-    instruction_strength: float | None = Field(
+    instruction_strength: InstructionStrength = Field(
         None,
         description="Queries of an instruction-effect model (GET /v1/models gives instruction_strength): how much "
         "the instruction moves the ranking, 0..10 (0: plain search by the sentence encoder, about 1-3: the "
@@ -145,12 +153,12 @@ class SearchRequest(BaseModel):
     hybrid_weight: float | None = Field(
         None, description="With hybrid: the full-text side's share, 0..1 (null = the default, 0.5)."
     )
-    llm_weight: float | None = Field(
+    llm_weight: LLMWeight = Field(
         None,
         description="A two-space model's query: the LLM space's share of the dense score, 0..1 (null = the "
         "model's own); see /v1/embeddings.",
     )
-    instruction_strength: float | None = Field(
+    instruction_strength: InstructionStrength = Field(
         None,
         description="An instruction-effect model's query: how much the instruction moves the ranking, 0..10 "
         "(0: plain search; null = the model's own); see /v1/embeddings.",
