@@ -32,8 +32,9 @@ LAYERS: list[set[str]] = [
     # what uses the model: indexing and search, training, evaluation, other libraries' loaders
     # (interop: sentence-transformers), a query's inputs checked once where they enter (queries)
     {"index", "training", "eval", "interop", "queries"},
-    # the HTTP server over an index or an encoder
-    {"serve"},
+    # the HTTP server over an index or an encoder, and what an application embedding through
+    # instemb-rag holds (client: the server's client, the embedder with its caches and limits)
+    {"serve", "client"},
     # entry points and tooling over everything below
     {"cli", "tools"},
 ]

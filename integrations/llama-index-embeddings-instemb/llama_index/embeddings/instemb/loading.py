@@ -28,7 +28,7 @@ def load_encoder(
     encoder (its own settings), or one loaded from model_path (None: the default model)."""
     _check_sources(model_path, encoder, base_url, asked)
     if base_url is not None:
-        from .remote import RemoteEncoder
+        from instemb_rag.client.remote import RemoteEncoder
 
         return RemoteEncoder(base_url, api_key=api_key, timeout=timeout), asked
     if encoder is not None:

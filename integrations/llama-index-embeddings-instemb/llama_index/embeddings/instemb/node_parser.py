@@ -71,9 +71,8 @@ def node_parser_for(
     **kwargs: Any,
 ) -> InstEmbNodeParser:
     """InstEmbEmbedding.node_parser: sized to what the model reads, on its own tokenizer."""
+    from instemb_rag.client.limits import document_reader, document_tokenizer
     from instemb_rag.index.options import IndexOptions
-
-    from .limits import document_reader, document_tokenizer
 
     limit = embed_model.document_token_limit
     chunk_size = embed_model.recommended_chunk_size if chunk_size is None else chunk_size

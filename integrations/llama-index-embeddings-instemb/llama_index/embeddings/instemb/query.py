@@ -7,6 +7,10 @@ InstEmbEmbedding embeds each under the instruction it carries. A stock VectorInd
 query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction. A
 two-space model's ``llm_weight`` (the LLM space's share of the score) and an instruction-effect
 model's ``instruction_strength`` (how much the instruction moves the ranking) ride along the same way.
+
+Both are entries: a bundle's instruction must be text, and the knobs of a bundle or an
+InstructedText are checked in range when it is made (instemb_rag.queries), and carried typed
+(``InstructedText.knobs``) to the embedding call, which adds only the model's own check.
 """
 
 from __future__ import annotations
@@ -16,8 +20,7 @@ from dataclasses import dataclass
 from llama_index.core.schema import QueryBundle
 
 from instemb_rag import normalize_instruction
-
-from .weights import check_instruction_strength, check_llm_weight
+from instemb_rag.queries import QueryKnobs
 
 
 class InstructedText(str):
@@ -29,8 +32,7 @@ class InstructedText(str):
     """
 
     instruction: str | None
-    llm_weight: float | None
-    instruction_strength: float | None
+    knobs: QueryKnobs
 
     def __new__(
         cls,
@@ -41,9 +43,16 @@ class InstructedText(str):
     ) -> InstructedText:
         made = super().__new__(cls, text)
         made.instruction = instruction
-        made.llm_weight = llm_weight
-        made.instruction_strength = instruction_strength
+        made.knobs = QueryKnobs.checked(llm_weight, instruction_strength)
         return made
+
+    @property
+    def llm_weight(self) -> float | None:
+        return self.knobs.llm_weight
+
+    @property
+    def instruction_strength(self) -> float | None:
+        return self.knobs.instruction_strength
 
     def __reduce__(self):
         return InstructedText, (str(self), self.instruction, self.llm_weight, self.instruction_strength)
@@ -64,6 +73,11 @@ def instruction_strength_of(text: str) -> float | None:
     return getattr(text, "instruction_strength", None)
 
 
+def knobs_of(text: str) -> QueryKnobs:
+    """The knobs a query string carries, checked when it was made (none: the embedding model's)."""
+    return getattr(text, "knobs", None) or QueryKnobs()
+
+
 @dataclass
 class InstructionQueryBundle(QueryBundle):
     """QueryBundle + ``instruction`` (None: the embedding model's ``query_instruction``; "": none).
@@ -82,8 +96,8 @@ class InstructionQueryBundle(QueryBundle):
     def __post_init__(self) -> None:
         if self.instruction is not None:
             normalize_instruction(self.instruction)  # refuses a non-string with a clear message
-        self.llm_weight = check_llm_weight(self.llm_weight)
-        self.instruction_strength = check_instruction_strength(self.instruction_strength)
+        knobs = QueryKnobs.checked(self.llm_weight, self.instruction_strength)
+        self.llm_weight, self.instruction_strength = knobs.llm_weight, knobs.instruction_strength
 
     @property
     def embedding_strs(self) -> list[str]:

@@ -17,7 +17,6 @@ index folder written by ``instemb-rag index``:
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,9 +31,15 @@ from instemb_rag.errors import InstEmbError
 from .base import InstEmbEmbedding
 from .filters import allowed_sources, as_index_filter
 from .query import InstructionQueryBundle
-from .weights import require_instruction_strength, require_llm_weight
 
 _UNSET: Any = object()
+
+# What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
+RECORDED_ADVICE = (
+    "Pass the model it was built with: embed_model=InstEmbEmbedding(model_path, pooling=..., "
+    "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
+    "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
+)
 
 
 class SearchBackend(Protocol):
@@ -223,17 +228,19 @@ class InstEmbRetriever(BaseRetriever):
         Call ``close()`` (or use ``with``) to release an index folder the retriever opened.
         """
         from instemb_rag.index import Index
+        from instemb_rag.index.recorded import recorded_encoder, reloadable_reference
 
         owns_index = not isinstance(index, Index)
         if owns_index:
-            encoder = _recorded_encoder(Path(index), device) if embed_model is None else embed_model.encoder
+            # The folder's recorded model, loaded once and checked against the folder's fingerprint.
+            encoder = recorded_encoder(index, device, RECORDED_ADVICE) if embed_model is None else embed_model.encoder
             index = Index.open(index, encoder=encoder, device=device)
         elif embed_model is not None and index.encoder is not None:
             _check_same_encoder(embed_model, index.encoder.document_side.fingerprint)
         if embed_model is None:
             if index.encoder is None:
                 raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
-            embed_model = InstEmbEmbedding.from_encoder(index.encoder, model_path=_reloadable_reference(index))
+            embed_model = InstEmbEmbedding.from_encoder(index.encoder, model_path=reloadable_reference(index))
         settings = None
         if hybrid is not None or hybrid_weight is not None:
             settings = {
@@ -284,11 +291,8 @@ class InstEmbRetriever(BaseRetriever):
         llm_weight: float | None,
         instruction_strength: float | None = None,
     ) -> QueryBundle:
-        bundle = bundle_with_instruction(query, instruction, llm_weight, instruction_strength)
-        encoder = self.embed_model.encoder  # a knob the model lacks is refused before any search
-        require_llm_weight(encoder, getattr(bundle, "llm_weight", None))
-        require_instruction_strength(encoder, getattr(bundle, "instruction_strength", None))
-        return bundle
+        # The bundle checks its instruction and knobs; the embedding call, that the model takes them.
+        return bundle_with_instruction(query, instruction, llm_weight, instruction_strength)
 
     # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -363,55 +367,6 @@ def _with_embedding(query_bundle: QueryBundle, embedding: list[float]) -> Instru
         llm_weight=getattr(query_bundle, "llm_weight", None),
         instruction_strength=getattr(query_bundle, "instruction_strength", None),
     )
-
-
-def _recorded_encoder(index_dir: Path, device: str) -> Any:
-    """The encoder an index folder records, loaded as Index.open would load it, or an error that
-    says why it cannot be: the folder records the model (a path, "default", or the Python API's
-    IndexOptions.model_label) but not the settings it ran with. None: no index there (Index.open
-    says so)."""
-    from instemb_rag import InstEmbEncoder
-    from instemb_rag.errors import ModelNotFoundError
-    from instemb_rag.index import read_manifest
-
-    manifest = read_manifest(index_dir)
-    if manifest is None:
-        return None
-    reference = manifest.encoder_reference
-    advice = (
-        "Pass the model it was built with: embed_model=InstEmbEmbedding(model_path, pooling=..., "
-        "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
-        "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
-    )
-    try:
-        encoder = InstEmbEncoder.from_pretrained(None if reference == "default" else reference, device=device)
-    except ModelNotFoundError as error:
-        raise InstEmbError(
-            f"The index in {index_dir} records its model as {reference!r}, which cannot be loaded here "
-            f"({error}). An index built through the Python API records IndexOptions.model_label there, "
-            f"not a model folder. {advice}"
-        ) from None
-    if encoder.fingerprint != manifest.encoder_fingerprint:
-        settings = ", ".join(f"{name}={value!r}" for name, value in encoder.settings.get_config_dict().items())
-        raise InstEmbError(
-            f"The index in {index_dir} was embedded by encoder {manifest.encoder_fingerprint}, but its recorded "
-            f"model {reference!r}, loaded with its own settings ({settings}), is encoder {encoder.fingerprint}. "
-            "The folder records the model, not the settings it ran with: an index built through the Python API "
-            f"with other settings (or other weights under the same label) cannot be reopened from the folder alone. "
-            f"{advice}"
-        )
-    return encoder
-
-
-def _reloadable_reference(index: Any) -> str | None:
-    """Where the index's encoder loads from (None: the default), for the embedding's to_dict.
-
-    The manifest records the --model path, resolved, or "default"; a label that is no folder
-    here gives None, and from_dict then refuses the default model by its fingerprint."""
-    reference = index.manifest.encoder_model()
-    if reference is None or not Path(reference).exists():
-        return None
-    return reference
 
 
 def _check_same_encoder(embed_model: InstEmbEmbedding, documents_fingerprint: str) -> None:

@@ -1,4 +1,5 @@
-"""Caches: an in-memory LRU of query embeddings, and document embeddings in a LlamaIndex KV store.
+"""Caches: an in-memory LRU of query embeddings, and document embeddings in a key-value store
+(LlamaIndex's ``BaseKVStore`` interface: ``get(key, collection=)``, ``put_all(pairs, collection=)``).
 
 An InstEmb query embedding depends on the query text, its instruction and the encoder's
 weights (and, for a two-space model, the ``llm_weight`` it was asked under, for an

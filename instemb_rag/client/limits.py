@@ -5,9 +5,10 @@ and the look-ahead slots always fit, and the text is cut to what is left (templa
 text loses everything past that point without a word from the model, so two chunks that differ
 only after it get the same vector. This module counts, with the encoder's own tokenizer and
 template, how many tokens of text fit, and builds the warning an embedding call gives when a text
-is cut (once per call, naming the longest text, its length and the limit).
+is cut (once per call, naming the longest text, its length and the limit, and the caller's advice:
+the LlamaIndex integration's names its node parser).
 
-Only a local encoder can count (a ``base_url`` server's tokenizer is not here). Queries are
+Only a local encoder can count (a RemoteEncoder's server holds the tokenizer). Queries are
 counted with the encoder's tokenizer, template and max_length, which is what ``encode_queries``
 reads. Documents are counted on the encoder's document side (``encoder.document_side``,
 instemb_rag/encoder/sides.py), whatever parts embed them (the LLM, a two-tower model's sentence
@@ -72,8 +73,19 @@ def document_reader(encoder: Any) -> str:
     return f"{name}, max_length={document_max_length(encoder)} less its template and special tokens"
 
 
-def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence[str | None], kind: str) -> None:
-    """One TruncationWarning for the call when any text is longer than the encoder reads."""
+DOCUMENT_ADVICE = "Split documents into chunks of at most {limit} tokens, which the model reads whole."
+QUERY_ADVICE = "Shorten the query (or its instruction)."
+
+
+def warn_if_truncated(
+    encoder: Any,
+    texts: Sequence[str],
+    instructions: Sequence[str | None],
+    kind: str,
+    document_advice: str = DOCUMENT_ADVICE,
+) -> None:
+    """One TruncationWarning for the call when any text is longer than the encoder reads;
+    ``document_advice`` says what to do about a document ({limit}: the tokens it reads)."""
     if not texts or not can_count(encoder):
         return
     if kind == "document":
@@ -91,12 +103,7 @@ def warn_if_truncated(encoder: Any, texts: Sequence[str], instructions: Sequence
         return
     lost, count, limit, position = max(cut)
     start = " ".join(str(texts[position]).split())[:60]
-    advice = (
-        "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
-        f"(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
-        if kind == "document"
-        else "Shorten the query (or its instruction)."
-    )
+    advice = document_advice.format(limit=limit) if kind == "document" else QUERY_ADVICE
     plural = {"document": "documents", "query": "queries"}[kind]
     if kind == "document":
         reader = f"what embeds documents: {document_reader(encoder)}"
@@ -124,6 +131,7 @@ def _callers_stacklevel() -> int:
 
 
 def require_local(encoder: Any, what: str) -> None:
+    """``what`` counts tokens: a RemoteEncoder (no tokenizer here) is refused, saying what to do."""
     if not can_count(encoder):
         raise InstEmbError(
             f"{what} needs the model's tokenizer, which a base_url embedding does not load. Use a local "

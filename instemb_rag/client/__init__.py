@@ -1,0 +1,15 @@
+"""What an application that embeds through instemb-rag holds beside the encoder (the LlamaIndex
+integration is one such application; it adds LlamaIndex's types and events and nothing else):
+
+    remote.py    RemoteEncoder: a running `instemb-rag serve` as an Encoder (encoder/protocol.py),
+                 over HTTP, without torch
+    embedder.py  Embedder: an encoder (local or remote) behind one lock, with the query and
+                 document caches and the truncation warning, taking inputs checked where they
+                 entered (queries.py)
+    caches.py    the query LRU and the document key-value cache, keyed on what shapes a vector
+    limits.py    how much text the encoder reads, and the warning when a text is longer
+
+Nothing here loads torch or a model: a local encoder is handed in. The modules are imported by
+name (``from instemb_rag.client.remote import RemoteEncoder``), so that this package's own
+import needs neither httpx nor numpy.
+"""

@@ -1,0 +1,117 @@
+"""Embedder: an encoder as an application embeds through it, whatever the framework around it.
+
+    embedder = Embedder(encoder, query_cache_size=1024, document_store=None)
+    embedder.embed_queries(["Which tent?"], ["focus on weight"], [QueryKnobs()], batch_size=16)
+    embedder.embed_documents(["The Ridgeline 2 weighs ..."], None, batch_size=16)
+
+The encoder is local (an ``InstEmbEncoder`` or any ``LocalEncoder``) or a ``RemoteEncoder``
+(remote.py). Local: one forward pass at a time (a lock, so threads and event loops may share it);
+remote: the server batches concurrent requests itself. Query embeddings are kept in an LRU keyed
+on the encoder's fingerprint, the instruction, the text and the knobs; document embeddings, given
+a key-value store, on the document side's fingerprint, the document instruction and the text
+(caches.py). A text longer than the encoder reads gives one TruncationWarning per call (limits.py).
+
+The inputs come checked where they entered (queries.py): instructions normalised (None is
+none), knobs in range and taken by the model; texts are strings. Vectors are lists of floats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from ..queries import QueryKnobs
+from .caches import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
+from .limits import DOCUMENT_ADVICE, can_count, document_token_limit, require_local, warn_if_truncated
+
+__all__ = ["Embedder"]
+
+Vector = list[float]
+
+
+class Embedder:
+    """An encoder behind one lock, with its query and document caches (see the module docstring)."""
+
+    def __init__(
+        self,
+        encoder: Any,
+        query_cache_size: int = 1024,
+        document_store: Any = None,
+        remote: bool = False,
+        document_advice: str = DOCUMENT_ADVICE,
+    ):
+        self.encoder = encoder
+        self.query_cache = QueryEmbeddingCache(query_cache_size)
+        self.document_cache = None if document_store is None else DocumentEmbeddingCache(document_store)
+        self.document_advice = document_advice  # the truncation warning's advice ({limit}: tokens read)
+        self.lock = contextlib.nullcontext() if remote else threading.Lock()
+
+    @property
+    def local(self) -> bool:
+        """Whether the encoder is in this process (its tokenizers are here to count with)."""
+        return can_count(self.encoder)
+
+    @property
+    def document_fingerprint(self) -> str:
+        """The fingerprint of what embeds documents, which the document cache keys on: another
+        query side over the same documents (a two-tower or two-space model) reuses their vectors. A
+        server's is the one its model card reports."""
+        if self.local:
+            return self.encoder.document_side.fingerprint
+        return self.encoder.document_fingerprint
+
+    def document_token_limit(self, instruction: str | None) -> int:
+        """Tokens of a document's text the document side reads under ``instruction`` (local only)."""
+        require_local(self.encoder, "document_token_limit")
+        return document_token_limit(self.encoder, instruction)
+
+    def warn_if_truncated(self, texts: list[str], instructions: list[str | None], kind: str) -> None:
+        warn_if_truncated(self.encoder, texts, instructions, kind, self.document_advice)
+
+    def embed_queries(
+        self, queries: list[str], instructions: list[str | None], knobs: list[QueryKnobs], batch_size: int
+    ) -> list[Vector]:
+        """The cache, then one encoder call per distinct knobs for what it lacks, in order. ``str()``
+        drops what a str subclass carries (the LlamaIndex integration's InstructedText)."""
+        keys = [
+            QueryKey(self.encoder.fingerprint, instruction, str(query), knob.llm_weight, knob.instruction_strength)
+            for query, instruction, knob in zip(queries, instructions, knobs)
+        ]
+        results: list[Vector | None] = [self.query_cache.get(key) for key in keys]
+        missing = [position for position, found in enumerate(results) if found is None]
+        if missing:
+            self.warn_if_truncated([queries[i] for i in missing], [instructions[i] for i in missing], "query")
+        for knob in dict.fromkeys(knobs[i] for i in missing):  # one call per weight and strength, in order
+            group = [i for i in missing if knobs[i] == knob]
+            with self.lock:
+                fresh = self.encoder.encode_queries(
+                    [str(queries[i]) for i in group],
+                    [instructions[i] for i in group],
+                    batch_size=batch_size,
+                    **knob.given(),  # only a model with that knob gets one (checked where it entered)
+                )
+            for position, vector in zip(group, fresh.tolist()):
+                self.query_cache.put(keys[position], vector)
+                results[position] = vector
+        return results  # type: ignore[return-value]
+
+    def embed_documents(self, texts: list[str], instruction: str | None, batch_size: int) -> list[Vector]:
+        """Documents under one instruction, through the document cache when there is one."""
+        if self.document_cache is None:
+            return self._encode_documents(texts, instruction, batch_size)
+        keys = [DocumentEmbeddingCache.key(self.document_fingerprint, instruction, text) for text in texts]
+        results = self.document_cache.get_many(keys)
+        missing = [position for position, found in enumerate(results) if found is None]
+        if missing:
+            fresh = self._encode_documents([texts[i] for i in missing], instruction, batch_size)
+            self.document_cache.put_many([keys[i] for i in missing], fresh)
+            for position, vector in zip(missing, fresh):
+                results[position] = vector
+        return results  # type: ignore[return-value]
+
+    def _encode_documents(self, texts: list[str], instruction: str | None, batch_size: int) -> list[Vector]:
+        # The encoder's document side sorts each slice by length, so padding stays small.
+        with self.lock:
+            vectors = self.encoder.encode_documents(texts, instruction=instruction, batch_size=batch_size)
+        return vectors.tolist()
