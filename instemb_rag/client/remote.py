@@ -1,5 +1,6 @@
 """RemoteEncoder: the encoder API (encode_queries / encode_documents, dimension, fingerprint)
-answered by a running `instemb-rag serve` over HTTP, so an app embeds without torch.
+answered by a running `instemb-rag serve` over HTTP, so an app embeds without torch (httpx: the
+`client` extra, or the LlamaIndex integration).
 
     encoder = RemoteEncoder("http://127.0.0.1:8000", api_key=None)   # INSTEMB_API_KEY by default
     encoder.encode_queries(["Which tent?"], ["focus on weight"])      # np.ndarray [1, d], L2-normed
