@@ -13,92 +13,29 @@ own guards, for code that calls it directly.
 
 ``llm_weight`` is a two-space model's knob (the LLM space's share of a query's score, 0..1),
 ``instruction_strength`` an instruction-effect model's (how much the instruction moves a query's
-ranking, 0..10; 0: plain search by its sentence encoder). A model declares the knob it takes
-(encoder/protocol.py ``query_knob``: a RemoteEncoder from its server's model card); a knob given
-to a model without it is refused, since it would silently change nothing. Torch-free.
+ranking, 0..10; 0: plain search by its sentence encoder); their ranges are knobs.py's. A model
+declares the knob it takes (encoder/protocol.py ``query_knob``: a RemoteEncoder from its server's
+model card); a knob given to a model without it is refused, since it would silently change
+nothing. Torch-free.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 from .encoder.protocol import query_knob
 from .errors import InstEmbError
 from .instructions import normalize_instruction
+from .knobs import MEANING, KnobError, check_instruction_strength, check_llm_weight
 
-__all__ = [
-    "EMPTY_QUERY",
-    "MAX_INSTRUCTION_STRENGTH",
-    "EmptyQueryError",
-    "KnobError",
-    "Query",
-    "QueryKnobs",
-    "check_instruction_strength",
-    "check_llm_weight",
-    "model_in_words",
-]
-
-# encoder/composed/effect.py's bound (that module loads torch; a remote client has none).
-MAX_INSTRUCTION_STRENGTH = 10.0
+__all__ = ["EMPTY_QUERY", "EmptyQueryError", "Query", "QueryKnobs", "model_in_words"]
 
 EMPTY_QUERY = "The query is empty: give the text to search for"
-
-# What each knob does, and the kind of model that has it (a refusal's words).
-MEANING = {
-    "llm_weight": (
-        "the LLM space's share of the score",
-        "a two-space model (an LLM and a sentence encoder side by side)",
-    ),
-    "instruction_strength": ("how much the instruction moves the ranking", "an instruction-effect model"),
-}
-
-
-class KnobError(InstEmbError, ValueError):
-    """A query-time knob out of its range (``code`` None), or given to a model without it (``code``
-    "<knob>_unsupported"). A ValueError too, so a pydantic validator's refusal keeps it."""
-
-    def __init__(self, message: str, knob: str, code: str | None = None):
-        super().__init__(message)
-        self.knob, self.code = knob, code
 
 
 class EmptyQueryError(InstEmbError):
     """A query of no text (empty or whitespace)."""
-
-
-def check_llm_weight(value: Any) -> float | None:
-    """None, or a number in [0, 1] (as a float); anything else is refused, saying what it means."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) or not 0 <= value <= 1:
-        raise KnobError(
-            f"llm_weight={value!r}: give the LLM space's share of the score, a number between 0 and 1 "
-            "(1: the LLM alone, 0: the sentence encoder alone), or leave it out for the model's own.",
-            "llm_weight",
-        )
-    return float(value)
-
-
-def check_instruction_strength(value: Any) -> float | None:
-    """None, or a finite number in [0, 10] (as a float); anything else is refused, saying what it means."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or not 0 <= value <= MAX_INSTRUCTION_STRENGTH
-    ):
-        raise KnobError(
-            f"instruction_strength={value!r} is outside [0, {MAX_INSTRUCTION_STRENGTH:g}]: give how much the "
-            "instruction moves the ranking (0: plain search by the sentence encoder, about 1-3: the instruction "
-            "decides between passages on the same topic), or leave it out for the model's own.",
-            "instruction_strength",
-        )
-    return float(value)
 
 
 def model_in_words(encoder: Any) -> str:

@@ -21,7 +21,7 @@ ALSO_CAPPED = [CHECKOUT / "integrations", CHECKOUT / "benchmarks"]
 # top-level module or subpackage must be placed here (the test says so).
 LAYERS: list[set[str]] = [
     # base utilities: no project imports beyond this layer
-    {"errors", "paths", "choices", "instructions", "hashing", "net", "jsonl", "atomic", "progress"},
+    {"errors", "paths", "choices", "instructions", "knobs", "hashing", "net", "jsonl", "atomic", "progress"},
     # the data the model is trained and evaluated on (records, embedding items, facet groups,
     # their builders and one source registry): files and text only, no model
     {"datasets"},

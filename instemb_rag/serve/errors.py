@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..queries import KnobError
+from ..knobs import KnobError
 from .schemas import ErrorResponse
 
 __all__ = [

@@ -30,7 +30,8 @@ from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
 from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
 from ..instructions import normalize_instruction, per_item_instructions
-from ..queries import MAX_INSTRUCTION_STRENGTH, Query, QueryKnobs
+from ..knobs import MAX_INSTRUCTION_STRENGTH
+from ..queries import Query, QueryKnobs
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
 from .schemas import (

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..queries import check_instruction_strength, check_llm_weight
+from ..knobs import check_instruction_strength, check_llm_weight
 
 __all__ = [
     "API_KEY_ENV",
@@ -45,7 +45,7 @@ API_KEY_ENV = "INSTEMB_API_KEY"
 # ------------------------------------------------------------------ /v1/embeddings
 
 
-# A query's knobs, checked here, where a request enters (queries.py): a value out of range is a
+# A query's knobs, checked here, where a request enters (knobs.py): a value out of range is a
 # KnobError, answered with a 400 that names the field (errors.py); the routes take them as given.
 LLMWeight = Annotated[float | None, AfterValidator(check_llm_weight)]
 InstructionStrength = Annotated[float | None, AfterValidator(check_instruction_strength)]
