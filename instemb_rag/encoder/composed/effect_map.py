@@ -32,11 +32,13 @@ class EffectMap(nn.Module):
         if rank < 0 or rank > dimension:
             raise CheckpointError(f"effect map rank must lie in [0, {dimension}]; got {rank}.")
         self.dimension, self.rank = int(dimension), int(rank)
-        self.down = nn.Linear(dimension, rank, bias=False)
-        self.up = nn.Linear(rank, dimension, bias=False)
+        # Rank 0: h is the identity and only the gain trains (no empty layers to build or store).
+        self.down = nn.Linear(dimension, rank, bias=False) if rank else None
+        self.up = nn.Linear(rank, dimension, bias=False) if rank else None
         self.gain = nn.Linear(2 * dimension, 1)
         with torch.no_grad():
-            self.up.weight.zero_()
+            if self.up is not None:
+                self.up.weight.zero_()
             self.gain.weight.zero_()
             self.gain.bias.zero_()
 
@@ -66,7 +68,8 @@ class EffectMap(nn.Module):
                 f"{folder}: its config names an effect map but {EFFECT_MAP_FILE} is missing. Copy the whole folder again."
             )
         effect_map = cls(int(config["dimension"]), int(config["rank"]))
-        tensors = load_file(str(path))
+        # Folders written before rank 0 had no layers stored empty down/up tensors: nothing to load.
+        tensors = {name: t for name, t in load_file(str(path)).items() if t.numel() or effect_map.rank}
         expected = {name: tuple(t.shape) for name, t in effect_map.state_tensors().items()}
         if {name: tuple(t.shape) for name, t in tensors.items()} != expected:
             raise CheckpointError(f"{path} does not hold an effect map of shape {expected}. The folder is damaged.")
