@@ -33,13 +33,14 @@ def tiny_two_tower(tiny_encoder, tiny_st_dir):
     head into the sentence encoder's 32-d space) embeds queries."""
     import torch
 
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     torch.manual_seed(0)
     tower = DocumentTower.load(str(tiny_st_dir))
     head = Projection(tiny_encoder.hidden_size, tower.dimension)
-    return tiny_encoder.with_projection(head).with_document_tower(tower)
+    return TwoTowerEncoder(tiny_encoder.with_projection(head), tower)
 
 
 @pytest.fixture(scope="session")

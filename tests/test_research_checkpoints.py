@@ -21,34 +21,36 @@ def test_there_are_candidates_to_check():
 
 def llm_folders(folder: Path) -> list[Path]:
     """The InstEmb checkpoints a candidate holds: itself, or a two-space folder's LLM parts."""
-    from instemb_rag.encoder.composed.config import DOCUMENTS_LLM_DIR, QUERY_LLM_DIR, is_composed, read_parts_config
+    from instemb_rag.encoder.composed.spec import is_composed, read_spec
 
     if not is_composed(folder):
         return [folder]
-    parts = read_parts_config(folder)
-    return [folder / DOCUMENTS_LLM_DIR] + ([folder / QUERY_LLM_DIR] if parts.query_llm else [])
+    return sorted({folder / entry.path for entry in read_spec(folder).parts.values() if entry.type == "llm"})
 
 
 @pytest.mark.parametrize("folder", CANDIDATES, ids=lambda path: path.name)
 def test_each_candidate_is_complete(folder):
-    from instemb_rag.encoder.composed.config import is_composed, read_parts_config
+    from instemb_rag.encoder.composed.spec import is_composed, read_spec
     from instemb_rag.teachers.registry import TEACHERS
 
     for part in llm_folders(folder):
         check_checkpoint(part)
     if is_composed(folder):  # its sentence encoder: an installable teacher, or shipped inside
-        reference = read_parts_config(folder).document_tower["encoder"]
+        reference = read_spec(folder).parts["tower"].config["encoder"]
         assert reference in TEACHERS or (folder / reference).is_dir(), reference
 
 
 def check_checkpoint(folder: Path) -> None:
+    from instemb_rag.encoder.composed.spec import read_spec
+
     config = read_config(folder)
     check_complete(folder, config)  # raises naming the missing file
     assert config.base_model == "smollm2-135m-instruct"
-    if config.document_tower:  # two-tower: its document tower is an installable teacher, or ships inside
+    tower = read_spec(folder).parts.get("tower")  # two-tower: the converter reads its entry
+    if tower is not None:  # its sentence encoder is an installable teacher, or ships inside
         from instemb_rag.teachers.registry import TEACHERS
 
-        reference = config.document_tower["encoder"]
+        reference = tower.config["encoder"]
         assert reference in TEACHERS or (folder / reference).is_dir(), reference
 
 

@@ -41,7 +41,7 @@ def symmetric_default(tiny_encoder, tmp_path, monkeypatch) -> Path:
 @pytest.fixture()
 def two_space_default(tiny_model_dir, tiny_st_dir, tmp_path, monkeypatch) -> Path:
     """A two-space default over the tiny LLM (as a checkpoint: documents_llm/) and the tiny sentence encoder."""
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     folder = tmp_path / "two_space_default"
     untrained_mix(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2).save(folder)
@@ -56,7 +56,7 @@ def test_the_shipped_llm_of_a_symmetric_default_is_the_default_itself(symmetric_
 
 def test_the_shipped_llm_of_a_two_space_default_is_its_documents_llm(two_space_default, tiny_st_dir):
     from instemb_rag.encoder.composed.encoder import TwoSpacesEncoder
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     llm_folder = two_space_default / DOCUMENTS_LLM_DIR
     assert shipped_llm_checkpoint() == llm_folder
@@ -110,7 +110,7 @@ def test_a_two_space_default_without_minilm_fails_with_the_install_command(two_s
     from instemb_rag.teachers import registry
 
     parts = json.loads((two_space_default / PARTS_FILE).read_text())
-    parts["document_tower"]["encoder"] = "minilm"  # as a shipped two-space default names it
+    parts["parts"]["tower"]["config"]["encoder"] = "minilm"  # as a shipped two-space default names it
     (two_space_default / PARTS_FILE).write_text(json.dumps(parts))
     monkeypatch.setattr(registry, "teachers_root", lambda: tmp_path / "no-teachers")
     with pytest.raises(

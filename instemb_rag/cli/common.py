@@ -124,13 +124,22 @@ def load_encoder(
 ) -> InstEmbEncoder:
     """The encoder, loaded at this precision; with int8, what runs is printed on stderr first.
 
-    The one way a command loads an encoder (query, eval, ...). ``pooling`` and
-    ``lookahead_length`` override the checkpoint's (None: its own); ``untrained`` builds fresh
-    look-ahead tokens over the backbone ``model`` (eval --untrained: 8 tokens, DAAP pooling)."""
+    The one way a command loads an encoder (query, eval, ...): any reference ``encoder.load_model``
+    resolves (``concat:`` loads each side through here). ``pooling`` and ``lookahead_length``
+    override the checkpoint's (None: its own); ``untrained`` builds fresh look-ahead tokens over
+    the backbone ``model`` (eval --untrained: 8 tokens, DAAP pooling)."""
     import time
 
-    from ..encoder import InstEmbEncoder
+    from ..encoder import InstEmbEncoder, load_model
+    from ..encoder.load import is_composite_reference
 
+    if is_composite_reference(model):
+        return load_model(
+            model,
+            device,
+            precision=Precision(precision).value,
+            part_loader=lambda part: load_encoder(part, device, precision, compile, strict_precision),
+        )
     started = time.perf_counter()
     with int8_warnings_reported_here():
         if untrained:
@@ -142,7 +151,7 @@ def load_encoder(
                 precision=Precision(precision).value,
             )
         else:
-            encoder = InstEmbEncoder.from_pretrained(
+            encoder = load_model(
                 model,
                 device=device,
                 pooling=pooling,

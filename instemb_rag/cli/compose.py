@@ -62,11 +62,9 @@ def compose_command(
     device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
 ) -> None:
     """Write a parts model folder: the LLM's space beside a sentence encoder's (mixed, or the instruction's effect)."""
-    from ..encoder.composed.config import parts_kind
     from ..encoder.composed.effect import InstructionEffectEncoder
     from ..encoder.composed.encoder import TwoSpacesEncoder
-    from ..encoder.mixing import untrained_effect, untrained_mix
-    from ..encoder.model import load_checkpoint
+    from ..encoder.load import load_model, untrained_effect, untrained_mix
     from ..errors import InstEmbError
 
     if arrangement not in ("mix", "effect"):
@@ -74,13 +72,13 @@ def compose_command(
     if arrangement == "mix" and not 0.0 < llm_weight < 1.0:
         fail("--llm-weight must lie strictly between 0 and 1 for a stored model (0 or 1 is one space alone).", 2)
     try:
-        if source is not None and parts_kind(source) == "instruction_effect":
-            encoder = InstructionEffectEncoder.load(source, load_checkpoint, device=device)
-            encoder = encoder.with_instruction_strength(instruction_strength)
-        elif source is not None:
-            encoder = TwoSpacesEncoder.load(source, load_checkpoint, device=device)
-            if no_gate or encoder.gate is None:
-                encoder = encoder.with_llm_weight(llm_weight)
+        loaded = load_model(source, device=device) if source is not None else None
+        if isinstance(loaded, InstructionEffectEncoder):
+            encoder = loaded.with_instruction_strength(instruction_strength)
+        elif isinstance(loaded, TwoSpacesEncoder):
+            encoder = loaded if not (no_gate or loaded.gate is None) else loaded.with_llm_weight(llm_weight)
+        elif loaded is not None:
+            raise InstEmbError(f"--from {source}: give a parts folder of two spaces or of the instruction's effect.")
         else:
             reference = None if documents_llm == "default" else documents_llm
             if arrangement == "effect":

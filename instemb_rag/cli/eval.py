@@ -122,8 +122,6 @@ def eval_command(
     console = Console()
     pooling = pooling.value if pooling else None
     model = model_path(model)
-    from ..eval.concatenated import ConcatenatedEncoder, is_concatenated_reference
-    from ..eval.pasted import PastedInstructionEncoder, is_pasted_reference
 
     task_names = list(tasks or DEFAULT_TASKS)
     try:
@@ -136,16 +134,10 @@ def eval_command(
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
-        if is_pasted_reference(model):
-            encoder = PastedInstructionEncoder.load(model, device="cpu" if device == "auto" else device)
-        elif is_concatenated_reference(model):
-            encoder = ConcatenatedEncoder.load(
-                model, lambda part: load_encoder(part, device, precision, compile, strict_precision)
-            )
-        else:
-            encoder = load_encoder(
-                model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
-            )
+        # Every reference (a folder, concat:, pasted:, the default) is resolved by encoder.load_model.
+        encoder = load_encoder(
+            model, device, precision, compile, strict_precision, pooling, lookahead, untrained=untrained
+        )
         results, extra = [], {}
         for task in task_names:
             console.print(Text(f"{task} …", style="bold"))

@@ -234,7 +234,7 @@ def export_command(
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings, or any
     model folder as a sentence-transformers copy (--format sentence-transformers)."""
-    from ..encoder.checkpoint import export_checkpoint
+    from ..encoder.composed.export import export_model
     from ..errors import InstEmbError
     from ..interop import export_sentence_transformers
 
@@ -254,12 +254,10 @@ def export_command(
         if value is not None
     }
     try:
-        if document_tower is not None:
-            from ..encoder.modules.document_tower import DocumentTower
+        if document_tower is not None:  # the option's name since issue 44; the part is a sentence encoder
+            from ..encoder.modules.tower import DocumentTower
 
-            options["document_tower"] = DocumentTower.load(
-                DocumentTower.recorded_reference(document_tower)
-            ).get_config_dict()
+            options["tower"] = DocumentTower.load(DocumentTower.recorded_reference(document_tower)).get_config_dict()
         if export_format is ExportFormat.sentence_transformers:
             export_sentence_transformers(checkpoint, target, **options)
         else:
@@ -267,7 +265,7 @@ def export_command(
                 from ..encoder.model import SHIPPED_CHECKPOINT
 
                 checkpoint = SHIPPED_CHECKPOINT
-            export_checkpoint(checkpoint, target, **options)
+            export_model(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
         fail(exc)
     typer.echo(f"Exported {checkpoint or 'the shipped model'} to {target} ({export_format.value})")

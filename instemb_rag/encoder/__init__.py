@@ -1,8 +1,12 @@
 """The encoder: a decoder LLM + look-ahead tokens + pooling, and everything that builds one.
 
-    model.py       InstEmbEncoder (from_pretrained, encode_queries / encode_documents, save);
-                   shipped_llm_checkpoint (the shipped LLM, whichever layout the default has)
-    checkpoint.py  the checkpoint format: its one reader (returns parts) and one writer
+    model.py       InstEmbEncoder: the symmetric encoder and every model's LLM part
+                   (from_pretrained, encode_queries / encode_documents, save)
+    load.py        load_model: every model reference resolved (any folder layout, concat:,
+                   pasted:, the default); shipped_llm_checkpoint; the untrained arrangements
+    combine.py     the math of combining spaces (routes, losses and eval call it)
+    composed/      the encoder of parts: parts, routes, the folder format, the one converter
+    checkpoint.py  the LLM part's checkpoint format: its one reader (returns parts) and one writer
     backbone.py    the base model: the shipped GGUF converted once, any HF folder, fingerprints
     protocol.py    Encoder, LocalEncoder, ForwardEncoder: what code outside encoder/ may call
     settings.py    EncoderSettings (pooling, inference L, max_length, precision)
@@ -11,7 +15,7 @@
     modules/       the saved parts (template, look-ahead, pooling, projection, LoRA) and the forward pass
     fast/          faster paths to the same embeddings (shared prefix, torch.compile)
 
-``InstEmbEncoder``, ``load_checkpoint`` and ``shipped_llm_checkpoint`` are imported lazily, so
+``InstEmbEncoder``, ``load_checkpoint``, ``load_model`` and ``shipped_llm_checkpoint`` are imported lazily, so
 that the light modules here (checkpoint.py's format, settings) can be read without loading torch.
 """
 
@@ -20,14 +24,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .model import InstEmbEncoder, load_checkpoint, shipped_llm_checkpoint
+    from .load import load_checkpoint, load_model, shipped_llm_checkpoint
+    from .model import InstEmbEncoder
 
-__all__ = ["InstEmbEncoder", "load_checkpoint", "shipped_llm_checkpoint"]
+__all__ = ["InstEmbEncoder", "load_checkpoint", "load_model", "shipped_llm_checkpoint"]
+HOMES = {"InstEmbEncoder": "model", "load_checkpoint": "load", "load_model": "load", "shipped_llm_checkpoint": "load"}
 
 
 def __getattr__(name: str):
-    if name in __all__:
-        from . import model
+    if name in HOMES:
+        from importlib import import_module
 
-        return getattr(model, name)
+        return getattr(import_module(f".{HOMES[name]}", __name__), name)
     raise AttributeError(f"module 'instemb_rag.encoder' has no attribute {name!r}")

@@ -7,8 +7,6 @@
     adapted.safetensors     (optional) backbone tensors that training changed, by name
     lora/                   (optional) a peft LoRA adapter over the backbone (models/lora.py)
     projection.safetensors  (optional) the projection head (modules/projection.py)
-    document_tower/         (optional) a two-tower encoder's sentence encoder when it is a folder
-                            (a fine-tuned copy); a named one (``minilm``) is installed, not copied
     modules.json, config_sentence_transformers.json
                             what makes the folder load as a SentenceTransformer too (st_files.py)
 
@@ -19,6 +17,9 @@ refuses to load instead of silently embedding with part of the model.
 
 This module never imports the encoder: ``load_parts`` returns the parts a checkpoint holds and
 ``encoder.load_checkpoint`` builds the encoder from them; ``save`` takes any encoder-shaped object.
+A checkpoint is the LLM part of a model folder (encoder/composed/: a folder of parts lists it);
+older two-tower checkpoints, which named a sentence encoder here too, load through the converter
+(composed/legacy.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ __all__ = [
     "FORMAT_VERSION",
     "LORA_DIR",
     "NOT_IN_FINGERPRINT",
-    "TOWER_DIR",
     "CheckpointParts",
     "EncoderConfig",
     "blended_projection",
@@ -64,7 +64,6 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "instemb_config.json"
 ADAPTED_FILE = "adapted.safetensors"
 LORA_DIR = "lora"
-TOWER_DIR = "document_tower"  # a folder document tower, copied in (the name composed/config.py uses too)
 
 
 class EncoderConfig(BaseModel):
@@ -90,10 +89,6 @@ class EncoderConfig(BaseModel):
     # embedding is then the head's output. None (no head) is left out of the fingerprint, so every
     # index built before heads existed keeps its fingerprint.
     projection: dict | None = None
-    # Two-tower mode (modules/document_tower.py): the sentence encoder that embeds documents, by
-    # name or folder and fingerprint; the projection head maps queries into its space. None
-    # (symmetric: the LLM embeds both) is left out of the fingerprint.
-    document_tower: dict | None = None
 
 
 # Fields that do not shape an embedding, so the encoder fingerprint leaves them out (recording
@@ -192,7 +187,7 @@ def write_folder_atomically(target: Path, fill) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR, "projection.safetensors", TOWER_DIR)
+ENCODER_FILES = (CONFIG_FILE, "lookahead.safetensors", ADAPTED_FILE, LORA_DIR, "projection.safetensors")
 
 
 def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **inference_options) -> Path:
@@ -201,96 +196,37 @@ def export_checkpoint(source: str | os.PathLike, target: str | os.PathLike, **in
     ``inference_options`` overrides settings that do not touch weights (``max_length``,
     ``pooling``), e.g. a model trained on 192-token inputs can embed 512-token documents.
     ``head_input_weight`` makes the copy a blended view of its projection head
-    (models/projection.py): the embedding keeps that share of the pooled geometry.
-    ``document_tower`` (a tower's config entry) makes the copy two-tower over that sentence
-    encoder; a checkpoint whose queries are anchored keeps its anchor unless the entry says
-    otherwise, and a folder tower is copied in as ``document_tower/`` (``tower_entry``).
+    (models/projection.py): the embedding keeps that share of the pooled geometry. A model folder
+    of parts is exported by composed/export.py, which calls this for each LLM part.
     """
     source, target = Path(source), Path(target)
     config = read_config(source)
     check_complete(source, config)
     head_input_weight = inference_options.pop("head_input_weight", None)
-    unknown = set(inference_options) - {"max_length", "pooling", "document_tower"}
+    unknown = set(inference_options) - {"max_length", "pooling"}
     if unknown:
         raise CheckpointError(
-            f"export_checkpoint can override max_length, pooling, head_input_weight and document_tower, "
-            f"not {sorted(unknown)}."
+            f"export_checkpoint can override max_length, pooling and head_input_weight, not {sorted(unknown)}."
         )
     if head_input_weight is not None:
         inference_options["projection"] = blended_projection(source, config, head_input_weight)
-    if inference_options.get("document_tower") is not None:
-        inference_options["document_tower"] = kept_anchor(inference_options["document_tower"], config)
     try:
         config = EncoderConfig.model_validate({**config.model_dump(), **inference_options})
     except ValidationError as exc:
         raise CheckpointError(f"Invalid override for {source}: {exc}") from exc
-    tower_folder = None
-    if config.document_tower:
-        check_two_tower_head(source, config)
-        tower, tower_folder = tower_entry(config.document_tower, source)
-        config = config.model_copy(update={"document_tower": tower})
 
     def fill(staging: Path) -> None:
-        for name in ENCODER_FILES[1:-1]:  # the tower's folder is copied below, when the copy has one
+        for name in ENCODER_FILES[1:]:
             path = source / name
             if path.is_dir():
                 shutil.copytree(path, staging / name)
             elif path.is_file():
                 shutil.copy2(path, staging / name)
-        if tower_folder is not None:
-            shutil.copytree(tower_folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
         write_sentence_transformers_files(staging)
 
     write_folder_atomically(target, fill)
     return target
-
-
-def kept_anchor(tower: dict, config: EncoderConfig) -> dict:
-    """A new tower entry for a checkpoint: an anchored query tower's head is a correction of the
-    anchor, so the copy keeps ``query_anchor`` unless the entry sets it (written only when true)."""
-    anchored = tower.get("query_anchor", bool((config.document_tower or {}).get("query_anchor")))
-    tower = {key: value for key, value in tower.items() if key != "query_anchor"}
-    return {**tower, "query_anchor": True} if anchored else tower
-
-
-def tower_entry(tower: dict, source: Path) -> tuple[dict, Path | None]:
-    """(the entry a copy records, the folder to copy in as ``document_tower/`` or None).
-
-    A named teacher stays named. A folder (absolute, or relative: inside ``source``) is copied in
-    and recorded as ``document_tower/``, so no absolute path stays in a config or a fingerprint;
-    its fingerprint is checked first, so a copy never names a tower it does not load."""
-    from ..teachers.fingerprint import folder_fingerprint
-    from ..teachers.registry import TEACHERS
-
-    reference = tower["encoder"]
-    if reference in TEACHERS:
-        return tower, None
-    folder = Path(reference).expanduser()
-    folder = folder if folder.is_absolute() else source / folder
-    if not (folder / "modules.json").is_file():
-        raise CheckpointError(
-            f"Document tower '{reference}' of {source} is not a sentence-transformers folder ({folder}): "
-            "give the folder it was trained against (or a teacher name such as minilm)."
-        )
-    if folder_fingerprint(folder) != tower["fingerprint"]:
-        raise FingerprintMismatchError(
-            f"Document tower folder {folder} has fingerprint {folder_fingerprint(folder)[:16]}, not the "
-            f"{tower['fingerprint'][:16]} the config names: it is another sentence encoder."
-        )
-    return {**tower, "encoder": TOWER_DIR}, folder
-
-
-def check_two_tower_head(source: Path, config: EncoderConfig) -> None:
-    """A document tower needs an unblended head into its space (the query tower's output)."""
-    head = config.projection or {}
-    dimension = config.document_tower["dimension"]
-    if head.get("out_features") != dimension or head.get("input_weight"):
-        raise CheckpointError(
-            f"{source} cannot take document tower '{config.document_tower['encoder']}': its queries must land in "
-            f"that {dimension}-dimensional space, so it needs an unblended projection head with {dimension} "
-            f"outputs (it has {'none' if not head else head}). Train it with that sentence encoder as teacher."
-        )
 
 
 def blended_projection(source: Path, config: EncoderConfig, input_weight: float) -> dict:
@@ -359,7 +295,6 @@ class CheckpointParts:
     lookahead: Any  # models.lookahead.LookAheadTokens
     trained: list[str]  # the backbone tensors a later save writes
     projection: Any = None  # models.projection.Projection, when the checkpoint has a head
-    document_tower: Any = None  # modules.document_tower.DocumentTower, in two-tower mode
 
 
 def load_parts(
@@ -372,7 +307,6 @@ def load_parts(
     import); ``merge_lora=False`` leaves it out (training on from the checkpoint runs it live).
     """
     from . import backbone as backbone_lib
-    from .modules.document_tower import DocumentTower
     from .modules.lookahead import LookAheadTokens
     from .modules.lora import merge_adapter
     from .modules.projection import Projection
@@ -405,11 +339,6 @@ def load_parts(
         lookahead=lookahead,
         trained=trained,
         projection=Projection.load(folder, config.projection) if config.projection else None,
-        document_tower=(
-            DocumentTower.from_config(config.document_tower, device=device, checkpoint_folder=folder, where=str(folder))
-            if config.document_tower
-            else None
-        ),
     )
 
 
@@ -445,9 +374,6 @@ def save(
 
     def fill(staging: Path) -> None:
         (staging / CONFIG_FILE).write_text(json.dumps(config.model_dump(), indent=2))
-        tower = encoder.document_tower
-        if tower is not None and not tower.is_named_teacher:  # a folder tower, as encoder.config records it
-            shutil.copytree(tower.sentence_encoder.folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
         encoder.lookahead.save(staging)
         if encoder.projection is not None:
             encoder.projection.save(staging)

@@ -15,7 +15,8 @@ what the losses rank by in training, and what a search's score is of it.
     side_by_side(A, B, w)        two spaces at a fixed weight: [sqrt(w) A; sqrt(1 - w) B], each
                                  normalised, so the cosine is w cos_A + (1 - w) cos_B (a blended
                                  projection head; eval's concat: references)
-    check_llm_weight, check_instruction_strength   the query-time knobs' ranges
+    check_llm_weight, check_instruction_strength   the query-time knobs' ranges (knobs.py's one
+                                 rule, which the entries check once: the encoder's own guard)
     refuse_document_instruction  a sentence encoder reads no document instruction
 
 Every vector of the Encoder protocol is unit length, so FAISS inner product and Qdrant cosine
@@ -30,9 +31,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InstEmbError
+from ..knobs import MAX_INSTRUCTION_STRENGTH, check_instruction_strength, check_llm_weight
 
 __all__ = [
+    "DEFAULT_INSTRUCTION_STRENGTH",
     "MAX_INSTRUCTION_STRENGTH",
+    "REFERENCE_INSTRUCTION",
     "ROOT2",
     "anchored",
     "check_instruction_strength",
@@ -51,7 +55,10 @@ __all__ = [
 ]
 
 ROOT2 = math.sqrt(2.0)
-MAX_INSTRUCTION_STRENGTH = 10.0
+DEFAULT_INSTRUCTION_STRENGTH = 1.5
+# The fixed instruction whose query vector is subtracted: the effect of an instruction is
+# D(q, i) - D(q, REFERENCE_INSTRUCTION).
+REFERENCE_INSTRUCTION = "Find relevant passages."
 EPS = 1e-12
 
 
@@ -174,34 +181,7 @@ def side_by_side(first: Any, second: Any, weight: float) -> Any:
     return torch.cat([own, unit(second) * (1.0 - weight) ** 0.5], dim=-1)
 
 
-# ---------------------------------------------------------------------------- the knobs and refusals
-def check_llm_weight(llm_weight: float | None) -> float | None:
-    """None (the model's own) or the LLM space's share of the score, in [0, 1]."""
-    if llm_weight is not None and not 0.0 <= float(llm_weight) <= 1.0:
-        raise InstEmbError(
-            f"llm_weight={llm_weight} is outside [0, 1]: it is the LLM space's share of the score "
-            "(1: the LLM alone, 0: the sentence encoder alone)."
-        )
-    return None if llm_weight is None else float(llm_weight)
-
-
-def check_instruction_strength(strength: float | None) -> float | None:
-    """None (the model's default) or a finite strength in [0, 10]."""
-    if strength is None:
-        return None
-    try:
-        value = float(strength)
-    except (TypeError, ValueError):
-        raise InstEmbError(f"instruction_strength={strength!r} is not a number.") from None
-    if not (math.isfinite(value) and 0.0 <= value <= MAX_INSTRUCTION_STRENGTH):
-        raise InstEmbError(
-            f"instruction_strength={strength} is outside [0, {MAX_INSTRUCTION_STRENGTH:g}]: it is how much "
-            "the instruction moves the ranking (0: plain search by the sentence encoder, about 1-3: the "
-            "instruction decides between passages on the same topic)."
-        )
-    return value
-
-
+# ---------------------------------------------------------------------------- refusals
 def refuse_document_instruction(instruction: str | None, embedded_by: str, arrangement: str = "") -> None:
     """A sentence encoder reads no instruction: a document instruction would be silently dropped.
     ``arrangement`` names the kind of encoder in the message (``two-tower``)."""

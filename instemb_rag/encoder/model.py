@@ -17,39 +17,38 @@ from ..instructions import Instructions
 from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
-from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig, is_checkpoint
-from .composed.config import llm_checkpoint_of
+from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig
 from .device import default_dtype, resolve_device
 from .fast.cuda_graphs import encode_on_cuda
-from .modules.document_tower import DocumentTower
 from .modules.forward import States, embed_inputs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .modules.pooling import Pooling
 from .modules.projection import Projection
 from .modules.template import PromptTemplate
 from .settings import EncoderSettings
-from .two_tower import TwoTowerSide, check_tower_head
 
-__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "load_checkpoint", "shipped_llm_checkpoint"]
+__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "shipped_llm_checkpoint"]
 
 DEFAULT_LOOKAHEAD = 8
 # The package folder holds the shipped default (package data), one level above this module: a
-# symmetric checkpoint, or a two-space folder (composed/) whose documents_llm/ is the shipped LLM.
+# symmetric checkpoint, or a folder of parts (composed/) whose documents_llm/ is the shipped LLM.
 SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
 
 
 def shipped_llm_checkpoint() -> Path:
-    """The shipped symmetric LLM checkpoint, whichever layout ships: ``SHIPPED_CHECKPOINT/documents_llm``
-    when the default is a two-space folder, else ``SHIPPED_CHECKPOINT``. What code that means the
-    LLM loads (its internals, its document space, a training start); ``from_pretrained(None)`` is
-    the shipped default as a whole."""
-    return llm_checkpoint_of(SHIPPED_CHECKPOINT)
+    """The shipped symmetric LLM checkpoint, whichever layout ships (encoder/load.py)."""
+    from . import shipped_llm_checkpoint as shipped  # the package's face: load.py
+
+    return shipped()
 
 
-class InstEmbEncoder(TwoTowerSide, nn.Module):
-    """The encoder; its methods that differ in two-tower mode (documents by a sentence encoder)
-    come from TwoTowerSide (two_tower.py): encode_queries, encode_documents, encode_instructions,
-    document_side, document_fingerprint, query_tokens, with_document_tower, is_two_tower and to."""
+class InstEmbEncoder(nn.Module):
+    """The symmetric encoder, and the LLM part of every encoder of parts (encoder/composed/): one
+    prefill per input, look-ahead tokens, pooling and an optional head; queries and documents
+    are embedded alike (a document under an optional instruction)."""
+
+    takes_llm_weight = False  # one space: no query-time knob (protocol.query_knob)
+    is_two_tower = False
 
     def __init__(
         self,
@@ -61,7 +60,7 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         trained_names: Sequence[str] = (),
         _quantize: bool = True,
         projection: Projection | None = None,
-        document_tower: DocumentTower | None = None,
+        identities: Sequence[dict] = (),
     ):
         super().__init__()
         self.backbone = backbone
@@ -85,20 +84,25 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
                 f"The projection head expects {projection.in_features}-dimensional pooled states, but the "
                 f"backbone's hidden size is {backbone.model.config.hidden_size}: it belongs to another base model."
             )
-        # Two towers: documents by a sentence encoder, queries by this LLM into its space (document_tower.py).
-        # Not a submodule: its weights are the sentence encoder's own, never trained or saved here.
-        self.__dict__["document_tower"] = document_tower
-        check_tower_head(projection, document_tower)
         # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
         self.training_info = training_info or {}  # provenance only: not part of the fingerprint
         self.padding_side = "right"
         self.__dict__["adapter"] = None  # a live peft LoRA (training); not a submodule: it wraps self.model
         self._fingerprint: str | None = None
+        # Fingerprints of this LLM with more identity (a two-tower model's sentence encoder entry),
+        # taken on the float weights of an int8 encoder before they are quantized.
+        self._identity_fingerprints: dict[str, str] = {}
         # An int8 encoder is fingerprinted on its float weights, with the precision it got
         # (the fp32 fingerprint when no layer could go int8), then quantized.
         if _quantize and settings.precision != quantize.DEFAULT_PRECISION:
-            self._fingerprint = quantize.prepare_int8(self, self._fingerprint_with)
+
+            def fingerprint_with(fields: dict) -> str:
+                for extra in identities:
+                    self._identity_fingerprints[_identity_key(extra)] = self._fingerprint_with(fields, extra)
+                return self._fingerprint_with(fields)
+
+            self._fingerprint = quantize.prepare_int8(self, fingerprint_with)
 
     # ------------------------------------------------------------------ settings (read-only)
     @property
@@ -139,13 +143,11 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
                 f"with_options is for fp32 encoders; load the checkpoint again with "
                 f"precision='{self.precision}' and these settings instead."
             )
-        return self._view(settings, self.projection, self.document_tower)
+        return self._view(settings, self.projection)
 
-    def _view(
-        self, settings: EncoderSettings, projection: Projection | None, document_tower: DocumentTower | None
-    ) -> InstEmbEncoder:
-        """An fp32 encoder with these settings and parts, sharing this one's weights, adapter and
-        padding side (with_options, with_document_tower and with_projection)."""
+    def _view(self, settings: EncoderSettings, projection: Projection | None) -> InstEmbEncoder:
+        """An fp32 encoder with these settings and head, sharing this one's weights, adapter and
+        padding side (with_options and with_projection)."""
         view = InstEmbEncoder(
             self.backbone,
             self.template,
@@ -155,7 +157,6 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
             self.trained_names,
             _quantize=False,
             projection=projection,
-            document_tower=document_tower,
         )
         view.padding_side = self.padding_side
         view.__dict__["adapter"] = self.adapter
@@ -212,42 +213,18 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         max_length: int | None = None,
         precision: str = quantize.DEFAULT_PRECISION,
     ) -> InstEmbEncoder:
-        """Load a checkpoint folder, a Hugging Face model folder, or (None) the default.
+        """Load a model folder of any layout, a Hugging Face model folder, or (None) the default:
+        ``encoder.load.load_model``, where every model reference is resolved.
 
-        The default is the model shipped in the package when present (a symmetric checkpoint, or
-        a parts folder: then a TwoSpacesEncoder or an InstructionEffectEncoder; ``shipped_llm_checkpoint()`` is its LLM),
-        otherwise the untrained default backbone with fresh look-ahead tokens. ``precision="int8"`` runs
-        the backbone's linear layers in dynamic int8 on the CPU (inference only; see quantize.py).
+        The default is the model shipped in the package when present (a symmetric checkpoint, or a
+        folder of parts: then a TwoSpacesEncoder or an InstructionEffectEncoder;
+        ``shipped_llm_checkpoint()`` is its LLM), otherwise the untrained default backbone with fresh
+        look-ahead tokens. ``precision="int8"`` runs the backbone's linear layers in dynamic int8 on
+        the CPU (inference only; see quantize.py).
         """
-        from .composed import is_composed
+        from . import load_model  # the package's face (encoder/load.py builds this module's encoders)
 
-        if path is None and (is_checkpoint(SHIPPED_CHECKPOINT) or is_composed(SHIPPED_CHECKPOINT)):
-            path = SHIPPED_CHECKPOINT
-        if is_composed(path):  # an encoder of parts (composed/): two spaces, or the instruction's effect
-            from .composed.config import parts_kind
-            from .composed.effect import InstructionEffectEncoder
-            from .composed.encoder import TwoSpacesEncoder
-
-            arrangement = InstructionEffectEncoder if parts_kind(path) == "instruction_effect" else TwoSpacesEncoder
-            return arrangement.load(
-                path,
-                load_checkpoint,
-                device,
-                precision,
-                pooling=pooling,
-                lookahead_length=lookahead_length,
-                max_length=max_length,
-            )
-        if path is not None and is_checkpoint(path):
-            return load_checkpoint(path, device, pooling, lookahead_length, max_length, precision)
-        return cls.from_backbone(
-            path,
-            lookahead_length=DEFAULT_LOOKAHEAD if lookahead_length is None else lookahead_length,
-            pooling=pooling or "daap",
-            max_length=max_length or 512,
-            device=device,
-            precision=precision,
-        )
+        return load_model(path, device, pooling, lookahead_length, max_length, precision)
 
     # ------------------------------------------------------------------ identity and saving
     @property
@@ -268,7 +245,7 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         """
         if self.precision != quantize.DEFAULT_PRECISION:
             raise InstEmbError("with_projection is for fp32 encoders (training); quantized encoders are for inference.")
-        return self._view(self.settings, projection, self.document_tower)
+        return self._view(self.settings, projection)
 
     @property
     def device(self) -> torch.device:
@@ -286,7 +263,6 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
             training=self.training_info,
             trained=list(self.trained_names),
             projection=self.projection.get_config_dict() if self.projection is not None else None,
-            document_tower=self.document_tower_config(),
         )
 
     def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
@@ -306,14 +282,29 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
             self._fingerprint = self._fingerprint_with(quantize.fingerprint_fields(self.precision))
         return self._fingerprint
 
-    def _fingerprint_with(self, precision_fields: dict) -> str:
-        """The fingerprint of the weights as they are now, with these precision fields."""
+    def fingerprint_with_identity(self, extra: dict) -> str:
+        """The fingerprint of this LLM with ``extra`` in its identity: a two-tower model's (its
+        sentence encoder's entry, composed/routes.py), the recipe those models always had."""
+        key = _identity_key(extra)
+        if key not in self._identity_fingerprints:
+            if self.precision != quantize.DEFAULT_PRECISION:
+                raise InstEmbError(
+                    "An int8 LLM is fingerprinted on its float weights when it loads: load the model folder "
+                    "with precision='int8' (encoder.load.load_model) rather than composing it afterwards."
+                )
+            self._identity_fingerprints[key] = self._fingerprint_with(
+                quantize.fingerprint_fields(self.precision), extra
+            )
+        return self._identity_fingerprints[key]
+
+    def _fingerprint_with(self, precision_fields: dict, extra: dict | None = None) -> str:
+        """The fingerprint of the weights as they are now, with these precision fields (and ``extra``
+        identity: fingerprint_with_identity)."""
         digest = hashlib.sha256()
         identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
         if identity.get("projection") is None:
             identity.pop("projection", None)  # fingerprints from before heads existed stay valid
-        if identity.get("document_tower") is None:
-            identity.pop("document_tower", None)  # likewise for symmetric encoders
+        identity.update(extra or {})
         identity["inference_lookahead_length"] = self.lookahead_length
         identity.update(precision_fields)
         digest.update(json.dumps(identity, sort_keys=True).encode())
@@ -334,6 +325,7 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
             # Training changes weights, so the fingerprint is taken afresh after. A quantized
             # encoder keeps the one taken on its float weights (it cannot be trained).
             self._fingerprint = None
+            self._identity_fingerprints = {}
         return super().train(mode)
 
     # ------------------------------------------------------------------ tokenization
@@ -386,6 +378,40 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         """Pooled states [..., hidden] through the projection head (identity without one)."""
         return self.projection(pooled) if self.projection is not None else pooled
 
+    # ------------------------------------------------------------------ the Encoder protocol (one space)
+    @property
+    def document_fingerprint(self) -> str:
+        """What decides document vectors: here the whole encoder (an index keys on it)."""
+        return self.fingerprint
+
+    @property
+    def document_side(self):
+        """What embeds documents (sides.py): this LLM."""
+        from .sides import DocumentSide, llm_part
+
+        return DocumentSide((llm_part(self),), self.document_fingerprint)
+
+    def query_tokens(self, query: str, instruction: str | None) -> int:
+        """Tokens one query runs through: its prefill."""
+        return len(self.build_ids(query, instruction))
+
+    def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
+        """One instruction per query (or one string for all, or None); one batched call."""
+        return self.encode(queries, instructions, **kwargs)
+
+    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        """Documents are embedded once, under one optional instruction."""
+        return self.encode(documents, instruction, **kwargs)
+
+    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
+        """One text under K instructions [K, d]: the text's key/value cache is computed once.
+
+        Equals ``encode_queries([text] * K, instructions)``; see instemb_rag/encoder/fast/shared_prefix.py.
+        """
+        from .fast.shared_prefix import encode_instructions
+
+        return encode_instructions(self, text, instructions, batch_size=batch_size)
+
     # ------------------------------------------------------------------ public encoding API
     def encode(
         self,
@@ -394,9 +420,8 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         batch_size: int = 16,
         show_progress: bool = False,
     ) -> np.ndarray:
-        """The LLM tower's L2-normalised float32 embeddings [N, d], in input order (one prefill
-        per input, look-ahead tokens, pooling, the head). The embedding of a query is
-        ``encode_queries``, of a document ``encode_documents``: in two-tower mode they differ.
+        """L2-normalised float32 embeddings [N, d], in input order (one prefill per input,
+        look-ahead tokens, pooling, the head): what ``encode_queries`` and ``encode_documents`` give.
 
         Inputs are sorted by token length so each batch pads as little as possible.
         """
@@ -410,7 +435,7 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         show_progress: bool = False,
         normalise: bool = False,
     ) -> np.ndarray:
-        """``encode`` before the L2 normalisation (an anchored query tower adds it to its anchor)."""
+        """``encode`` before the L2 normalisation (an anchored two-tower adds it to its anchor)."""
         _, embedded = self.encode_pooled(texts, instructions, batch_size, show_progress)
         if normalise:
             embedded = torch.nn.functional.normalize(embedded, dim=-1)
@@ -455,44 +480,5 @@ class InstEmbEncoder(TwoTowerSide, nn.Module):
         return pooled_out, output
 
 
-def load_checkpoint(
-    folder: str | os.PathLike,
-    device: str = "auto",
-    pooling: str | None = None,
-    lookahead_length: int | None = None,
-    max_length: int | None = None,
-    precision: str = quantize.DEFAULT_PRECISION,
-    merge_lora: bool = True,
-) -> InstEmbEncoder:
-    """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
-
-    The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
-    import). ``merge_lora=False`` leaves it out, for training on from the checkpoint, which
-    runs it live through peft (training/continuation.py) so it goes on training as an adapter.
-    checkpoint.load_parts reads the folder; this builds the encoder from the parts.
-    """
-    folder = Path(folder)
-    config = checkpoint.read_config(folder)
-    checkpoint.check_complete(folder, config)
-    target = resolve_device(device)
-    quantize.check_precision(precision, target)
-    parts = checkpoint.load_parts(
-        folder, config, device=str(target), dtype=default_dtype(target), merge_lora=merge_lora
-    )
-    settings = EncoderSettings(
-        pooling=pooling or config.pooling,
-        lookahead_length=parts.lookahead.length if lookahead_length is None else lookahead_length,
-        max_length=max_length or config.max_length,
-        precision=precision,
-    )
-    encoder = InstEmbEncoder(
-        parts.backbone,
-        parts.template,
-        parts.lookahead,
-        settings,
-        training_info=config.training,
-        trained_names=parts.trained,
-        projection=parts.projection,
-        document_tower=parts.document_tower,
-    )
-    return encoder.to(parts.backbone.model.device)
+def _identity_key(extra: dict) -> str:
+    return json.dumps(extra, sort_keys=True)

@@ -96,7 +96,7 @@ def llm_part(encoder, name: str = "the LLM") -> DocumentPart:
 
 
 def tower_part(tower) -> DocumentPart:
-    """A sentence encoder's documents (encoder/modules/document_tower.py): its window less its
+    """A sentence encoder's documents (encoder/modules/tower.py): its window less its
     special tokens ([CLS] and [SEP])."""
     overhead = tower.tokens("")
     return DocumentPart(

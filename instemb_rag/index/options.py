@@ -132,8 +132,8 @@ def resolve_options(options: StoreOptions, manifest: Manifest | None, index_dir:
 
 @dataclass
 class RayOptions:
-    """How `index --ray` runs. ``encoder_kwargs`` are what each actor passes to
-    ``InstEmbEncoder.from_pretrained`` (the model reference, never the model)."""
+    """How `index --ray` runs. ``encoder_kwargs`` are what each actor loads its encoder with
+    (``encoder.load_model``: ``path``, the model reference, never the model, and its options)."""
 
     address: str | None = None  # None / "local": start a local Ray runtime; "auto", "HOST:PORT", "ray://HOST:PORT"
     workers: int | None = None  # encoder actors; None: one per GPU, else one per CPU left after the readers

@@ -18,8 +18,9 @@ batches, with point id = the chunk's content-derived id (catalog.content_chunk_i
 retried batch overwrites itself; the driver only deletes stale points, and the store is
 marked as lagging the catalog for the whole run, so a kill leaves it to ``repair()``.
 
-The encoder is never shipped: each actor calls ``InstEmbEncoder.from_pretrained`` with the
-model reference and options, and checks that it gets the driver's fingerprint.
+The encoder is never shipped: each actor loads it from the model reference and options
+(``encoder.load_model``, where every reference is resolved), and checks that it gets the
+driver's fingerprint.
 """
 
 from __future__ import annotations
@@ -192,11 +193,12 @@ class EmbedChunks:
     def __init__(self, encoder_kwargs: dict, fingerprint: str, batch_size: int, threads: int, sink: dict | None = None):
         import torch
 
-        from ..encoder import InstEmbEncoder
+        from ..encoder import load_model
 
         if threads:
             torch.set_num_threads(threads)
-        self.encoder = InstEmbEncoder.from_pretrained(**encoder_kwargs)
+        options = dict(encoder_kwargs)
+        self.encoder = load_model(options.pop("path", None), **options)
         if self.encoder.fingerprint != fingerprint:
             raise FingerprintMismatchError(
                 f"The encoder loaded on Ray node {socket.gethostname()} from {encoder_kwargs.get('path') or 'default'} "

@@ -15,8 +15,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ..encoder.checkpoint import export_checkpoint, is_checkpoint, write_folder_atomically
+from ..encoder.checkpoint import is_checkpoint, write_folder_atomically
 from ..encoder.composed.config import is_composed
+from ..encoder.composed.export import export_model
 from ..encoder.st_files import write_sentence_transformers_files
 from ..errors import CheckpointError
 
@@ -55,7 +56,7 @@ same model without `trust_remote_code`.
 def export_sentence_transformers(source: str | os.PathLike | None, target: str | os.PathLike, **options) -> Path:
     """Copy ``source`` (None: the shipped default) to ``target`` atomically, with the
     sentence-transformers files and a README. ``options`` (max_length, pooling,
-    head_input_weight, document_tower) apply to a checkpoint, as in ``export_checkpoint``."""
+    head_input_weight, tower) apply to a checkpoint, as in ``export_model``."""
     if source is None:
         from ..encoder.model import SHIPPED_CHECKPOINT
 
@@ -82,7 +83,7 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
             f"{source} is not a model folder of instemb-rag (no instemb_config.json or instemb_parts.json): "
             "give a checkpoint or a parts folder."
         )
-    export_checkpoint(source, target, **options)  # writes the sentence-transformers files too
+    export_model(source, target, **options)  # writes the sentence-transformers files too
     readme = README.format(name=target.name, kind="a symmetric InstEmb checkpoint")
     (target / "README.md").write_text(readme, encoding="utf-8")
     return target

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..encoder.checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
-from ..encoder.composed.config import llm_checkpoint_of
+from ..encoder.composed.spec import llm_checkpoint_of
 from ..encoder.modules.lora import apply_lora, load_adapter_weights, read_adapter_config
 from ..errors import InstEmbError
 

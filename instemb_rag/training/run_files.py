@@ -53,19 +53,18 @@ def save_checkpoint(
                 memory.save(staging)
 
     dtype = SAVE_DTYPES[config.training.save_dtype]
-    if getattr(encoder, "takes_instruction_strength", False):  # the effect map trained, nothing of the LLM
-        encoder.save(folder, also=trainer_state)
-        return
-    if getattr(encoder, "has_query_llm", False):  # an encoder of parts (encoder/composed/): its query side trained
-        query_llm = encoder.query_llm.with_options(max_length=config.model.inference_max_length)
+
+    def save_trained(llm, sub: Path, also=None) -> None:  # the trained LLM: its trained tensors, saved setting
+        saved = llm.with_options(max_length=config.model.inference_max_length)
+        checkpoint.save(saved, sub, trained=parts.adapted_names, dtype=dtype, also=also)
+
+    parts_of = getattr(encoder, "parts", None)
+    if parts_of is None:  # a symmetric encoder: its checkpoint is the folder
+        save_trained(encoder, folder, also=trainer_state)
+    else:  # an encoder of parts (encoder/composed/): the query side's LLM trained, if it has one
         encoder.save(
-            folder,
-            save_query_llm=lambda sub: checkpoint.save(query_llm, sub, trained=parts.adapted_names, dtype=dtype),
-            also=trainer_state,
+            folder, also=trainer_state, savers={"query_llm": save_trained} if "query_llm" in parts_of else None
         )
-        return
-    saved = encoder.with_options(max_length=config.model.inference_max_length)  # the saved encoder's setting
-    checkpoint.save(saved, folder, trained=parts.adapted_names, dtype=dtype, also=trainer_state)
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

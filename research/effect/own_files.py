@@ -22,13 +22,13 @@ ROOT = Path(__file__).resolve().parents[2] / "eval_sets" / "own_files"
 
 def load(reference: str):
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.eval.pasted import PastedInstructionEncoder, is_pasted_reference
+    from instemb_rag.encoder.composed.pasted import PastedInstructionEncoder, is_pasted_reference
 
     name, _, strength = reference.partition("@")
     if is_pasted_reference(name):
         return PastedInstructionEncoder.load(name)
     if name == "effect":
-        from instemb_rag.encoder.mixing import untrained_effect
+        from instemb_rag.encoder.load import untrained_effect
 
         encoder = untrained_effect(device="cpu")
     else:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.encoder.modules.document_tower import DocumentTower
+from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
+from instemb_rag.encoder.modules.tower import DocumentTower
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError
 
 
@@ -38,23 +39,23 @@ def test_identity_names_both_towers(tiny_two_tower, tiny_encoder, tiny_st_dir):
     assert tiny_two_tower.is_two_tower and not tiny_encoder.is_two_tower
     assert tiny_two_tower.document_fingerprint == tower.fingerprint
     assert tiny_encoder.document_fingerprint == tiny_encoder.fingerprint
-    symmetric = tiny_two_tower.with_document_tower(None)
+    symmetric = tiny_two_tower.query_llm  # the LLM without its sentence encoder
     assert symmetric.fingerprint != tiny_two_tower.fingerprint
-    # A folder tower is recorded as the checkpoint's own document_tower/ (a save copies it in):
+    # A folder tower is recorded as the model folder's own document_tower/ (a save copies it in):
     # no absolute path in the config or the fingerprint.
-    assert tiny_two_tower.config.document_tower == {**tower.get_config_dict(), "encoder": "document_tower"}
+    assert tiny_two_tower.tower.recorded_config() == {**tower.get_config_dict(), "encoder": "document_tower"}
 
 
 def test_a_document_tower_needs_a_head_into_its_space(tiny_encoder, tiny_st_dir):
     tower = DocumentTower.load(str(tiny_st_dir))
     with pytest.raises(InstEmbError, match="projection head"):
-        tiny_encoder.with_document_tower(tower)
+        TwoTowerEncoder(tiny_encoder, tower)
 
 
 def test_a_saved_two_tower_checkpoint_loads_as_it_was(tiny_two_tower, tmp_path):
     tiny_two_tower.save(tmp_path / "ckpt")
-    config = json.loads((tmp_path / "ckpt" / "instemb_config.json").read_text())
-    assert set(config["document_tower"]) == {"encoder", "fingerprint", "dimension"}
+    config = json.loads((tmp_path / "ckpt" / "instemb_parts.json").read_text())
+    assert set(config["parts"]["tower"]["config"]) == {"encoder", "fingerprint", "dimension"}
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
     assert loaded.is_two_tower and loaded.fingerprint == tiny_two_tower.fingerprint
     texts = ["the tent keeps out rain"]
@@ -71,9 +72,9 @@ def test_a_checkpoint_refuses_another_document_tower(tiny_two_tower, tiny_st_dir
     changed = tmp_path / "other_tower"
     shutil.copytree(tiny_st_dir, changed)
     (changed / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
-    path = tmp_path / "ckpt" / "instemb_config.json"
+    path = tmp_path / "ckpt" / "instemb_parts.json"
     config = json.loads(path.read_text())
-    config["document_tower"]["encoder"] = str(changed)
+    config["parts"]["tower"]["config"]["encoder"] = str(changed)
     path.write_text(json.dumps(config))
     with pytest.raises(FingerprintMismatchError, match="fingerprint"):
         InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
@@ -82,15 +83,15 @@ def test_a_checkpoint_refuses_another_document_tower(tiny_two_tower, tiny_st_dir
 def test_export_attaches_a_document_tower_only_over_a_matching_head(
     tiny_two_tower, tiny_encoder, tiny_st_dir, tmp_path
 ):
-    from instemb_rag.encoder.checkpoint import export_checkpoint
+    from instemb_rag.encoder.composed.export import export_model
 
     tower_config = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
-    tiny_two_tower.with_document_tower(None).save(tmp_path / "symmetric_with_head")
-    export_checkpoint(tmp_path / "symmetric_with_head", tmp_path / "two_tower", document_tower=tower_config)
+    tiny_two_tower.query_llm.save(tmp_path / "symmetric_with_head")
+    export_model(tmp_path / "symmetric_with_head", tmp_path / "two_tower", tower=tower_config)
     assert InstEmbEncoder.from_pretrained(tmp_path / "two_tower", device="cpu").is_two_tower
     tiny_encoder.save(tmp_path / "no_head")
     with pytest.raises(CheckpointError, match="projection head"):
-        export_checkpoint(tmp_path / "no_head", tmp_path / "bad", document_tower=tower_config)
+        export_model(tmp_path / "no_head", tmp_path / "bad", tower=tower_config)
 
 
 def test_eval_reuses_a_corpus_across_query_towers_over_one_document_tower(tiny_two_tower, tmp_path):
@@ -109,6 +110,6 @@ def test_eval_reuses_a_corpus_across_query_towers_over_one_document_tower(tiny_t
     again, cached = embed_corpus(other, ids, texts, cache=cache)
     assert cached and np.array_equal(again, first)
     # A symmetric encoder keys on its own fingerprint: nothing of the two-tower corpus is reused.
-    symmetric = tiny_two_tower.with_document_tower(None)
+    symmetric = tiny_two_tower.query_llm
     _, cached = embed_corpus(symmetric, ids, texts, cache=cache)
     assert not cached

@@ -1,6 +1,9 @@
-"""Two-tower checkpoints travel whole and keep what they are (issue 50, "Fix on the way"): a folder
-tower is copied in and recorded relative, an export keeps the query anchor, the anchor warns when
-an instruction pushes the query out of the tower's window, and ``to`` moves the tower."""
+"""Two-tower model folders travel whole and keep what they are (issue 50, "Fix on the way"): a
+folder tower is copied in and recorded relative, an export keeps the query anchor, the anchor
+warns when an instruction pushes the query out of the tower's window, and ``to`` moves the tower.
+Since issue 54 a save writes a folder of parts (instemb_parts.json: the LLM in query_llm/, the
+sentence encoder's entry in its parts); an older two-tower checkpoint loads through the converter
+(tests/encoder/test_layouts_unchanged.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,9 @@ from typer.testing import CliRunner
 
 from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
-from instemb_rag.encoder.checkpoint import TOWER_DIR, export_checkpoint
-from instemb_rag.encoder.composed.config import TOWER_DIR as PARTS_TOWER_DIR
-from instemb_rag.encoder.modules.document_tower import AnchorTruncationWarning, DocumentTower
+from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
+from instemb_rag.encoder.composed.export import export_model
+from instemb_rag.encoder.modules.tower import TOWER_DIR, AnchorTruncationWarning, DocumentTower
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError
 from instemb_rag.teachers.teacher import teacher_text
 
@@ -26,7 +29,7 @@ TEXTS = ["the tent keeps out rain", "the stove boils water fast"]
 
 @pytest.fixture()
 def anchored(tiny_two_tower):
-    return tiny_two_tower.with_document_tower(tiny_two_tower.document_tower.anchored())
+    return tiny_two_tower.with_anchor()
 
 
 def same_embeddings(a, b) -> bool:
@@ -35,21 +38,22 @@ def same_embeddings(a, b) -> bool:
     )
 
 
-def test_the_tower_folder_has_one_name_in_both_kinds_of_checkpoint():
-    assert TOWER_DIR == PARTS_TOWER_DIR == "document_tower"
+def test_the_tower_folder_has_one_name_in_every_model_folder():
+    assert TOWER_DIR == "document_tower"
 
 
 def test_a_saved_checkpoint_holds_its_folder_tower_and_loads_the_same_after_a_move(anchored, tiny_st_dir, tmp_path):
     anchored.save(tmp_path / "a" / "ckpt")
-    text = (tmp_path / "a" / "ckpt" / "instemb_config.json").read_text()
+    text = (tmp_path / "a" / "ckpt" / "instemb_parts.json").read_text()
     config = json.loads(text)
-    assert config["document_tower"]["encoder"] == "document_tower" and config["document_tower"]["query_anchor"]
+    assert config["parts"]["tower"]["config"]["encoder"] == "document_tower"
+    assert config["routes"]["query"]["type"] == "anchored"
     assert str(tiny_st_dir) not in text and str(tmp_path) not in text
     assert "document_tower/modules.json" in config["files"]
     shutil.move(tmp_path / "a" / "ckpt", tmp_path / "b" / "moved")
     shutil.rmtree(tmp_path / "a")
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "b" / "moved", device="cpu")
-    assert loaded.document_tower.sentence_encoder.folder == (tmp_path / "b" / "moved" / "document_tower").resolve()
+    assert loaded.tower.sentence_encoder.folder == (tmp_path / "b" / "moved" / "document_tower").resolve()
     assert loaded.fingerprint == anchored.fingerprint
     assert loaded.document_fingerprint == anchored.document_fingerprint
     assert same_embeddings(loaded, anchored)
@@ -69,18 +73,19 @@ def test_a_named_tower_is_not_copied(tiny_two_tower, tmp_path, monkeypatch):
     from instemb_rag.teachers import registry
 
     monkeypatch.setitem(registry.TEACHERS, "tiny", registry.TEACHERS["minilm"])
-    named = DocumentTower(tiny_two_tower.document_tower.sentence_encoder, "tiny")
-    assert tiny_two_tower.with_document_tower(named).config.document_tower["encoder"] == "tiny"
-    tiny_two_tower.with_document_tower(named).save(tmp_path / "ckpt")
+    named = DocumentTower(tiny_two_tower.tower.sentence_encoder, "tiny")
+    assert TwoTowerEncoder(tiny_two_tower.query_llm, named).tower.recorded_config()["encoder"] == "tiny"
+    TwoTowerEncoder(tiny_two_tower.query_llm, named).save(tmp_path / "ckpt")
     assert not (tmp_path / "ckpt" / "document_tower").exists()
 
 
 def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_dir, tmp_path):
     anchored.save(tmp_path / "ckpt")
-    export_checkpoint(tmp_path / "ckpt", tmp_path / "out", max_length=48)
+    export_model(tmp_path / "ckpt", tmp_path / "out", max_length=48)
     shutil.rmtree(tmp_path / "ckpt")
-    config = json.loads((tmp_path / "out" / "instemb_config.json").read_text())
-    assert config["document_tower"]["encoder"] == "document_tower" and config["document_tower"]["query_anchor"]
+    config = json.loads((tmp_path / "out" / "instemb_parts.json").read_text())
+    assert config["parts"]["tower"]["config"]["encoder"] == "document_tower"
+    assert config["routes"]["query"]["type"] == "anchored"
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "out", device="cpu")
     assert same_embeddings(loaded, anchored.with_options(max_length=48))
 
@@ -91,33 +96,36 @@ def test_cli_export_with_a_document_tower_keeps_the_anchor_and_copies_the_folder
         app, ["export", str(tmp_path / "ckpt"), str(tmp_path / "out"), "--document-tower", str(tiny_st_dir)]
     )
     assert result.exit_code == 0, result.output
-    text = (tmp_path / "out" / "instemb_config.json").read_text()
-    assert json.loads(text)["document_tower"] == {**anchored.config.document_tower, "query_anchor": True}
+    text = (tmp_path / "out" / "instemb_parts.json").read_text()
+    config = json.loads(text)
+    assert config["parts"]["tower"]["config"] == anchored.tower.recorded_config()
+    assert config["routes"]["query"]["type"] == "anchored"
     assert str(tiny_st_dir) not in text
     shutil.move(tmp_path / "out", tmp_path / "moved")
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "moved", device="cpu")
-    assert loaded.document_tower.query_anchor and loaded.fingerprint == anchored.fingerprint
+    assert loaded.anchored and loaded.fingerprint == anchored.fingerprint
     assert same_embeddings(loaded, anchored)
 
 
 def test_export_adds_a_folder_tower_to_a_symmetric_checkpoint_unanchored(tiny_two_tower, tiny_st_dir, tmp_path):
-    tiny_two_tower.with_document_tower(None).save(tmp_path / "symmetric")
+    tiny_two_tower.query_llm.save(tmp_path / "symmetric")
     entry = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
-    export_checkpoint(tmp_path / "symmetric", tmp_path / "two_tower", document_tower=entry)
-    config = json.loads((tmp_path / "two_tower" / "instemb_config.json").read_text())
-    assert config["document_tower"] == {**entry, "encoder": "document_tower"}  # no query_anchor
+    export_model(tmp_path / "symmetric", tmp_path / "two_tower", tower=entry)
+    config = json.loads((tmp_path / "two_tower" / "instemb_parts.json").read_text())
+    assert config["parts"]["tower"]["config"] == {**entry, "encoder": "document_tower"}
+    assert config["routes"]["query"]["type"] == "llm"  # not anchored
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "two_tower", device="cpu")
     assert loaded.fingerprint == tiny_two_tower.fingerprint
 
 
 def test_export_refuses_a_tower_folder_that_is_not_the_one_named(tiny_two_tower, tiny_st_dir, tmp_path):
-    tiny_two_tower.with_document_tower(None).save(tmp_path / "symmetric")
+    tiny_two_tower.query_llm.save(tmp_path / "symmetric")
     other = tmp_path / "other"
     shutil.copytree(tiny_st_dir, other)
     (other / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
     entry = {**DocumentTower.load(str(tiny_st_dir)).get_config_dict(), "encoder": str(other)}
     with pytest.raises(FingerprintMismatchError, match="another sentence encoder"):
-        export_checkpoint(tmp_path / "symmetric", tmp_path / "bad", document_tower=entry)
+        export_model(tmp_path / "symmetric", tmp_path / "bad", tower=entry)
     assert not (tmp_path / "bad").exists()
 
 
@@ -132,7 +140,7 @@ def test_an_instruction_that_pushes_the_query_out_of_the_window_warns_once(ancho
 
 
 def test_inputs_that_fit_do_not_warn_and_embed_as_the_pasted_baseline(anchored):
-    tower = anchored.document_tower
+    tower = anchored.tower
     queries, instructions = ["is the tent dry", "a stove"], ["focus on weather", None]
     with warnings.catch_warnings():
         warnings.simplefilter("error", AnchorTruncationWarning)
@@ -145,7 +153,7 @@ def test_inputs_that_fit_do_not_warn_and_embed_as_the_pasted_baseline(anchored):
 
 def test_to_moves_the_document_tower_with_the_encoder(tiny_two_tower):
     def tower_parameters():
-        return list(tiny_two_tower.document_tower.sentence_encoder.model.parameters())
+        return list(tiny_two_tower.tower.sentence_encoder.model.parameters())
 
     # A dtype change stays with the LLM: the sentence encoder keeps its own.
     assert tiny_two_tower.to(torch.float64) is tiny_two_tower

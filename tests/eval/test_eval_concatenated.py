@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from instemb_rag.encoder.composed.concat import ConcatenatedEncoder, parse_reference
 from instemb_rag.errors import InstEmbError
-from instemb_rag.eval.concatenated import ConcatenatedEncoder, parse_reference
 
 
 def test_the_cosine_is_the_weighted_sum_of_the_parts(tiny_two_tower, tiny_encoder):

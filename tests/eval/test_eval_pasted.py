@@ -21,7 +21,7 @@ def ndcg_at_10(scores: np.ndarray, doc_ids: list[str], relevant: set[str]) -> fl
 
 
 def test_eval_scores_the_document_tower_with_the_instruction_pasted(tmp_path, tiny_st_dir, monkeypatch):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.eval.data import document_text
     from instemb_rag.teachers import teacher_text
 

@@ -31,7 +31,7 @@ def test_eval_scores_a_composed_two_space_folder_by_the_weighted_cosines(
     tmp_path, tiny_model_dir, tiny_st_dir, monkeypatch
 ):
     from instemb_rag.encoder import InstEmbEncoder
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.eval.data import load_beir
 
     monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))

@@ -65,7 +65,7 @@ def loaded(folder: Path):
 
 @pytest.fixture(scope="module")
 def effect_dir(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> Path:
-    from instemb_rag.encoder.mixing import untrained_effect
+    from instemb_rag.encoder.load import untrained_effect
 
     folder = tmp_path_factory.mktemp("effect") / "model"
     encoder = untrained_effect(
@@ -200,7 +200,7 @@ def test_a_two_space_index_refuses_the_strength_and_an_effect_model_searches_it(
 ):
     """The same document side: the effect model searches a two-space model's index as it is; the
     two-space model itself has llm_weight, not the strength."""
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2).save(tmp_path / "mix")
     index_dir = build_index(write_docs(tmp_path / "docs"), tmp_path / "index", tmp_path / "mix")

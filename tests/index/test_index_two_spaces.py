@@ -74,7 +74,7 @@ def loaded(folder: Path):
 
 @pytest.fixture(scope="module")
 def two_space_dir(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> Path:
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     folder = tmp_path_factory.mktemp("two_spaces") / "model"
     encoder = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2)

@@ -86,13 +86,14 @@ def other_query_tower_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
     """Another query tower (another random head) into the same document tower."""
     import torch
 
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     torch.manual_seed(7)
     tower = DocumentTower.load(str(tiny_st_dir))
     head = Projection(tiny_encoder.hidden_size, tower.dimension)
-    tiny_encoder.with_projection(head).with_document_tower(tower).save(tmp_path / "other_query_tower")
+    TwoTowerEncoder(tiny_encoder.with_projection(head), tower).save(tmp_path / "other_query_tower")
     return tmp_path / "other_query_tower"
 
 
@@ -116,7 +117,7 @@ def check_hits(document: dict, expected: list[tuple[str, float]]) -> None:
 
 
 def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
@@ -217,7 +218,7 @@ def test_chunks_are_counted_in_the_document_towers_tokens_and_fit_its_limit(two_
     index_dir = tmp_path / "index"
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
     assert code == 0, output
-    tower = loaded(two_tower_dir).document_tower
+    tower = loaded(two_tower_dir).tower
     limit = tower.max_length - 2  # the tiny tower reads 32 tokens, [CLS] and [SEP] among them
     assert read_manifest(index_dir).chunk_size == limit
     _, texts, _ = stored(index_dir)

@@ -30,7 +30,7 @@ KINDS = ("symmetric", "two_spaces", "instruction_effect")
 @pytest.fixture(scope="module")
 def folders(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> dict:
     """One folder of each kind, written by the project's own saves."""
-    from instemb_rag.encoder.mixing import untrained_effect, untrained_mix
+    from instemb_rag.encoder.load import untrained_effect, untrained_mix
 
     root = tmp_path_factory.mktemp("st_interop")
     encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)

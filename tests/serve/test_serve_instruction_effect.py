@@ -26,7 +26,7 @@ INSTRUCTIONS = ["focus on weight", "focus on warmth"]
 
 @pytest.fixture(scope="module")
 def effect(tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_effect
+    from instemb_rag.encoder.load import untrained_effect
 
     return untrained_effect(
         str(tiny_model_dir), str(tiny_st_dir), instruction_strength=2.0, device="cpu", lookahead_length=2

@@ -29,7 +29,7 @@ INSTRUCTIONS = ["focus on weight", None]
 
 @pytest.fixture(scope="module")
 def two_spaces(tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     return untrained_mix(
         str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.5, device="cpu", lookahead_length=4, max_length=64

@@ -21,7 +21,7 @@ QUERIES = [("which tent is light ?", "focus on weight"), ("which tent is light ?
 
 
 def test_documents_by_the_document_tower_queries_by_the_query_tower(tiny_two_tower, tiny_st_dir):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     tower = DocumentTower.load(str(tiny_st_dir))
     with TestClient(create_app(ServerState(tiny_two_tower, ServeOptions()))) as client:
@@ -68,7 +68,7 @@ def test_a_refused_document_instruction_does_not_fail_the_requests_batched_with_
     an instruction gets its 400, the other its vectors."""
     import httpx
 
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     options = ServeOptions(batching=BatchingOptions(max_batch_size=4, max_wait_ms=2_000))
     state = ServerState(tiny_two_tower, options)

@@ -67,7 +67,7 @@ def loss_of(encoder, setting) -> float:
 def test_training_lowers_the_loss_and_ships_an_effect_folder(setting, tmp_path):
     from instemb_rag import InstEmbEncoder
     from instemb_rag.encoder.composed.effect import InstructionEffectEncoder
-    from instemb_rag.encoder.mixing import untrained_effect
+    from instemb_rag.encoder.load import untrained_effect
     from instemb_rag.training.trainer import train
 
     final = train(config_for(setting, tmp_path))

@@ -76,7 +76,7 @@ def trained_queries():
 
 def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint(setting, tmp_path, monkeypatch):
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.training.objectives import objective_for
     from instemb_rag.training.trainer import train
 
@@ -92,7 +92,7 @@ def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint
 
     final = train(config, log=lambda _: None)
     encoder = InstEmbEncoder.from_pretrained(final, device="cpu")
-    assert encoder.is_two_tower and encoder.document_tower.query_anchor
+    assert encoder.is_two_tower and encoder.anchored
     assert encoder.document_fingerprint == tower.fingerprint
     shipped = encoder.encode_queries(texts, instructions)
     # Trained: the queries moved off their anchors, and rank their passages better than the anchors do.
@@ -105,15 +105,16 @@ def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint
 
 
 def test_an_untrained_anchored_encoder_embeds_queries_as_the_anchor(setting, tiny_encoder):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
-    tower = DocumentTower.load(str(setting["tower"])).anchored()
+    tower = DocumentTower.load(str(setting["tower"]))
     head = Projection(tiny_encoder.hidden_size, tower.dimension)
     with torch.no_grad():
         head.linear.weight.zero_()
         head.linear.bias.zero_()
-    encoder = tiny_encoder.with_projection(head).with_document_tower(tower)
+    encoder = TwoTowerEncoder(tiny_encoder.with_projection(head), tower, anchored=True)
     texts, instructions = ["light tent for rain", "compact stove"], ["focus on durability", None]
     np.testing.assert_allclose(
         encoder.encode_queries(texts, instructions), tower.anchor_vectors(texts, instructions), atol=1e-6

@@ -62,7 +62,7 @@ def config_for(setting, tmp_path, **overrides):
 
 
 def untrained(setting, llm_weight=0.5):
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     llm = setting["llm"]
     return untrained_mix(str(llm), str(setting["tower"]), llm_weight=llm_weight, device="cpu", lookahead_length=2)
@@ -80,7 +80,7 @@ def mixed_loss(queries: np.ndarray, documents: np.ndarray, positives: list[int])
 
 
 def test_the_untrained_mix_scores_by_the_weighted_cosines(setting):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     encoder = untrained(setting, llm_weight=0.7)
     tower = DocumentTower.load(str(setting["tower"]))

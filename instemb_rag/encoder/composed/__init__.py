@@ -1,13 +1,23 @@
-"""An encoder made of parts: documents in two spaces side by side, queries from one LLM prefill.
+"""The encoder of parts: a model folder lists its parts and a query route and a document route
+over them (the shape of sentence-transformers v5's modules.json + Router).
 
-config.py   instemb_parts.json (the parts, the mix weight) and its one reader; llm_checkpoint_of
-            (the symmetric LLM checkpoint inside a two-space folder)
-gate.py     WeightGate: the mix weight per query, read off the LLM's pooled state
-encoder.py  TwoSpacesEncoder: the document side and the query side over the parts
+config.py   instemb_parts.json (format 2: parts and routes)
+legacy.py   the one converter of every older layout into the same spec
+spec.py     read_spec: any folder's parts and routes; llm_checkpoint_of
+parts.py    the part types (llm, sentence_encoder, projection, gate, effect_map): config, save, load
+routes.py   the document routes (sentence_encoder, halves) and query routes (llm, anchored,
+            mixed, effect); their math is encoder/combine.py's
+encoder.py  ComposedEncoder; TwoTowerEncoder and TwoSpacesEncoder name its parts and routes
+effect.py   InstructionEffectEncoder (the instruction's effect)
+gate.py, effect_map.py   the gate and the effect map (parts)
+concat.py, pasted.py     concat: and pasted: references (two encoders side by side; a sentence
+                         encoder with the instruction pasted)
+export.py   export_model: a copy of any model folder with new inference settings, or two-tower
 """
 
 from __future__ import annotations
 
-from .config import PARTS_FILE, is_composed, llm_checkpoint_of
+from .config import PARTS_FILE, is_composed
+from .spec import llm_checkpoint_of
 
 __all__ = ["PARTS_FILE", "is_composed", "llm_checkpoint_of"]

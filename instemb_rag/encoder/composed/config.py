@@ -1,17 +1,30 @@
-"""``instemb_parts.json``: the config of an encoder made of parts (two spaces), and its one reader.
+"""``instemb_parts.json``: a model folder's parts and routes (format 2), and its one reader.
 
-    instemb_parts.json   this config: the parts and the mix weight
-    documents_llm/       a symmetric InstEmb checkpoint: the LLM half of every document
-    query_llm/           (optional) the query side's LLM: the documents' LLM with a query-side
-                         adapter; absent, the documents' LLM reads queries as it is
-    tower_head/          (optional) projection.safetensors: the head from the query LLM's pooled
-                         state into the sentence encoder's space (the correction of the anchor)
-    gate.safetensors     (optional) the per-query mix weight (gate.py)
-    document_tower/      (optional) a fine-tuned sentence encoder; else ``document_tower.encoder``
-                         names an installed one (``minilm``)
+The shape of sentence-transformers v5's ``modules.json`` + ``Router``: each part is its own
+subfolder with its own config, save and load; a query route and a document route name the parts
+they run and how their vectors combine (routes.py, the math in encoder/combine.py).
 
-Every part lives inside the folder (a copy of the folder is the whole encoder); the sentence
-encoder is the exception when it is an installed teacher, named and checked by fingerprint.
+    {"format_version": 2,
+     "parts": {"documents_llm": {"type": "llm", "path": "documents_llm"},
+               "tower": {"type": "sentence_encoder",
+                         "config": {"encoder": "minilm", "fingerprint": "...", "dimension": 384}},
+               "tower_head": {"type": "projection", "path": "tower_head"}, ...},
+     "routes": {"query": {"type": "mixed", "llm": "query_llm", "tower": "tower", "head": "tower_head",
+                          "gate": null, "llm_weight": 0.5},
+                "document": {"type": "halves", "llm": "documents_llm", "tower": "tower"}},
+     "training": {...}, "files": [...]}
+
+Part types (parts.py): ``llm`` (an InstEmb checkpoint folder: instemb_config.json and its weights),
+``sentence_encoder`` (an installed teacher by name, or its own folder, modules/tower.py's ``TOWER_DIR``),
+``projection``, ``gate``, ``effect_map`` (each a subfolder with ``config.json`` and its weights).
+``files`` lists the files of the parts that are not LLM checkpoints (those list their own), so a
+copy that lost one refuses to load. Every part lives inside the folder; an installed sentence
+encoder is the exception, named and checked by fingerprint.
+
+Older folders (a checkpoint's ``instemb_config.json`` with or without a document tower, and
+format 1 of this file, kinds ``two_spaces`` and ``instruction_effect``) are read through the one
+converter (legacy.py) into the same ``ModelSpec``; a symmetric checkpoint is the spec of one part
+(spec.py: ``read_spec`` reads any folder).
 """
 
 from __future__ import annotations
@@ -24,67 +37,67 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import CheckpointError
 
+__all__ = [
+    "DOCUMENTS_LLM_DIR",
+    "FORMAT_VERSION",
+    "PARTS_FILE",
+    "QUERY_LLM_DIR",
+    "TOWER_HEAD_DIR",
+    "ModelSpec",
+    "PartEntry",
+    "is_composed",
+    "read_raw",
+    "validated",
+    "write_spec",
+]
+
 PARTS_FILE = "instemb_parts.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DOCUMENTS_LLM_DIR = "documents_llm"
 QUERY_LLM_DIR = "query_llm"
 TOWER_HEAD_DIR = "tower_head"
-TOWER_DIR = "document_tower"
+PART_CONFIG_FILE = "config.json"  # a projection's, gate's or effect map's own config, in its subfolder
 
 
-class PartsConfig(BaseModel):
+class PartEntry(BaseModel):
+    """One part: its type, its subfolder (None: none, an installed sentence encoder) and its config
+    when the part keeps none of its own in its folder (a sentence encoder; an older folder's parts)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    path: str | None = None
+    config: dict | None = None
+
+
+class ModelSpec(BaseModel):
+    """What a model folder holds: its parts, its two routes, provenance, the part files it lists."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format_version: int = FORMAT_VERSION
-    kind: str = "two_spaces"
-    # The sentence encoder's config entry (modules/document_tower.py): encoder, fingerprint, dimension.
-    document_tower: dict
-    # Whether query_llm/ holds the query side's own LLM (else the documents' LLM reads queries).
-    query_llm: bool = False
-    # The tower head's Projection config (None: the tower half of a query is the anchor alone).
-    tower_head: dict | None = None
-    # The gate's config (None: the fixed weight below for every query).
-    gate: dict | None = None
-    # The LLM space's share of the score where no gate decides and the caller gives none.
-    llm_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
+    parts: dict[str, PartEntry]
+    routes: dict[str, dict]  # {"query": {...}, "document": {...}}: routes.py
     training: dict = Field(default_factory=dict)  # provenance only
+    files: list[str] | None = None
+
+    @property
+    def is_symmetric(self) -> bool:
+        """One LLM embeds queries and documents: the model is that part itself."""
+        return self.routes["query"].get("type") == self.routes["document"].get("type") == "llm"
+
+    def llm_path(self) -> str:
+        """The subfolder of the LLM a caller means where it means the LLM (its document space, its
+        internals, a training start): the documents' LLM, else the query side's."""
+        for name in (self.routes["document"].get("llm"), self.routes["query"].get("llm")):
+            if name is not None and self.parts[name].type == "llm":
+                return self.parts[name].path or "."
+        raise CheckpointError("This model has no LLM part.")
 
 
 def is_composed(folder: str | os.PathLike | None) -> bool:
+    """A parts folder (``instemb_parts.json``), of either format."""
     return folder is not None and (Path(folder) / PARTS_FILE).is_file()
-
-
-def llm_checkpoint_of(reference):
-    """The symmetric LLM checkpoint a reference means where the LLM itself is meant (its document
-    space, its internals, a training start): the ``documents_llm/`` inside a two-space folder, else
-    the reference unchanged (a checkpoint, a model folder, a name or None). A string stays a
-    string, a path a path."""
-    if not is_composed(reference):
-        return reference
-    inside = Path(reference) / DOCUMENTS_LLM_DIR
-    return str(inside) if isinstance(reference, str) else inside
-
-
-KINDS = ("two_spaces", "instruction_effect")
-
-
-def parts_kind(folder: str | os.PathLike) -> str:
-    """The arrangement a parts folder holds: ``two_spaces`` or ``instruction_effect``."""
-    return read_raw_parts(folder).get("kind")
-
-
-def read_raw_parts(folder: str | os.PathLike) -> dict:
-    path = Path(folder) / PARTS_FILE
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{path} cannot be read ({error}). Copy the whole model folder again.") from None
-    if raw.get("format_version") != FORMAT_VERSION or raw.get("kind") not in KINDS:
-        raise CheckpointError(
-            f"{path}: format {raw.get('format_version')!r}, kind {raw.get('kind')!r}; this version of "
-            f"instemb-rag reads format {FORMAT_VERSION}, kinds {', '.join(KINDS)}. Upgrade instemb-rag."
-        )
-    return raw
 
 
 def validated(model: type[BaseModel], raw: dict, path: Path):
@@ -95,13 +108,15 @@ def validated(model: type[BaseModel], raw: dict, path: Path):
         raise CheckpointError(f"{path}: {fields}. The folder is damaged.") from None
 
 
-def read_parts_config(folder: str | os.PathLike) -> PartsConfig:
-    raw = read_raw_parts(folder)
-    path = Path(folder) / PARTS_FILE
-    if raw["kind"] != "two_spaces":
-        raise CheckpointError(f"{path} holds kind {raw['kind']!r}, not a two-space model.")
-    return validated(PartsConfig, raw, path)
+def read_raw(path: Path) -> dict:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{path} cannot be read ({error}). Copy the whole model folder again.") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} does not hold a JSON object. Copy the whole model folder again.")
+    return raw
 
 
-def write_parts_config(folder: str | os.PathLike, config: BaseModel) -> None:
-    (Path(folder) / PARTS_FILE).write_text(json.dumps(config.model_dump(), indent=2) + "\n", encoding="utf-8")
+def write_spec(folder: str | os.PathLike, spec: ModelSpec) -> None:
+    (Path(folder) / PARTS_FILE).write_text(json.dumps(spec.model_dump(), indent=2) + "\n", encoding="utf-8")

@@ -1,30 +1,22 @@
-"""TwoSpacesEncoder: an encoder made of parts, with a document side and a query side.
+"""ComposedEncoder: the one encoder of parts. Its parts (parts.py: LLMs, a sentence encoder, heads)
+and its two routes (routes.py) are what a model folder lists (config.py); the arrangements are
+compositions of them:
 
-Documents: two halves, each L2-normalised, stored as ``[A; B] / sqrt(2)``:
-    A  the LLM's own document embedding (a symmetric InstEmb encoder, frozen: ``documents_llm``)
-    B  a sentence encoder's (all-MiniLM-L6-v2, or a fine-tuned copy: the document tower)
-Queries: one LLM prefill of query + instruction + look-ahead tokens (``query_llm``: the documents'
-LLM with a query-side adapter, or that LLM itself) gives the pooled state p, and from it
-    a  the LLM half: the query LLM's embedding (DAAP, through its own head if any), normalised
-    b  the tower half: the sentence encoder's vector of "instruction + query" (one pass of the
-       small encoder) plus the tower head's correction head(p), normalised
-    w  the LLM half's weight: the caller's ``llm_weight``, else the gate's reading of p, else the
-       configured weight
-stored as ``[w a; (1 - w) b]`` normalised (every embedding of the Encoder protocol is unit
-length, so FAISS inner product and Qdrant cosine agree). The score of a document is then
-``(w cos(a, A) + (1 - w) cos(b, B)) * mix_scale(w)``, a positive constant per query: it ranks as the
-weighted sum. The weight lives on the query side only, so changing it never re-indexes. The document fingerprint covers the two document parts, never the weight or the
-query side: another query side over the same documents searches an index as it is.
+    TwoTowerEncoder           documents by the sentence encoder, queries by the LLM into its space
+                              (anchored on the sentence encoder's vector of the query, or not)
+    TwoSpacesEncoder          documents [A; B] / sqrt 2 (the LLM's and the sentence encoder's),
+                              queries [w a; (1 - w) b] from one prefill of the query LLM
+    InstructionEffectEncoder  (effect.py) the same documents, queries [s h(effect); M(i + q)]
 
-Untrained (no query LLM, head or gate) it is the fixed mix of the two spaces; the trainer
-(training/two_spaces/) starts every query-side part at zero, so its step 0 is exactly that mix.
+A symmetric model is its LLM part itself (InstEmbEncoder: both routes through it). Those three
+classes only name the parts and routes in their constructors; embedding, identity, saving and
+the query side's LLM (what the server and the indexer count tokens with) are all here. It never
+imports the LLM's module: encoder/load.py loads the LLM parts and assembles the encoder.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -33,29 +25,349 @@ import torch
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
-from ...instructions import per_item_instructions as _per_item_instructions
-from ..combine import anchored, check_llm_weight, mix_scale, mixed_query, unit, weighted_rows
-from ..modules.document_tower import DocumentTower
+from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
-from .config import (
-    DOCUMENTS_LLM_DIR,
-    QUERY_LLM_DIR,
-    TOWER_DIR,
-    TOWER_HEAD_DIR,
-    PartsConfig,
-    read_parts_config,
-    write_parts_config,
-)
-from .documents import TwoSpaceParts
+from ..modules.tower import DocumentTower
+from .config import DOCUMENTS_LLM_DIR, QUERY_LLM_DIR, ModelSpec, PartEntry, write_spec
 from .gate import WeightGate
+from .parts import part_files, part_type, save_part
+from .routes import AnchoredQueries, HalvesDocuments, LLMQueries, MixedQueries, TowerDocuments
 
-__all__ = ["TwoSpacesEncoder", "check_llm_weight", "mix_scale"]  # the two from combine.py, as before
+__all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_weight", "mix_scale"]
+
+# Where each LLM part of a saved folder lives (any other LLM part: a subfolder of its name).
+LLM_DIRS = {"documents_llm": DOCUMENTS_LLM_DIR, "query_llm": QUERY_LLM_DIR}
 
 
-class TwoSpacesEncoder(TwoSpaceParts):
-    """The Encoder protocol (encoder/protocol.py) over the parts above; see the module docstring."""
+class ComposedEncoder:
+    """The Encoder protocol (encoder/protocol.py) over named parts and a query and a document route."""
 
-    takes_llm_weight = True  # encode_queries(..., llm_weight=) and explain (protocol.takes_llm_weight)
+    def __init__(self, parts: dict, query, document, training_info: dict | None = None, sources: dict | None = None):
+        self.parts = dict(parts)
+        self.query_route, self.document_route = query, document
+        self.training_info = training_info or {}
+        # The checkpoint folder each LLM part was loaded from: a save copies it byte for byte (a
+        # loaded LLM has its LoRA merged; saving that would write every merged tensor).
+        self.sources = {name: Path(path) for name, path in (sources or {}).items() if path is not None}
+        self._fingerprint: str | None = None
+        missing = sorted({*query.part_names(), *document.part_names()} - set(self.parts))
+        if missing:
+            raise InstEmbError(f"The routes name parts this encoder lacks: {', '.join(missing)}.")
+
+    @classmethod
+    def assemble(cls, parts: dict, query, document, training_info=None, sources=None) -> ComposedEncoder:
+        """The arrangement class the routes make (a loaded folder, a view with other parts)."""
+        arrangement = ARRANGEMENTS.get(query.type, ComposedEncoder)
+        encoder = arrangement.__new__(arrangement)
+        ComposedEncoder.__init__(encoder, parts, query, document, training_info, sources)
+        return encoder
+
+    def with_parts(self, **changes) -> ComposedEncoder:
+        """This encoder with some parts (or routes: ``query_route``, ``document_route``) replaced."""
+        query, document = (
+            changes.pop("query_route", self.query_route),
+            changes.pop("document_route", self.document_route),
+        )
+        sources = {name: path for name, path in self.sources.items() if name not in changes}
+        return ComposedEncoder.assemble({**self.parts, **changes}, query, document, self.training_info, sources)
+
+    # ------------------------------------------------------------------ the parts by their roles
+    @property
+    def query_llm(self):
+        return self.parts[self.query_route.llm]
+
+    @property
+    def documents_llm(self):
+        name = getattr(self.document_route, "llm", None)
+        return self.parts[name] if name is not None else None
+
+    @property
+    def tower(self) -> DocumentTower:
+        return self.parts[self.document_route.tower]
+
+    def _optional(self, field: str):
+        name = getattr(self.query_route, field, None)
+        return self.parts[name] if name is not None else None
+
+    @property
+    def tower_head(self):
+        return self._optional("head")
+
+    @property
+    def gate(self):
+        return self._optional("gate")
+
+    @property
+    def effect_map(self):
+        return self._optional("effect_map")
+
+    @property
+    def has_query_llm(self) -> bool:
+        """The query side has an LLM of its own (not the documents' LLM)."""
+        return self.query_llm is not self.documents_llm
+
+    @property
+    def documents_source(self) -> Path | None:
+        return self.sources.get("documents_llm")
+
+    @property
+    def query_source(self) -> Path | None:
+        return self.sources.get("query_llm")
+
+    def llm_parts(self) -> list:
+        """The LLM parts, once each."""
+        found = []
+        for part in self.parts.values():
+            if part_type(part) == "llm" and all(part is not seen for seen in found):
+                found.append(part)
+        return found
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = self.query_route.fingerprint(self)
+        return self._fingerprint
+
+    @property
+    def document_fingerprint(self) -> str:
+        return self.document_route.fingerprint(self)
+
+    @property
+    def dimension(self) -> int:
+        return self.document_route.dimension(self)
+
+    @property
+    def document_side(self):
+        return self.document_route.side(self)
+
+    @property
+    def takes_llm_weight(self) -> bool:
+        return self.query_route.knob == "llm_weight"
+
+    @property
+    def takes_instruction_strength(self) -> bool:
+        return self.query_route.knob == "instruction_strength"
+
+    # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
+    @property
+    def tokenizer(self):
+        return self.query_llm.tokenizer
+
+    @property
+    def template(self):
+        return self.query_llm.template
+
+    @property
+    def settings(self):
+        return self.query_llm.settings
+
+    @property
+    def max_length(self) -> int:
+        return self.query_llm.max_length
+
+    @property
+    def precision(self) -> str:
+        return self.query_llm.precision
+
+    @property
+    def backbone(self):
+        return self.query_llm.backbone
+
+    @property
+    def device(self) -> torch.device:
+        return self.query_llm.device
+
+    @property
+    def quantization_report(self):
+        return getattr(self.query_llm, "quantization_report", None)
+
+    def build_ids(self, text: str, instruction: str | None, lookahead_length: int | None = None) -> list[int]:
+        return self.query_llm.build_ids(text, instruction, lookahead_length)
+
+    def query_tokens(self, query: str, instruction: str | None) -> int:
+        """Tokens one query runs through, over every part its route runs."""
+        return self.query_route.tokens(self, query, instruction)
+
+    # ------------------------------------------------------------------ embedding
+    def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
+        """One instruction per query (or one for all, or None); the route's knob as a keyword
+        (``llm_weight``, ``instruction_strength``)."""
+        return self.query_route.encode(self, queries, instructions, **kwargs)
+
+    def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        return self.document_route.encode(self, documents, instruction, **kwargs)
+
+    def encode(self, texts: Sequence[str], instructions=None, batch_size: int = 16, show_progress: bool = False):
+        """Texts each under its own instruction, embedded as queries are."""
+        return self.encode_queries(texts, instructions, batch_size=batch_size, show_progress=show_progress)
+
+    def encode_instructions(self, text: str, instructions: Sequence[str | None], batch_size: int = 32) -> np.ndarray:
+        """One text under K instructions [K, d] (equals ``encode_queries([text] * K, instructions)``)."""
+        own = getattr(self.query_route, "encode_instructions", None)
+        if own is not None:
+            return own(self, text, instructions, batch_size)
+        return self.encode_queries([text] * len(instructions), list(instructions), batch_size=batch_size)
+
+    def query_halves(self, queries: Sequence[str], instructions: Instructions = None, *args, **kwargs):
+        return self.query_route.query_halves(self, queries, instructions, *args, **kwargs)
+
+    def document_halves(self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
+        return self.document_route.halves(self, documents, batch_size, show_progress)
+
+    def explain(self, query: str, instruction: str | None, documents: Sequence[str], **knob) -> list[dict]:
+        """Per document, what each space gives and what ranks (routes.py: the knob's routes only)."""
+        if not hasattr(self.query_route, "explain"):
+            raise InstEmbError("This encoder embeds each side in one space: there is nothing to explain.")
+        return self.query_route.explain(self, query, instruction, documents, **knob)
+
+    def route_halves(self, pooled, embedded, anchors):
+        return self.query_route.route_halves(self, pooled, embedded, anchors)
+
+    def route_effect(self, under_instruction, under_reference, strength: float):
+        return self.query_route.route_effect(self, under_instruction, under_reference, strength)
+
+    def route_queries(self, pooled, anchors):
+        return self.query_route.route_queries(self, pooled, anchors)
+
+    # ------------------------------------------------------------------ modes and devices
+    def _modules(self) -> list:
+        return [part for part in self.parts.values() if part_type(part) not in ("llm", "sentence_encoder")]
+
+    def eval(self) -> ComposedEncoder:
+        return self.train(False)
+
+    def train(self, mode: bool = True) -> ComposedEncoder:
+        for part in self.llm_parts() + self._modules():
+            part.train(mode)
+        self._fingerprint = None  # training changes weights
+        return self
+
+    def to(self, *args, **kwargs) -> ComposedEncoder:
+        """Every part where the query LLM goes; the sentence encoder keeps its own dtype."""
+        for part in self.llm_parts() + self._modules():
+            part.to(*args, **kwargs)
+        self.tower.to(self.device)
+        return self
+
+    def with_options(self, **settings) -> ComposedEncoder:
+        """Every LLM part under other settings (``InstEmbEncoder.with_options``), sharing its weights."""
+        views = {name: part.with_options(**settings) for name, part in self.parts.items() if part_type(part) == "llm"}
+        return self.with_parts(**views) if any(views[n] is not self.parts[n] for n in views) else self
+
+    # ------------------------------------------------------------------ saving
+    def spec(self, entries: dict[str, PartEntry], files: list[str] | None = None) -> ModelSpec:
+        routes = {"query": self.query_route.config(), "document": self.document_route.config()}
+        return ModelSpec(parts=entries, routes=routes, training=self.training_info, files=files)
+
+    def save(self, folder: str | os.PathLike, also=None, savers: dict | None = None) -> None:
+        """Write the folder atomically: each part in its subfolder (an LLM loaded from a folder
+        copied byte for byte), instemb_parts.json listing the parts and routes, and the files that
+        make it load as a SentenceTransformer. ``savers`` (part name -> ``save(llm, subfolder)``)
+        write an LLM part their way (the trainer: its trained tensors in its dtype); ``also`` writes
+        more files beside the parts (the trainer's state) inside the same swap."""
+        import shutil
+
+        from ..checkpoint import write_folder_atomically
+        from ..st_files import write_sentence_transformers_files
+
+        def fill(staging: Path) -> None:
+            entries, written = {}, {}
+            for name, part in self.parts.items():
+                if part_type(part) != "llm":
+                    entries[name] = save_part(name, part, staging)
+                    continue
+                path = LLM_DIRS.get(name, name)
+                same = next((other for other, done in written.items() if done is part), None)
+                if same is not None:  # one LLM under two names: saved once
+                    entries[name] = entries[same]
+                    continue
+                if savers and name in savers:
+                    savers[name](part, staging / path)
+                elif name in self.sources:
+                    shutil.copytree(
+                        self.sources[name], staging / path, ignore=shutil.ignore_patterns(".*", "trainer_*")
+                    )
+                else:
+                    part.save(staging / path)
+                entries[name], written[name] = PartEntry(type="llm", path=path), part
+            write_spec(staging, self.spec(entries, part_files(staging, entries)))
+            write_sentence_transformers_files(staging)
+            if also is not None:
+                also(staging)
+
+        write_folder_atomically(Path(folder), fill)
+        self._fingerprint = None
+
+
+class TwoTowerEncoder(ComposedEncoder):
+    """Documents by a sentence encoder (the tower), queries by the LLM (``query_llm``, with a head
+    into the tower's space), anchored on the tower's vector of "instruction + query" or not. The
+    LLM's own attributes (its config, head, hidden size) are this encoder's too."""
+
+    def __init__(self, llm, tower: DocumentTower, anchored: bool = False, training_info=None, query_source=None):
+        head = llm.projection
+        if head is None or head.dimension != tower.dimension:
+            raise InstEmbError(
+                f"A two-tower encoder needs a projection head (unblended) into its document tower's "
+                f"{tower.dimension}-dimensional space; this one has "
+                f"{'none' if head is None else f'a {head.dimension}-dimensional output'}."
+            )
+        query = AnchoredQueries() if anchored else LLMQueries()
+        super().__init__(
+            {"query_llm": llm, "tower": tower}, query, TowerDocuments(), training_info, {"query_llm": query_source}
+        )
+
+    @property
+    def is_two_tower(self) -> bool:
+        return True
+
+    @property
+    def anchored(self) -> bool:
+        return self.query_route.anchor
+
+    def with_anchor(self, anchored: bool = True) -> TwoTowerEncoder:
+        return self.with_parts(query_route=AnchoredQueries() if anchored else LLMQueries())
+
+    def with_projection(self, projection: Projection | None) -> TwoTowerEncoder:
+        return TwoTowerEncoder(
+            self.query_llm.with_projection(projection), self.tower, self.anchored, self.training_info
+        )
+
+    @property
+    def config(self):
+        return self.query_llm.config
+
+    @property
+    def projection(self):
+        return self.query_llm.projection
+
+    @property
+    def hidden_size(self) -> int:
+        return self.query_llm.hidden_size
+
+    @property
+    def pooling(self):
+        return self.query_llm.pooling
+
+    @property
+    def lookahead_length(self) -> int:
+        return self.query_llm.lookahead_length
+
+    def encode_unnormalised(self, texts, instructions=None, **kwargs) -> np.ndarray:
+        return self.query_llm.encode_unnormalised(texts, instructions, **kwargs)
+
+
+class TwoSpacesEncoder(ComposedEncoder):
+    """Documents ``[A; B] / sqrt(2)``: the documents' LLM's own vector (a symmetric InstEmb encoder,
+    frozen) and the sentence encoder's, each normalised. Queries from one prefill of ``query_llm``
+    (the documents' LLM with a query-side adapter, or that LLM itself): the LLM half, the tower
+    half (the sentence encoder's vector of "instruction + query" plus the tower head's correction)
+    and the weight w (the caller's ``llm_weight``, else the gate's, else the configured one), as
+    ``[w a; (1 - w) b]`` normalised. The score of a document is then ``(w cos(a, A) + (1 - w)
+    cos(b, B)) * mix_scale(w)``: it ranks as the weighted sum. Untrained (no query LLM, head or
+    gate) it is the fixed mix of the two spaces; the trainer (training/two_spaces/) starts every
+    query-side part at zero, so its step 0 is exactly that mix."""
 
     def __init__(
         self,
@@ -69,218 +381,41 @@ class TwoSpacesEncoder(TwoSpaceParts):
         documents_source: str | os.PathLike | None = None,
         query_source: str | os.PathLike | None = None,
     ):
-        if documents_llm.document_tower is not None or query_llm is not None and query_llm.document_tower is not None:
-            raise InstEmbError(
-                "The LLM parts of a two-space encoder are symmetric InstEmb encoders (no document tower)."
-            )
-        self.documents_llm = documents_llm
-        self.query_llm = query_llm if query_llm is not None else documents_llm
-        self.tower = tower.anchored(False)
         if tower_head is not None and tower_head.dimension != tower.dimension:
             raise InstEmbError(
                 f"The tower head maps into {tower_head.dimension} dimensions, the tower has {tower.dimension}."
             )
-        if self.query_llm.dimension != documents_llm.dimension:
+        if query_llm is not None and query_llm.dimension != documents_llm.dimension:
             raise InstEmbError("The query LLM's embeddings are not in the documents' LLM space (another width).")
-        self.tower_head = tower_head
-        self.gate = gate
-        self.llm_weight = float(check_llm_weight(llm_weight))
-        self.training_info = training_info or {}
-        # The checkpoint folder the documents' LLM was loaded from: a save copies it byte for byte
-        # (a loaded encoder has its LoRA merged; saving that would write every merged tensor).
-        self.documents_source = Path(documents_source) if documents_source is not None else None
-        self.query_source = Path(query_source) if query_source is not None and self.has_query_llm else None
+        parts = {"documents_llm": documents_llm, "tower": tower}
+        optional = {"query_llm": query_llm, "tower_head": tower_head, "gate": gate}
+        parts.update({name: part for name, part in optional.items() if part is not None})
+        query = MixedQueries(
+            llm="query_llm" if query_llm is not None else "documents_llm",
+            head="tower_head" if tower_head is not None else None,
+            gate="gate" if gate is not None else None,
+            llm_weight=llm_weight,
+        )
+        sources = {"documents_llm": documents_source, "query_llm": query_source if query_llm is not None else None}
+        super().__init__(parts, query, HalvesDocuments(), training_info, sources)
 
-    # ------------------------------------------------------------------ identity
     @property
-    def fingerprint(self) -> str:
-        """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
-        digest = hashlib.sha256(self.document_fingerprint.encode())
-        digest.update(self.query_llm.fingerprint.encode() if self.has_query_llm else b"same")
-        for name, module in (("head", self.tower_head), ("gate", self.gate)):
-            if module is not None:
-                for key, tensor in sorted(module.state_tensors().items()):
-                    digest.update(f"{name}.{key}".encode())
-                    digest.update(tensor.numpy().tobytes())
-        return digest.hexdigest()[:32]
+    def llm_weight(self) -> float:
+        return self.query_route.llm_weight
+
+    @property
+    def llm_dimension(self) -> int:
+        return self.documents_llm.dimension
 
     @property
     def label(self) -> str:
         return f"two spaces (LLM + {self.tower.reference})"
 
-    # ------------------------------------------------------------------ the query side
-    def query_tokens(self, query: str, instruction: str | None) -> int:
-        """Tokens one query runs through: the LLM's prefill and the sentence encoder's pass."""
-        from ...teachers.teacher import teacher_text
-
-        return len(self.build_ids(query, instruction)) + self.tower.tokens(teacher_text(query, instruction))
-
-    def eval(self) -> TwoSpacesEncoder:
-        for module in (self.documents_llm, self.query_llm, self.tower_head, self.gate):
-            if module is not None:
-                module.eval()
-        return self
-
-    def to(self, device) -> TwoSpacesEncoder:
-        """Every part on ``device``: both LLMs, the heads and the sentence encoder."""
-        self.documents_llm.to(device)
-        self.query_llm.to(device)
-        for module in (self.tower_head, self.gate):
-            if module is not None:
-                module.to(device)
-        self.tower.sentence_encoder.model.to(device)
-        return self
-
-    # ------------------------------------------------------------------ embedding
-    @torch.inference_mode()
-    def query_halves(
-        self,
-        queries: Sequence[str],
-        instructions: Instructions = None,
-        batch_size: int = 16,
-        show_progress: bool = False,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(a, b, w): each query's LLM half and tower half (normalised) and the gate's weight for it
-        (the configured weight where there is no gate), from one prefill of the query LLM."""
-        queries = list(queries)
-        per_item = _per_item_instructions(instructions, len(queries))
-        pooled, embedded = self.query_llm.encode_pooled(queries, per_item, batch_size, show_progress)
-        anchors = torch.as_tensor(self.tower.anchor_vectors(queries, per_item), dtype=torch.float32)
-        if not len(queries):
-            empty = torch.full((0,), self.llm_weight)
-            return unit(embedded).numpy(), unit(anchors).numpy(), empty.numpy()
-        device = self.query_llm.device
-        halves = self.route_halves(pooled.to(device), embedded.to(device), anchors.to(device))
-        return tuple(half.float().cpu().numpy() for half in halves[:3])
-
-    def route_halves(self, pooled: torch.Tensor, embedded: torch.Tensor, anchors: torch.Tensor):
-        """(a, b, w, correction) of queries from the query LLM's pooled states [B, hidden], its
-        embeddings [B, d] (the pooled states through its own head) and the sentence encoder's
-        anchors [B, d_m]: the query route, at inference (``query_halves``) and in training
-        (training/two_spaces/: differentiable, on the pooled states of the frozen-prefix cache)."""
-        llm_half = unit(embedded.float())
-        correction = self.tower_head(pooled) if self.tower_head is not None else None
-        tower_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
-        if self.gate is not None:
-            weights = self.gate(pooled)
-        else:
-            weights = torch.full((len(pooled),), self.llm_weight, device=pooled.device)
-        return llm_half, tower_half, weights, correction
-
-    def encode_queries(
-        self, queries: Sequence[str], instructions: Instructions = None, llm_weight: float | None = None, **kwargs
-    ) -> np.ndarray:
-        """``[w a; (1 - w) b]`` normalised, per query; ``llm_weight`` (0..1) fixes w for this call
-        (None: the gate's per-query weight, else the configured one)."""
-        llm_weight = check_llm_weight(llm_weight)
-        llm_half, tower_half, weights = self.query_halves(
-            queries, instructions, kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
-        )
-        if llm_weight is not None:
-            weights = np.full_like(weights, llm_weight)
-        return mixed_query(llm_half, tower_half, weights)
-
-    def explain(
-        self, query: str, instruction: str | None, documents: Sequence[str], llm_weight: float | None = None
-    ) -> list[dict]:
-        """Per document: each space's cosine, the weight, their weighted sum (what ranks) and the
-        score a search gives (that sum times ``mix_scale(w)``: the queries are unit length)."""
-        llm_weight = check_llm_weight(llm_weight)
-        llm_half, tower_half, weights = self.query_halves([query], [instruction])
-        weight = float(weights[0]) if llm_weight is None else llm_weight
-        llm_docs, tower_docs = self.document_halves(documents)
-        return weighted_rows(llm_docs @ llm_half[0], tower_docs @ tower_half[0], weight)
-
-    # ------------------------------------------------------------------ saving and loading
-    def get_config(self) -> PartsConfig:
-        return PartsConfig(
-            document_tower=self.tower.get_config_dict(),
-            query_llm=self.has_query_llm,
-            tower_head=self.tower_head.get_config_dict() if self.tower_head is not None else None,
-            gate=self.gate.get_config_dict() if self.gate is not None else None,
-            llm_weight=self.llm_weight,
-            training=self.training_info,
-        )
-
-    def save(self, folder: str | os.PathLike, save_query_llm=None, also=None) -> None:
-        """Write the folder atomically: every part inside it (a folder-based sentence encoder copied
-        in and recorded relative), so a copy of the folder is the whole encoder. ``save_query_llm``
-        writes the query LLM's folder (the trainer: its trained tensors in its dtype); ``also``
-        writes more files beside the parts (the trainer's state) inside the same swap."""
-        from ..checkpoint import write_folder_atomically
-        from ..st_files import write_sentence_transformers_files
-
-        def fill(staging: Path) -> None:
-            if self.documents_source is not None:
-                shutil.copytree(self.documents_source, staging / DOCUMENTS_LLM_DIR, ignore=shutil.ignore_patterns(".*"))
-            else:
-                self.documents_llm.save(staging / DOCUMENTS_LLM_DIR)
-            if self.has_query_llm and save_query_llm is None and self.query_source is not None:
-                shutil.copytree(self.query_source, staging / QUERY_LLM_DIR, ignore=shutil.ignore_patterns(".*"))
-            elif self.has_query_llm:
-                (save_query_llm or self.query_llm.save)(staging / QUERY_LLM_DIR)
-            if self.tower_head is not None:
-                (staging / TOWER_HEAD_DIR).mkdir()
-                self.tower_head.save(staging / TOWER_HEAD_DIR)
-            if self.gate is not None:
-                self.gate.save(staging)
-            config = self.get_config()
-            if not self.tower.is_named_teacher:
-                shutil.copytree(self.tower.sentence_encoder.folder, staging / TOWER_DIR)
-                config = config.model_copy(update={"document_tower": {**config.document_tower, "encoder": TOWER_DIR}})
-            write_parts_config(staging, config)
-            write_sentence_transformers_files(staging)
-            if also is not None:
-                also(staging)
-
-        write_folder_atomically(Path(folder), fill)
-
-    @classmethod
-    def load(
-        cls, folder: str | os.PathLike, load_llm, device: str = "auto", precision: str = "fp32", **settings
-    ) -> TwoSpacesEncoder:
-        """Load a two-space folder; ``load_llm(folder, device, precision=..., **settings)`` loads each
-        LLM part (model.load_checkpoint: passed in, so this module never imports the encoder's);
-        ``settings`` (pooling, lookahead_length, max_length) apply to both LLMs."""
-        load_checkpoint = load_llm
-        folder = Path(folder)
-        config = read_parts_config(folder)
-        documents_llm = load_checkpoint(folder / DOCUMENTS_LLM_DIR, device, precision=precision, **settings)
-        query_llm = (
-            load_checkpoint(folder / QUERY_LLM_DIR, device, precision=precision, **settings)
-            if config.query_llm
-            else None
-        )
-        where = f"{folder}/instemb_parts.json"
-        tower = DocumentTower.from_config(config.document_tower, str(documents_llm.device), folder, where)
-        target = (query_llm or documents_llm).device
-        head = Projection.load(folder / TOWER_HEAD_DIR, config.tower_head).to(target) if config.tower_head else None
-        gate = WeightGate.load(folder, config.gate).to(target) if config.gate else None
-        # Saved again as loaded, the LLM folders are copied byte for byte (their LoRA unmerged), unless
-        # other settings were asked for: then the encoder in memory is what a save must write.
-        as_stored = all(value is None for value in settings.values()) and precision == "fp32"
-        return cls(
-            documents_llm,
-            tower,
-            query_llm,
-            head,
-            gate,
-            config.llm_weight,
-            config.training,
-            folder / DOCUMENTS_LLM_DIR if as_stored else None,
-            folder / QUERY_LLM_DIR if as_stored and config.query_llm else None,
-        )
-
     def with_llm_weight(self, llm_weight: float) -> TwoSpacesEncoder:
         """This encoder (shared parts) with another configured weight and no gate: a new view."""
-        return TwoSpacesEncoder(
-            self.documents_llm,
-            self.tower,
-            self.query_llm if self.has_query_llm else None,
-            self.tower_head,
-            None,
-            llm_weight,
-            self.training_info,
-            self.documents_source,
-            self.query_source,
-        )
+        parts = {name: part for name, part in self.parts.items() if name != self.query_route.gate}
+        query = MixedQueries(self.query_route.llm, self.query_route.tower, self.query_route.head, None, llm_weight)
+        return ComposedEncoder.assemble(parts, query, self.document_route, self.training_info, self.sources)
+
+
+ARRANGEMENTS: dict[str, type] = {"llm": TwoTowerEncoder, "anchored": TwoTowerEncoder, "mixed": TwoSpacesEncoder}

@@ -46,7 +46,7 @@ class EffectObjective(Objective):
     def prepare(self) -> Prepared:
         from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
         from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.modules.document_tower import DocumentTower
+        from ...encoder.modules.tower import DocumentTower
 
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect

@@ -74,7 +74,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, towe
 
 def _frozen_parts(llm, tower):
     from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from ...encoder.modules.document_tower import DocumentTower
+    from ...encoder.modules.tower import DocumentTower
 
     if llm is None:
         llm = InstEmbEncoder.from_pretrained(shipped_llm_checkpoint())

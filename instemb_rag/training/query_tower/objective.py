@@ -13,7 +13,7 @@ A run (``query_tower.document_tower`` set in the config; objectives.py selects t
    sample of the bank (losses/query_tower.py); the queries come from the encoder's own query
    route (``route_queries``), so what a step ranks is what ``encode_queries`` embeds.
 
-The checkpoints are anchored two-tower encoders (encoder/modules/document_tower.py): what
+The checkpoints are anchored two-tower encoders (encoder/composed/: TwoTowerEncoder): what
 ``encode_queries`` computes at inference is what the step ranked.
 """
 
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import torch
 
-from ...encoder.modules.document_tower import DocumentTower
+from ...encoder.composed.encoder import TwoTowerEncoder
 from ...encoder.modules.projection import Projection
+from ...encoder.modules.tower import DocumentTower
 from ...hashing import file_sha256
 from ...losses.query_tower import bank_infonce, correction_norm
 from ...paths import instemb_home
@@ -52,7 +53,7 @@ class QueryTowerObjective(Objective):
     def prepare(self) -> Prepared:
         config, device, log = self.config, self.device, self.log
         t, q, m = config.training, config.query_tower, config.model
-        tower = DocumentTower.load(DocumentTower.recorded_reference(q.document_tower), device=str(device)).anchored()
+        tower = DocumentTower.load(DocumentTower.recorded_reference(q.document_tower), device=str(device))
         data = load_data(q.texts_file, q.max_queries, tower, q.embedding_dir, log)
         encoder = load_student(config, device)
         parts = make_trainable(encoder, config)
@@ -69,7 +70,7 @@ class QueryTowerObjective(Objective):
             with torch.no_grad():  # a zero correction: the run starts at the anchor
                 head.linear.weight.zero_()
                 head.linear.bias.zero_()
-        encoder = encoder.with_projection(head).with_document_tower(tower)
+        encoder = TwoTowerEncoder(encoder.with_projection(head), tower, anchored=True)
         parts.named.update({f"projection.{name}": p for name, p in head.named_parameters()})
         optimizer, scheduler = optimizer_with_head(parts, head, t, q.head_learning_rate)
         data_info = {
@@ -79,7 +80,7 @@ class QueryTowerObjective(Objective):
             "passages": len(data.passages),
             "seed": t.seed,
             "batches_per_epoch": order.per_epoch,
-            "document_tower": tower.get_config_dict(),
+            "sentence_encoder": tower.get_config_dict(),
         }
         run_info = {"device": str(device), "prefix_cache": str(cache.folder), **data_info}
         self.encoder, self.cache, self.data, self.order, self.head = encoder, cache, data, order, head
@@ -93,7 +94,7 @@ class QueryTowerObjective(Objective):
         q, device = self.config.query_tower, self.encoder.device
         batch = self.order.step(step)
         inputs = [self.data.queries[i].student_input for i in batch]
-        pooled = pooled_embeddings(self.encoder, self.cache, inputs)
+        pooled = pooled_embeddings(self.encoder.query_llm, self.cache, inputs)
         queries, corrections = self.encoder.route_queries(pooled, self.data.anchors[batch].to(device))
         rows, positives = self.data.candidates(batch, q.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {

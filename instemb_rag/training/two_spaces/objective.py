@@ -29,8 +29,8 @@ from torch import nn
 
 from ...encoder.composed.encoder import TwoSpacesEncoder
 from ...encoder.composed.gate import WeightGate
-from ...encoder.modules.document_tower import DocumentTower
 from ...encoder.modules.projection import Projection
+from ...encoder.modules.tower import DocumentTower
 from ...hashing import file_sha256
 from ...losses.query_tower import correction_norm
 from ...losses.two_spaces import mixed_infonce
@@ -67,7 +67,7 @@ class TwoSpacesObjective(Objective):
         config, device, log = self.config, self.device, self.log
         t, s, m = config.training, config.two_spaces, config.model
         from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.composed.config import llm_checkpoint_of
+        from ...encoder.composed.spec import llm_checkpoint_of
         from ...encoder.model import shipped_llm_checkpoint
 
         # "default": the shipped LLM (the documents' LLM of a two-space default); a two-space folder: its own.

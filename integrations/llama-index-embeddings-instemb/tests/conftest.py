@@ -33,13 +33,15 @@ def tiny_two_tower(tiny_model_dir, tiny_st_dir):
     import torch
 
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
     from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
     torch.manual_seed(0)
     tower = DocumentTower.load(str(tiny_st_dir))
-    return encoder.with_projection(Projection(encoder.hidden_size, tower.dimension)).with_document_tower(tower)
+    from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
+
+    return TwoTowerEncoder(encoder.with_projection(Projection(encoder.hidden_size, tower.dimension)), tower)
 
 
 @pytest.fixture()

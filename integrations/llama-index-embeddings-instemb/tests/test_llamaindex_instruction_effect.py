@@ -22,7 +22,7 @@ QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
 
 @pytest.fixture(scope="module")
 def effect(tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_effect
+    from instemb_rag.encoder.load import untrained_effect
 
     return untrained_effect(
         str(tiny_model_dir), str(tiny_st_dir), instruction_strength=2.0, device="cpu", lookahead_length=2
@@ -58,7 +58,7 @@ def test_queries_take_the_strength_as_a_field_a_view_and_per_call(effect):
 
 
 def test_a_model_without_the_knob_refuses_it(tiny_embed_model, tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     with pytest.raises(InstEmbError, match="embeds in one space.*instruction-effect model only"):
         InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, instruction_strength=1.0)

@@ -30,7 +30,7 @@ def words(count: int, word: str = "tent") -> str:
 
 @pytest.fixture()
 def tower(tiny_st_dir):
-    from instemb_rag.encoder.modules.document_tower import DocumentTower
+    from instemb_rag.encoder.modules.tower import DocumentTower
 
     return DocumentTower.load(str(tiny_st_dir))
 
@@ -103,7 +103,7 @@ def test_the_document_cache_keys_on_the_document_tower(embed_model, tiny_two_tow
     other_query_tower, symmetric = tiny_encoder_pair
     store = SimpleKVStore()
     first = InstEmbEmbedding.from_encoder(tiny_two_tower, embeddings_cache=store)
-    assert first.document_fingerprint == tiny_two_tower.document_tower.fingerprint != tiny_two_tower.fingerprint
+    assert first.document_fingerprint == tiny_two_tower.tower.fingerprint != tiny_two_tower.fingerprint
     vectors = first.get_text_embedding_batch(tiny_docs)
     assert first.document_cache.misses == len(tiny_docs)
 
@@ -127,5 +127,5 @@ def tiny_encoder_pair(tiny_two_tower):
     from instemb_rag.encoder.modules.projection import Projection
 
     torch.manual_seed(7)
-    head = Projection(tiny_two_tower.hidden_size, tiny_two_tower.document_tower.dimension)
-    return tiny_two_tower.with_projection(head), tiny_two_tower.with_document_tower(None).with_projection(None)
+    head = Projection(tiny_two_tower.hidden_size, tiny_two_tower.tower.dimension)
+    return tiny_two_tower.with_projection(head), tiny_two_tower.query_llm.with_projection(None)

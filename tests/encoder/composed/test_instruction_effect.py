@@ -27,7 +27,7 @@ INSTRUCTIONS = ["focus on weight", "focus on durability"]
 
 @pytest.fixture(scope="module")
 def effect(tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_effect
+    from instemb_rag.encoder.load import untrained_effect
 
     return untrained_effect(
         str(tiny_model_dir), str(tiny_st_dir), instruction_strength=2.0, device="cpu", lookahead_length=2
@@ -77,7 +77,7 @@ def test_the_strength_is_a_knob_outside_every_fingerprint(effect):
 
 
 def test_the_document_side_is_the_two_space_mixes(effect, tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.mixing import untrained_mix
+    from instemb_rag.encoder.load import untrained_mix
 
     mix = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     assert mix.document_fingerprint == effect.document_fingerprint

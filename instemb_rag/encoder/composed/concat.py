@@ -1,11 +1,12 @@
-"""The concatenated variant (issue 44's next lever): two encoders' embeddings side by side.
+"""Two whole encoders side by side at a fixed weight (issue 44's next lever): ``concat:`` references.
 
 A query is ``[sqrt(w) * A(query) ; sqrt(1 - w) * B(query)]`` and a document likewise, each part
 L2-normalised (encoder/combine.py ``side_by_side``), so the cosine of the whole is ``w * cos_A + (1 - w) * cos_B``: for example a
 two-tower query tower (documents by its sentence encoder) beside the symmetric default (documents
 by the LLM), which brings the LLM's document geometry back where a sentence encoder lacks it, at
 the LLM's indexing cost for that half. Every eval task takes it as ``--model concat:A,B`` (equal
-weights) or ``--model concat:0.7:A,B`` (w = 0.7 for A); A and B as ``--model`` takes them.
+weights) or ``--model concat:0.7:A,B`` (w = 0.7 for A); A and B as ``--model`` takes them
+(encoder/load.py resolves the reference and each side).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..encoder.combine import side_by_side
-from ..errors import InstEmbError
-from ..instructions import Instructions
+from ...errors import InstEmbError
+from ...instructions import Instructions
+from ..combine import side_by_side
 
 PREFIX = "concat:"
 

@@ -1,22 +1,21 @@
-"""DocumentTower: the document side of a two-tower encoder, a small sentence encoder.
+"""DocumentTower: the sentence-encoder part of an encoder of parts (encoder/composed/).
 
-In two-tower mode documents never carry an instruction, so they need no LLM: a sentence encoder
-(all-MiniLM-L6-v2 by default, the ``minilm`` teacher) embeds them once, at a tenth of the cost,
-and the query tower (the InstEmb LLM with look-ahead tokens, DAAP and a projection head) embeds
-each query under its instruction *into that space*. Plain search then keeps the sentence
-encoder's quality, and the instruction lives where the LLM reads it.
+A small sentence encoder (all-MiniLM-L6-v2 by default, the ``minilm`` teacher) that reads no
+instruction: the document side of a two-tower encoder (queries by the InstEmb LLM into its
+space), the second space of a two-space or instruction-effect encoder, and, with the
+instruction pasted in front of a query, the anchor a query route starts from
+(``anchor_vectors``).
 
-A saved module, like ``Projection``: the ``document_tower`` entry of ``instemb_config.json``
+Its config entry (the ``tower`` part of ``instemb_parts.json``)
 
     {"encoder": "minilm", "fingerprint": "<sha256 of its files>", "dimension": 384}
 
 references the sentence encoder by name (an installed teacher, teachers/registry.py) or by a
-folder path relative to the checkpoint, and by fingerprint: a checkpoint whose query tower was
-trained into one document space refuses to load over another (an index of its documents would
-be searched with queries aimed elsewhere). A folder tower (a fine-tuned copy) ships inside the
-checkpoint as ``document_tower/``: save and export copy it there and record it so
-(encoder/checkpoint.py, encoder/two_tower.py), so no absolute path reaches a config or a
-fingerprint and a moved checkpoint loads as it was.
+folder path relative to the model folder, and by fingerprint: a model whose query side was
+trained into one space refuses to load over another (an index of its documents would be
+searched with queries aimed elsewhere). A folder tower (a fine-tuned copy) ships inside the model
+folder as ``TOWER_DIR``: a save copies it there and records it so, so no absolute path reaches
+a config or a fingerprint and a moved folder loads as it was.
 """
 
 from __future__ import annotations
@@ -29,7 +28,10 @@ import numpy as np
 
 from ...errors import CheckpointError, FingerprintMismatchError, InstEmbError
 
-__all__ = ["AnchorTruncationWarning", "DocumentTower", "checked_config", "refuse_document_instruction"]
+__all__ = ["TOWER_DIR", "AnchorTruncationWarning", "DocumentTower", "checked_config"]
+
+# The folder a sentence encoder of its own (a fine-tuned copy) ships in, inside a model folder.
+TOWER_DIR = "document_tower"
 
 
 class AnchorTruncationWarning(UserWarning):
@@ -38,40 +40,26 @@ class AnchorTruncationWarning(UserWarning):
 
 
 CONFIG_KEYS = ("encoder", "fingerprint", "dimension")
-OPTIONAL_KEYS = ("query_anchor",)
 
 
 def checked_config(raw: dict, where: str) -> dict:
-    """The ``document_tower`` config entry, checked: ``encoder``, ``fingerprint``, ``dimension``
-    and, for an anchored query tower, ``query_anchor: true``."""
-    if not isinstance(raw, dict) or not set(CONFIG_KEYS) <= set(raw) <= set(CONFIG_KEYS + OPTIONAL_KEYS):
+    """The sentence encoder's config entry, checked: ``encoder``, ``fingerprint``, ``dimension``."""
+    if not isinstance(raw, dict) or set(raw) != set(CONFIG_KEYS):
         raise CheckpointError(
-            f"{where}: document_tower must hold {list(CONFIG_KEYS)} (and optionally {list(OPTIONAL_KEYS)}); "
-            f"found {raw!r}. The checkpoint is damaged."
+            f"{where}: the sentence encoder's entry must hold {list(CONFIG_KEYS)}; found {raw!r}. The folder is damaged."
         )
-    if not isinstance(raw.get("query_anchor", False), bool):
-        raise CheckpointError(f"{where}: document_tower.query_anchor must be true or false.")
     if not isinstance(raw["dimension"], int) or raw["dimension"] < 1:
-        raise CheckpointError(f"{where}: document_tower.dimension must be a positive integer.")
+        raise CheckpointError(f"{where}: the sentence encoder's dimension must be a positive integer.")
     return dict(raw)
 
 
 class DocumentTower:
     """A loaded sentence encoder that embeds documents (L2-normalised float32), with its identity."""
 
-    def __init__(self, sentence_encoder, reference: str, query_anchor: bool = False):
+    def __init__(self, sentence_encoder, reference: str):
         # sentence_encoder: a teachers.Teacher (name, folder, fingerprint, dimension, encode).
         self.sentence_encoder = sentence_encoder
         self.reference = reference  # as the config names it: a teacher name or a folder path
-        # Anchored query tower: a query's embedding is the tower's own vector of "instruction +
-        # query" plus the LLM's correction (the projection head's output), normalised. At a zero
-        # head it is exactly the anchor a user could build with the sentence encoder alone; what
-        # training adds is what only the LLM reads.
-        self.query_anchor = bool(query_anchor)
-
-    def anchored(self, query_anchor: bool = True) -> DocumentTower:
-        """The same sentence encoder with queries anchored (or not): another encoder identity."""
-        return DocumentTower(self.sentence_encoder, self.reference, query_anchor)
 
     def anchor_vectors(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
         """The tower's own vectors of each query with its instruction pasted in front.
@@ -128,17 +116,11 @@ class DocumentTower:
 
         return self.reference in TEACHERS
 
-    def anchored_queries(
-        self, queries: Sequence[str], instructions: Sequence[str | None], corrections: np.ndarray
-    ) -> np.ndarray:
-        """An anchored query tower's embeddings: the anchor vectors plus the LLM's corrections, normalised."""
-        from ..combine import anchored
-
-        return anchored(self.anchor_vectors(queries, instructions), corrections)
-
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        """Documents as a two-tower encoder embeds them: type-checked, with no instruction."""
-        refuse_document_instruction(instruction)
+        """Documents as the sentence encoder embeds them: type-checked, with no instruction."""
+        from ..combine import refuse_document_instruction
+
+        refuse_document_instruction(instruction, self.reference)
         documents = list(documents)
         for position, text in enumerate(documents):
             if not isinstance(text, str):
@@ -148,8 +130,20 @@ class DocumentTower:
         )
 
     def get_config_dict(self) -> dict:
-        config = {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
-        return {**config, "query_anchor": True} if self.query_anchor else config
+        return {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
+
+    def recorded_config(self) -> dict:
+        """The entry a save records: a folder of its own as ``TOWER_DIR`` (the save copies it
+        there), a named teacher as it is, so no absolute path reaches a config or a fingerprint."""
+        config = self.get_config_dict()
+        return config if self.is_named_teacher else {**config, "encoder": TOWER_DIR}
+
+    def save(self, folder: str | Path) -> None:
+        """A folder of its own is copied into ``folder / TOWER_DIR``; a named teacher is installed, not copied."""
+        if not self.is_named_teacher:
+            import shutil
+
+            shutil.copytree(self.sentence_encoder.folder, Path(folder) / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
 
     def to(self, device) -> DocumentTower:
         """The sentence encoder on ``device`` (its dtype stays its own)."""
@@ -197,9 +191,7 @@ class DocumentTower:
         cls, config: dict, device: str = "cpu", checkpoint_folder: Path | None = None, where: str = "checkpoint"
     ) -> DocumentTower:
         config = checked_config(config, where)
-        tower = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder).anchored(
-            config.get("query_anchor", False)
-        )
+        tower = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder)
         if tower.fingerprint != config["fingerprint"]:
             raise FingerprintMismatchError(
                 f"{where} was trained to embed queries into the space of document tower "
@@ -210,10 +202,3 @@ class DocumentTower:
         if tower.dimension != config["dimension"]:
             raise CheckpointError(f"{where}: document tower dimension {tower.dimension} != {config['dimension']}.")
         return tower
-
-
-def refuse_document_instruction(instruction: str | None) -> None:
-    """Two-tower documents are embedded by the sentence encoder, which reads no instruction."""
-    from ..combine import refuse_document_instruction as refuse
-
-    refuse(instruction, "its document tower", "two-tower")

@@ -1,4 +1,5 @@
-"""The two-tower anchor: a sentence encoder on both sides, the instruction pasted before the query.
+"""The two-tower anchor: a sentence encoder on both sides, the instruction pasted before the query
+(``pasted:`` references, resolved by encoder/load.py).
 
 What a user could build in ten minutes with the document tower alone (issue 44): documents by
 the sentence encoder, each query as ``instruction + " " + query`` (teachers.teacher_text) by the
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..encoder.modules.document_tower import DocumentTower
-from ..instructions import Instructions, per_item_instructions
+from ...instructions import Instructions, per_item_instructions
+from ..modules.tower import DocumentTower
 
 PREFIX = "pasted:"
 
@@ -52,7 +53,7 @@ class PastedInstructionEncoder:
         return f"{self.tower.name}, instruction pasted"
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
-        from ..teachers import teacher_text
+        from ...teachers import teacher_text
 
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
@@ -60,7 +61,7 @@ class PastedInstructionEncoder:
         return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        from ..teachers import teacher_text
+        from ...teachers import teacher_text
 
         texts = [teacher_text(document, instruction) for document in documents]
         return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))

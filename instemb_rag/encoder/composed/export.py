@@ -1,0 +1,130 @@
+"""``instemb-rag export``: a copy of any model folder with new inference settings, no trainer state.
+
+export_model(source, target, max_length=, pooling=, head_input_weight=)
+    every LLM part exported with those settings (checkpoint.export_checkpoint: a symmetric
+    checkpoint is exactly that), every other part copied; the copy is written in format 2
+export_model(source, target, tower={"encoder": ..., "fingerprint": ..., "dimension": ...})
+    the copy is two-tower over that sentence encoder: the source's LLM (its head trained
+    into the encoder's space) embeds queries, the sentence encoder documents. An anchored
+    source keeps its anchor unless the entry sets ``query_anchor``. A folder encoder is
+    checked by fingerprint and copied in (``TOWER_DIR``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ...errors import CheckpointError, FingerprintMismatchError
+from ..checkpoint import export_checkpoint, read_config, write_folder_atomically
+from ..modules.tower import TOWER_DIR
+from ..st_files import write_sentence_transformers_files
+from .config import ModelSpec, PartEntry, write_spec
+from .encoder import LLM_DIRS
+from .parts import MODULE_PARTS, load_part, part_files, save_part
+from .spec import read_spec
+
+__all__ = ["export_model"]
+
+LLM_OPTIONS = {"max_length", "pooling", "head_input_weight"}
+
+
+def export_model(source: str | os.PathLike, target: str | os.PathLike, **options) -> Path:
+    """Copy the model in ``source`` to ``target`` atomically (see the module docstring)."""
+    source, target = Path(source), Path(target)
+    tower = options.pop("tower", None)
+    unknown = set(options) - LLM_OPTIONS
+    if unknown:
+        raise CheckpointError(f"export can set {sorted(LLM_OPTIONS)} and tower, not {sorted(unknown)}.")
+    spec = read_spec(source)
+    if spec.is_symmetric and tower is None:
+        return export_checkpoint(source / spec.llm_path(), target, **options)
+    if tower is not None:
+        spec = with_tower(spec, tower, source)
+    head_checked = tower is not None
+    where = f"{source}"
+
+    def fill(staging: Path) -> None:
+        entries, exported = {}, {}
+        for name, entry in spec.parts.items():
+            if entry.type == "llm":
+                path = entry.path or "."
+                if path not in exported:
+                    exported[path] = LLM_DIRS.get(name, name)
+                    export_checkpoint(source / path, staging / exported[path], **options)
+                    if head_checked:
+                        check_head(staging / exported[path], spec)
+                entries[name] = PartEntry(type="llm", path=exported[path])
+            elif entry.type == "sentence_encoder":
+                entries[name] = copy_tower(entry, source, staging)
+            elif entry.type in MODULE_PARTS:
+                entries[name] = save_part(name, load_part(entry, source, "cpu", where), staging)
+            else:
+                raise CheckpointError(f"{source}: unknown part type {entry.type!r}.")
+        write_spec(
+            staging,
+            ModelSpec(parts=entries, routes=spec.routes, training=spec.training, files=part_files(staging, entries)),
+        )
+        write_sentence_transformers_files(staging)
+
+    write_folder_atomically(target, fill)
+    return target
+
+
+def with_tower(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
+    """The spec of a two-tower copy of ``spec``'s LLM over the sentence encoder ``entry``."""
+    query = spec.routes["query"]
+    if not spec.is_symmetric and query.get("type") not in ("llm", "anchored"):
+        raise CheckpointError(f"{source} is not a checkpoint of one LLM: a sentence encoder is attached to one.")
+    anchored = entry.get("query_anchor", query.get("type") == "anchored")
+    llm = spec.parts[query["llm"]]
+    config = {key: value for key, value in entry.items() if key != "query_anchor"}
+    return ModelSpec(
+        parts={"query_llm": llm, "tower": PartEntry(type="sentence_encoder", config=config)},
+        routes={
+            "query": {"type": "anchored" if anchored else "llm", "llm": "query_llm", "tower": "tower"},
+            "document": {"type": "sentence_encoder", "tower": "tower"},
+        },
+        training=spec.training,
+    )
+
+
+def check_head(llm_folder: Path, spec: ModelSpec) -> None:
+    """A two-tower LLM needs an unblended head into the sentence encoder's space (its queries' space)."""
+    head = read_config(llm_folder).projection or {}
+    tower = spec.parts["tower"].config
+    dimension = tower["dimension"]
+    if head.get("out_features") != dimension or head.get("input_weight"):
+        raise CheckpointError(
+            f"This checkpoint cannot take the sentence encoder '{tower['encoder']}': its queries must land in "
+            f"that {dimension}-dimensional space, so it needs an unblended projection head with {dimension} "
+            f"outputs (it has {'none' if not head else head}). Train it with that sentence encoder as teacher."
+        )
+
+
+def copy_tower(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
+    """A named sentence encoder stays named. A folder (absolute, or relative: inside ``source``) is
+    copied in and recorded as ``TOWER_DIR``, so no absolute path stays in a config or a
+    fingerprint; its fingerprint is checked first, so a copy never names an encoder it does not load."""
+    from ...teachers.fingerprint import folder_fingerprint
+    from ...teachers.registry import TEACHERS
+
+    config = dict(entry.config or {})
+    reference = config.get("encoder")
+    if reference in TEACHERS:
+        return PartEntry(type="sentence_encoder", config=config)
+    folder = Path(reference).expanduser()
+    folder = folder if folder.is_absolute() else source / folder
+    if not (folder / "modules.json").is_file():
+        raise CheckpointError(
+            f"Sentence encoder '{reference}' of {source} is not a sentence-transformers folder ({folder}): "
+            "give the folder it was trained against (or a teacher name such as minilm)."
+        )
+    if folder_fingerprint(folder) != config.get("fingerprint"):
+        raise FingerprintMismatchError(
+            f"Sentence encoder folder {folder} has fingerprint {folder_fingerprint(folder)[:16]}, not the "
+            f"{str(config.get('fingerprint'))[:16]} the config names: it is another sentence encoder."
+        )
+    shutil.copytree(folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
+    return PartEntry(type="sentence_encoder", config={**config, "encoder": TOWER_DIR})

@@ -1,0 +1,379 @@
+"""The routes of an encoder of parts: what runs a document, what runs a query, over which parts.
+
+A route names the parts it reads (by their names in the model folder) and its settings; its
+methods take the encoder (``enc.parts``) and do the combining with encoder/combine.py.
+
+    document routes
+      sentence_encoder  the sentence encoder alone (two-tower); a document instruction is refused
+      halves            [A; B] / sqrt 2: the documents' LLM and the sentence encoder (two spaces,
+                        the instruction's effect)
+    query routes
+      llm               the LLM (through its head, into the sentence encoder's space: two-tower)
+      anchored          the sentence encoder's vector of "instruction + query" plus the LLM's
+                        correction, normalised (an anchored two-tower)
+      mixed             [w a; (1 - w) b] normalised: the LLM half, the anchored tower half, the
+                        weight (the caller's llm_weight, else the gate's, else the configured one)
+      effect            [s h(effect); M(i + q)] normalised: the instruction's effect on the LLM's
+                        query vector through the effect map, the sentence encoder's vector
+
+The query route decides the whole encoder's fingerprint, each by the recipe it always had (an
+index keys on it); the document route the document fingerprint. A query-time knob (llm_weight,
+instruction_strength) is in neither. The ``route_*`` methods are what the trainers call, on the
+cached pooled states or vectors, so training ranks by what ``encode_queries`` embeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import ClassVar, Sequence
+
+import numpy as np
+import torch
+
+from ...errors import CheckpointError
+from ...instructions import Instructions, normalize_instruction, per_item_instructions
+from ..combine import (
+    DEFAULT_INSTRUCTION_STRENGTH,
+    REFERENCE_INSTRUCTION,
+    anchored,
+    check_instruction_strength,
+    check_llm_weight,
+    document_halves,
+    effect_half,
+    effect_query,
+    effect_rows,
+    effect_scale,
+    mixed_query,
+    refuse_document_instruction,
+    unit,
+    weighted_rows,
+)
+from ..sides import DocumentSide, llm_part, tower_part
+from .legacy import TOWER_KEY
+
+__all__ = ["ROUTES", "route_from_config"]
+
+
+@dataclass(frozen=True)
+class Route:
+    type: ClassVar[str]
+    knob: ClassVar[str | None] = None  # the query-time knob it takes (protocol.query_knob)
+
+    def config(self) -> dict:
+        return {"type": self.type, **asdict(self)}
+
+    def part_names(self) -> list[str]:
+        return [value for key, value in asdict(self).items() if key in PART_FIELDS and value is not None]
+
+
+PART_FIELDS = ("llm", "tower", "head", "gate", "effect_map")
+
+
+# ---------------------------------------------------------------------------- documents
+@dataclass(frozen=True)
+class TowerDocuments(Route):
+    type: ClassVar[str] = "sentence_encoder"
+    tower: str = "tower"
+
+    def dimension(self, enc) -> int:
+        return enc.parts[self.tower].dimension
+
+    def fingerprint(self, enc) -> str:
+        return enc.parts[self.tower].fingerprint
+
+    def side(self, enc) -> DocumentSide:
+        tower = enc.parts[self.tower]
+        return DocumentSide((tower_part(tower),), tower.fingerprint)
+
+    def encode(self, enc, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        tower = enc.parts[self.tower]
+        refuse_document_instruction(instruction, tower.reference, "two-tower")
+        return tower.encode_documents(documents, None, **kwargs)
+
+
+@dataclass(frozen=True)
+class HalvesDocuments(Route):
+    type: ClassVar[str] = "halves"
+    llm: str = "documents_llm"
+    tower: str = "tower"
+
+    def dimension(self, enc) -> int:
+        return enc.parts[self.llm].dimension + enc.parts[self.tower].dimension
+
+    def fingerprint(self, enc) -> str:
+        """The two document parts only: every arrangement over them searches the same index."""
+        digest = hashlib.sha256(b"two_spaces/1")
+        digest.update(enc.parts[self.llm].fingerprint.encode())
+        digest.update(enc.parts[self.tower].fingerprint.encode())
+        return digest.hexdigest()[:32]
+
+    def side(self, enc) -> DocumentSide:
+        return DocumentSide((llm_part(enc.parts[self.llm]), tower_part(enc.parts[self.tower])), self.fingerprint(enc))
+
+    def halves(self, enc, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
+        """(A, B): each document's LLM and sentence-encoder vectors, each normalised."""
+        documents = list(documents)
+        llm = enc.parts[self.llm].encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
+        return llm, enc.parts[self.tower].encode_documents(documents, None, batch_size=max(batch_size, 32))
+
+    def encode(self, enc, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
+        self.side(enc).refuse_instruction(instruction)
+        batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
+        return document_halves(*self.halves(enc, documents, batch_size, show_progress))
+
+
+# ---------------------------------------------------------------------------- queries: two-tower
+@dataclass(frozen=True)
+class LLMQueries(Route):
+    """Queries by the LLM alone, its head mapping into the sentence encoder's space."""
+
+    type: ClassVar[str] = "llm"
+    anchor: ClassVar[bool] = False
+    llm: str = "query_llm"
+    tower: str = "tower"
+
+    def identity(self, enc) -> dict:
+        """What a two-tower fingerprint adds to its LLM's identity: the sentence encoder's entry."""
+        entry = enc.parts[self.tower].recorded_config()
+        return {TOWER_KEY: {**entry, "query_anchor": True} if self.anchor else entry}
+
+    def fingerprint(self, enc) -> str:
+        return enc.parts[self.llm].fingerprint_with_identity(self.identity(enc))
+
+    def tokens(self, enc, query: str, instruction: str | None) -> int:
+        return len(enc.parts[self.llm].build_ids(query, instruction))
+
+    def encode(self, enc, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
+        return enc.parts[self.llm].encode(queries, instructions, **kwargs)
+
+    def encode_instructions(self, enc, text: str, instructions: Sequence[str | None], batch_size: int) -> np.ndarray:
+        from ..fast.shared_prefix import encode_instructions
+
+        return encode_instructions(enc.parts[self.llm], text, instructions, batch_size=batch_size)
+
+
+@dataclass(frozen=True)
+class AnchoredQueries(LLMQueries):
+    """The sentence encoder's vector of "instruction + query" plus the LLM's correction."""
+
+    type: ClassVar[str] = "anchored"
+    anchor: ClassVar[bool] = True
+
+    def tokens(self, enc, query: str, instruction: str | None) -> int:
+        from ...teachers.teacher import teacher_text
+
+        return super().tokens(enc, query, instruction) + enc.parts[self.tower].tokens(teacher_text(query, instruction))
+
+    def encode(self, enc, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
+        queries = list(queries)
+        correction = enc.parts[self.llm].encode_unnormalised(queries, instructions, **kwargs)
+        anchors = enc.parts[self.tower].anchor_vectors(queries, per_item_instructions(instructions, len(queries)))
+        return anchored(anchors, correction)
+
+    def encode_instructions(self, enc, text: str, instructions: Sequence[str | None], batch_size: int) -> np.ndarray:
+        from ..fast.shared_prefix import encode_instructions
+
+        correction = encode_instructions(
+            enc.parts[self.llm], text, instructions, batch_size=batch_size, normalise=False
+        )
+        per_item = [normalize_instruction(instruction) for instruction in instructions]
+        return anchored(enc.parts[self.tower].anchor_vectors([text] * len(per_item), per_item), correction)
+
+    def route_queries(self, enc, pooled: torch.Tensor, anchors: torch.Tensor):
+        """(queries, corrections) from pooled states [B, hidden] and the anchors [B, d]: training's
+        query route (training/query_tower/), differentiable."""
+        corrections = enc.parts[self.llm].project(pooled)
+        return anchored(anchors, corrections), corrections
+
+
+# ---------------------------------------------------------------------------- queries: two spaces
+@dataclass(frozen=True)
+class MixedQueries(Route):
+    type: ClassVar[str] = "mixed"
+    knob: ClassVar[str] = "llm_weight"
+    llm: str = "documents_llm"
+    tower: str = "tower"
+    head: str | None = None
+    gate: str | None = None
+    llm_weight: float = 0.5
+
+    def __post_init__(self):
+        object.__setattr__(self, "llm_weight", float(check_llm_weight(self.llm_weight)))
+
+    def fingerprint(self, enc) -> str:
+        """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
+        digest = hashlib.sha256(enc.document_fingerprint.encode())
+        digest.update(enc.query_llm.fingerprint.encode() if enc.has_query_llm else b"same")
+        for name, part in (("head", self.head), ("gate", self.gate)):
+            if part is not None:
+                for key, tensor in sorted(enc.parts[part].state_tensors().items()):
+                    digest.update(f"{name}.{key}".encode())
+                    digest.update(tensor.numpy().tobytes())
+        return digest.hexdigest()[:32]
+
+    def tokens(self, enc, query: str, instruction: str | None) -> int:
+        from ...teachers.teacher import teacher_text
+
+        tower = enc.parts[self.tower].tokens(teacher_text(query, instruction))
+        return len(enc.parts[self.llm].build_ids(query, instruction)) + tower
+
+    @torch.inference_mode()
+    def query_halves(self, enc, queries, instructions=None, batch_size: int = 16, show_progress: bool = False):
+        """(a, b, w): each query's LLM half and tower half (normalised) and its weight (the gate's,
+        else the configured one), from one prefill of the query LLM."""
+        queries = list(queries)
+        per_item = per_item_instructions(instructions, len(queries))
+        llm = enc.parts[self.llm]
+        pooled, embedded = llm.encode_pooled(queries, per_item, batch_size, show_progress)
+        anchors = torch.as_tensor(enc.parts[self.tower].anchor_vectors(queries, per_item), dtype=torch.float32)
+        if not len(queries):
+            return unit(embedded).numpy(), unit(anchors).numpy(), torch.full((0,), self.llm_weight).numpy()
+        device = llm.device
+        halves = self.route_halves(enc, pooled.to(device), embedded.to(device), anchors.to(device))
+        return tuple(half.float().cpu().numpy() for half in halves[:3])
+
+    def route_halves(self, enc, pooled: torch.Tensor, embedded: torch.Tensor, anchors: torch.Tensor):
+        """(a, b, w, correction) from the query LLM's pooled states [B, hidden], its embeddings [B, d]
+        and the anchors [B, d_m]: at inference (``query_halves``) and in training
+        (training/two_spaces/: differentiable, on the pooled states of the frozen-prefix cache)."""
+        llm_half = unit(embedded.float())
+        correction = enc.parts[self.head](pooled) if self.head is not None else None
+        tower_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
+        if self.gate is not None:
+            weights = enc.parts[self.gate](pooled)
+        else:
+            weights = torch.full((len(pooled),), float(self.llm_weight), device=pooled.device)
+        return llm_half, tower_half, weights, correction
+
+    def encode(self, enc, queries, instructions=None, llm_weight: float | None = None, **kwargs) -> np.ndarray:
+        llm_weight = check_llm_weight(llm_weight)
+        batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
+        llm_half, tower_half, weights = self.query_halves(enc, queries, instructions, batch_size, show_progress)
+        if llm_weight is not None:
+            weights = np.full_like(weights, llm_weight)
+        return mixed_query(llm_half, tower_half, weights)
+
+    def explain(self, enc, query: str, instruction: str | None, documents, llm_weight: float | None = None):
+        llm_weight = check_llm_weight(llm_weight)
+        llm_half, tower_half, weights = self.query_halves(enc, [query], [instruction])
+        weight = float(weights[0]) if llm_weight is None else llm_weight
+        llm_docs, tower_docs = enc.document_route.halves(enc, documents)
+        return weighted_rows(llm_docs @ llm_half[0], tower_docs @ tower_half[0], weight)
+
+
+# ---------------------------------------------------------------------------- queries: the instruction's effect
+@dataclass(frozen=True)
+class EffectQueries(Route):
+    type: ClassVar[str] = "effect"
+    knob: ClassVar[str] = "instruction_strength"
+    llm: str = "documents_llm"
+    tower: str = "tower"
+    effect_map: str | None = None
+    instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH
+    reference_instruction: str = REFERENCE_INSTRUCTION
+
+    def __post_init__(self):
+        object.__setattr__(self, "instruction_strength", float(check_instruction_strength(self.instruction_strength)))
+
+    def fingerprint(self, enc) -> str:
+        """The document side's, with the reference instruction and the effect map (the strength is
+        a query-time knob: not in it)."""
+        digest = hashlib.sha256(enc.document_fingerprint.encode())
+        digest.update(b"instruction_effect/1")
+        digest.update(self.reference_instruction.encode())
+        if self.effect_map is not None:
+            for key, tensor in sorted(enc.parts[self.effect_map].state_tensors().items()):
+                digest.update(key.encode())
+                digest.update(tensor.numpy().tobytes())
+        return digest.hexdigest()[:32]
+
+    def tokens(self, enc, query: str, instruction: str | None) -> int:
+        """The LLM's prefill of the text with both instruction suffixes (the text once) and the
+        sentence encoder's pass."""
+        from ...teachers.teacher import teacher_text
+
+        tower_tokens = enc.parts[self.tower].tokens(teacher_text(query, instruction))
+        if not instruction:
+            return tower_tokens
+        llm = enc.parts[self.llm]
+        under, reference = llm.build_ids(query, instruction), llm.build_ids(query, self.reference_instruction)
+        shared = next((n for n, (a, b) in enumerate(zip(under, reference)) if a != b), min(len(under), len(reference)))
+        return len(under) + len(reference) - shared + tower_tokens
+
+    def llm_pairs(self, enc, queries: Sequence[str], instructions: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        """[2, N, d]: the LLM's unit query vectors under each instruction and under the reference.
+        One query: one prefill of its text, then the two suffixes (the shared-prefix path); more:
+        one batched pass over the 2N inputs (sorted by length, so the pairs pad alike)."""
+        from ..fast.shared_prefix import encode_instructions
+
+        llm = enc.parts[self.llm]
+        if len(queries) == 1:
+            both = encode_instructions(llm, queries[0], [instructions[0], self.reference_instruction])
+            return both[:, None, :]
+        texts = list(queries) * 2
+        per_item = list(instructions) + [self.reference_instruction] * len(queries)
+        return llm.encode_queries(texts, per_item, batch_size=batch_size).reshape(2, len(queries), -1)
+
+    @torch.inference_mode()
+    def query_halves(self, enc, queries, instructions=None, instruction_strength=None, batch_size: int = 16):
+        """(effect half ``s h(effect)`` [N, d_llm], sentence-encoder half ``M(i + q)`` [N, d_m]
+        (normalised), ``s`` [N]); a query without an instruction has a zero effect half."""
+        strength = check_instruction_strength(instruction_strength)
+        strength = self.instruction_strength if strength is None else strength
+        queries = list(queries)
+        per_item = per_item_instructions(instructions, len(queries))
+        tower = enc.parts[self.tower]
+        tower_half = unit(
+            np.asarray(tower.anchor_vectors(queries, per_item), dtype=np.float32).reshape(len(queries), tower.dimension)
+        )
+        effects = np.zeros((len(queries), enc.parts[self.llm].dimension), dtype=np.float32)
+        strengths = np.zeros(len(queries), dtype=np.float32)
+        rows = [n for n, instruction in enumerate(per_item) if instruction]
+        if rows and strength > 0:
+            pairs = self.llm_pairs(enc, [queries[n] for n in rows], [per_item[n] for n in rows], batch_size)
+            effect, gain = self.route_effect(enc, torch.as_tensor(pairs[0]), torch.as_tensor(pairs[1]), strength)
+            strengths[rows] = strength * gain.float().cpu().numpy()
+            effects[rows] = effect.float().cpu().numpy()
+        return effects, tower_half, strengths
+
+    def route_effect(self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float):
+        """(``s gain h(effect)`` [N, d_llm], gain [N]) of unit LLM query vectors under the instruction
+        and the reference: at inference (``query_halves``) and in training (training/effect/)."""
+        if self.effect_map is None:
+            mapped, gain = (under_instruction - under_reference).float(), torch.ones(len(under_instruction))
+        else:
+            effect_map = enc.parts[self.effect_map]
+            device = next(effect_map.parameters()).device
+            mapped, gain = effect_map(under_instruction.to(device), under_reference.to(device))
+        return effect_half(mapped, gain, strength), gain
+
+    def encode(self, enc, queries, instructions=None, instruction_strength=None, **kwargs) -> np.ndarray:
+        effects, tower_half, _ = self.query_halves(
+            enc, queries, instructions, instruction_strength, kwargs.get("batch_size", 16)
+        )
+        return effect_query(effects, tower_half)
+
+    def explain(self, enc, query: str, instruction: str | None, documents, instruction_strength=None):
+        effects, tower_half, strengths = self.query_halves(enc, [query], [instruction], instruction_strength)
+        llm_docs, tower_docs = enc.document_route.halves(enc, documents)
+        scale = float(effect_scale(effects)[0])
+        return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], float(strengths[0]), scale)
+
+
+ROUTES = {
+    "document": {route.type: route for route in (TowerDocuments, HalvesDocuments)},
+    "query": {route.type: route for route in (LLMQueries, AnchoredQueries, MixedQueries, EffectQueries)},
+}
+
+
+def route_from_config(side: str, raw: dict, where: str = "instemb_parts.json") -> Route:
+    """The ``side`` (query or document) route a config entry describes."""
+    kind = raw.get("type")
+    route = ROUTES[side].get(kind)
+    if route is None:
+        raise CheckpointError(f"{where}: unknown {side} route {kind!r}; this version knows {sorted(ROUTES[side])}.")
+    try:
+        return route(**{key: value for key, value in raw.items() if key != "type"})
+    except TypeError as error:
+        raise CheckpointError(f"{where}: the {side} route {raw!r} is damaged ({error}).") from None
