@@ -37,7 +37,7 @@ def run_facet_groups(encoder, model: str | None, facet_groups, others, settings:
     ``others`` = (baselines, teachers, against); ``settings``: device, precision, batch_size, progress
     and hybrid (HybridSettings or None: then --model is scored fused first, then dense, then the
     lexical side alone, from one dense pass)."""
-    from ..encoder import InstEmbEncoder
+    from ..encoder import load_model
     from ..eval.facet_runs import bm25_ranker, instemb_ranker, teacher_ranker
     from ..eval.facet_runs import run_facet_groups as run
 
@@ -54,7 +54,7 @@ def run_facet_groups(encoder, model: str | None, facet_groups, others, settings:
         lexical_only = dataclasses.replace(hybrid, mode="rrf", weight=1.0)
         rankers = hybrid_rankers(rankers[0].identity, rankers[0].scores, [hybrid, None, lexical_only])
     for other in against:
-        other_encoder = InstEmbEncoder.from_pretrained(
+        other_encoder = load_model(
             model_path(other), device=settings["device"], precision=Precision(settings["precision"]).value
         )
         rankers.append(instemb_ranker(other_encoder, f"instemb {other}", batch, progress))

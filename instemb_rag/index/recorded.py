@@ -24,7 +24,7 @@ def recorded_encoder(index_dir: str | Path, device: str = "auto", advice: str = 
     """The encoder ``index_dir`` records, loaded as ``Index.open`` would load it, or an error that
     says why it cannot be (``advice``: what the caller's user should pass instead). None: no index
     there (``Index.open`` says so)."""
-    from ..encoder import InstEmbEncoder
+    from ..encoder import load_model  # every model reference is resolved there ("default" too)
 
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
@@ -32,7 +32,7 @@ def recorded_encoder(index_dir: str | Path, device: str = "auto", advice: str = 
         return None
     reference = manifest.encoder_reference
     try:
-        encoder = InstEmbEncoder.from_pretrained(None if reference == "default" else reference, device=device)
+        encoder = load_model(reference, device=device)
     except ModelNotFoundError as error:
         raise InstEmbError(
             f"The index in {index_dir} records its model as {reference!r}, which cannot be loaded here "

@@ -138,9 +138,9 @@ class Index:
             )
         label = model or manifest.encoder_reference
         if encoder is None:
-            from ..encoder import InstEmbEncoder
+            from ..encoder import load_model  # every model reference is resolved there
 
-            encoder = InstEmbEncoder.from_pretrained(manifest.encoder_model(model), device=device)
+            encoder = load_model(manifest.encoder_model(model), device=device)
         check_encoder(manifest, encoder, index_dir, label)
         stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
         catalog = Catalog.open(index_dir)

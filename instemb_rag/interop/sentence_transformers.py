@@ -109,10 +109,10 @@ class InstEmbModule(InputModule):
     def encoder(self):
         """The folder's encoder, as ``InstEmbEncoder.from_pretrained`` gives it, on the model's device."""
         if self.__dict__["_encoder"] is None:
-            from ..encoder.model import InstEmbEncoder
+            from ..encoder.load import load_model
 
             device = str(self.device_probe.device)
-            self.__dict__["_encoder"] = InstEmbEncoder.from_pretrained(self.folder, device=device, **self.options)
+            self.__dict__["_encoder"] = load_model(self.folder, device=device, **self.options)
         return self.__dict__["_encoder"]
 
     def on_model_ready(self, model) -> None:

@@ -48,9 +48,9 @@ class ServerState:
     def open(cls, options: ServeOptions, model: str | None = None, index_dir=None, device: str = "auto") -> ServerState:
         """Load the encoder (the index's own when an index is given) and open the index."""
         if index_dir is None:
-            from ..encoder import InstEmbEncoder
+            from ..encoder import load_model
 
-            return cls(InstEmbEncoder.from_pretrained(model, device=device), options)
+            return cls(load_model(model, device=device), options)
         from ..index import Index
         from ..index.manifest import model_label
 
