@@ -204,27 +204,20 @@ class InstEmbEncoder(nn.Module):
         return encoder.to(loaded.model.device)
 
     @classmethod
-    def from_pretrained(
-        cls,
-        path: str | os.PathLike | None = None,
-        device: str = "auto",
-        pooling: str | None = None,
-        lookahead_length: int | None = None,
-        max_length: int | None = None,
-        precision: str = quantize.DEFAULT_PRECISION,
-    ) -> InstEmbEncoder:
+    def from_pretrained(cls, path: str | os.PathLike | None = None, device: str = "auto", **options):
         """Load a model folder of any layout, a Hugging Face model folder, or (None) the default:
         ``encoder.load.load_model``, where every model reference is resolved.
 
         The default is the model shipped in the package when present (a symmetric checkpoint, or a
         folder of parts: then a TwoSpacesEncoder or an InstructionEffectEncoder;
         ``shipped_llm_checkpoint()`` is its LLM), otherwise the untrained default backbone with fresh
-        look-ahead tokens. ``precision="int8"`` runs the backbone's linear layers in dynamic int8 on
-        the CPU (inference only; see quantize.py).
+        look-ahead tokens. ``options``: ``pooling``, ``lookahead_length``, ``max_length`` (None: the
+        model's own) and ``precision`` ("int8" runs the backbone's linear layers in dynamic int8 on
+        the CPU, inference only; see quantize.py).
         """
         from . import load_model  # the package's face (encoder/load.py builds this module's encoders)
 
-        return load_model(path, device, pooling, lookahead_length, max_length, precision)
+        return load_model(path, device, **options)
 
     # ------------------------------------------------------------------ identity and saving
     @property

@@ -32,7 +32,7 @@ from ..combine import (
 )
 from ..modules.tower import DocumentTower
 from .effect_map import EffectMap
-from .encoder import ARRANGEMENTS, ComposedEncoder
+from .encoder import ARRANGEMENTS, ComposedEncoder, of_query_route
 from .routes import EffectQueries, HalvesDocuments
 
 __all__ = [
@@ -68,21 +68,9 @@ class InstructionEffectEncoder(ComposedEncoder):
         )
         super().__init__(parts, query, HalvesDocuments(), training_info, {"documents_llm": documents_source})
 
-    @property
-    def instruction_strength(self) -> float:
-        return self.query_route.instruction_strength
-
-    @property
-    def reference_instruction(self) -> str:
-        return self.query_route.reference_instruction
-
-    @property
-    def llm_dimension(self) -> int:
-        return self.documents_llm.dimension
-
-    @property
-    def label(self) -> str:
-        return f"instruction effect (LLM + {self.tower.reference})"
+    KIND = "instruction effect"
+    instruction_strength = of_query_route("instruction_strength")
+    reference_instruction = of_query_route("reference_instruction")
 
     def llm_pairs(self, queries, instructions, batch_size: int = 16):
         return self.query_route.llm_pairs(self, queries, instructions, batch_size)

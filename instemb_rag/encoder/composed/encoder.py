@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
@@ -37,6 +36,17 @@ __all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_
 
 # Where each LLM part of a saved folder lives (any other LLM part: a subfolder of its name).
 LLM_DIRS = {"documents_llm": DOCUMENTS_LLM_DIR, "query_llm": QUERY_LLM_DIR}
+
+
+def of_query_llm(name: str) -> property:
+    """An attribute of the query side's LLM, read through: what the server and the indexer count
+    tokens with (LocalEncoder), and the LLM's own attributes a two-tower encoder shows as its own."""
+    return property(lambda self: getattr(self.query_llm, name), doc=f"The query LLM's ``{name}``.")
+
+
+def of_query_route(name: str) -> property:
+    """A setting of the query route (the configured weight, the default strength, ...)."""
+    return property(lambda self: getattr(self.query_route, name), doc=f"The query route's ``{name}``.")
 
 
 class ComposedEncoder:
@@ -141,6 +151,16 @@ class ComposedEncoder:
     def document_side(self):
         return self.document_route.side(self)
 
+    KIND: str | None = None  # what the label calls the arrangement (None: no label of its own)
+
+    @property
+    def label(self) -> str | None:
+        return f"{self.KIND} (LLM + {self.tower.reference})" if self.KIND else None
+
+    @property
+    def llm_dimension(self) -> int:
+        return self.documents_llm.dimension
+
     @property
     def takes_llm_weight(self) -> bool:
         return self.query_route.knob == "llm_weight"
@@ -150,33 +170,13 @@ class ComposedEncoder:
         return self.query_route.knob == "instruction_strength"
 
     # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
-    @property
-    def tokenizer(self):
-        return self.query_llm.tokenizer
-
-    @property
-    def template(self):
-        return self.query_llm.template
-
-    @property
-    def settings(self):
-        return self.query_llm.settings
-
-    @property
-    def max_length(self) -> int:
-        return self.query_llm.max_length
-
-    @property
-    def precision(self) -> str:
-        return self.query_llm.precision
-
-    @property
-    def backbone(self):
-        return self.query_llm.backbone
-
-    @property
-    def device(self) -> torch.device:
-        return self.query_llm.device
+    tokenizer = of_query_llm("tokenizer")
+    template = of_query_llm("template")
+    settings = of_query_llm("settings")
+    max_length = of_query_llm("max_length")
+    precision = of_query_llm("precision")
+    backbone = of_query_llm("backbone")
+    device = of_query_llm("device")
 
     @property
     def quantization_report(self):
@@ -334,25 +334,11 @@ class TwoTowerEncoder(ComposedEncoder):
             self.query_llm.with_projection(projection), self.tower, self.anchored, self.training_info
         )
 
-    @property
-    def config(self):
-        return self.query_llm.config
-
-    @property
-    def projection(self):
-        return self.query_llm.projection
-
-    @property
-    def hidden_size(self) -> int:
-        return self.query_llm.hidden_size
-
-    @property
-    def pooling(self):
-        return self.query_llm.pooling
-
-    @property
-    def lookahead_length(self) -> int:
-        return self.query_llm.lookahead_length
+    config = of_query_llm("config")
+    projection = of_query_llm("projection")
+    hidden_size = of_query_llm("hidden_size")
+    pooling = of_query_llm("pooling")
+    lookahead_length = of_query_llm("lookahead_length")
 
     def encode_unnormalised(self, texts, instructions=None, **kwargs) -> np.ndarray:
         return self.query_llm.encode_unnormalised(texts, instructions, **kwargs)
@@ -399,17 +385,8 @@ class TwoSpacesEncoder(ComposedEncoder):
         sources = {"documents_llm": documents_source, "query_llm": query_source if query_llm is not None else None}
         super().__init__(parts, query, HalvesDocuments(), training_info, sources)
 
-    @property
-    def llm_weight(self) -> float:
-        return self.query_route.llm_weight
-
-    @property
-    def llm_dimension(self) -> int:
-        return self.documents_llm.dimension
-
-    @property
-    def label(self) -> str:
-        return f"two spaces (LLM + {self.tower.reference})"
+    KIND = "two spaces"
+    llm_weight = of_query_route("llm_weight")
 
     def with_llm_weight(self, llm_weight: float) -> TwoSpacesEncoder:
         """This encoder (shared parts) with another configured weight and no gate: a new view."""

@@ -189,11 +189,17 @@ class AnchoredQueries(LLMQueries):
 
 # ---------------------------------------------------------------------------- queries: two spaces
 @dataclass(frozen=True)
-class MixedQueries(Route):
-    type: ClassVar[str] = "mixed"
-    knob: ClassVar[str] = "llm_weight"
+class HalvesQueries(Route):
+    """A query route over the documents' two spaces: its LLM and the sentence encoder."""
+
     llm: str = "documents_llm"
     tower: str = "tower"
+
+
+@dataclass(frozen=True)
+class MixedQueries(HalvesQueries):
+    type: ClassVar[str] = "mixed"
+    knob: ClassVar[str] = "llm_weight"
     head: str | None = None
     gate: str | None = None
     llm_weight: float = 0.5
@@ -264,11 +270,9 @@ class MixedQueries(Route):
 
 # ---------------------------------------------------------------------------- queries: the instruction's effect
 @dataclass(frozen=True)
-class EffectQueries(Route):
+class EffectQueries(HalvesQueries):
     type: ClassVar[str] = "effect"
     knob: ClassVar[str] = "instruction_strength"
-    llm: str = "documents_llm"
-    tower: str = "tower"
     effect_map: str | None = None
     instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH
     reference_instruction: str = REFERENCE_INSTRUCTION
