@@ -63,12 +63,12 @@ def write_corpus(documents: list[dict], folder: Path) -> None:
             path.write_text(text, encoding="utf-8")
 
 
-def time_queries(encoder, catalog, queries: list[str], search) -> list[float]:
+def time_queries(encoder, catalog, queries: list[str], search, instruction: str | None = None) -> list[float]:
     """Milliseconds per query for encode (one prefill) + search + reading the hit rows."""
     latencies = []
     for query in queries:
         started = time.perf_counter()
-        vector = encoder.encode_queries([query])[0]
+        vector = encoder.encode_queries([query], [instruction])[0]
         ranked = search(vector)
         catalog.rows([chunk_id for chunk_id, _ in ranked])
         latencies.append((time.perf_counter() - started) * 1000)
@@ -92,6 +92,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32", help="Backbone precision.")
     parser.add_argument(
         "--model", default=None, help="A checkpoint folder (a two-tower one too); default: the shipped default."
+    )
+    parser.add_argument(
+        "--instruction",
+        default=None,
+        help="Every timed query under this instruction (an instruction-effect model embeds a query "
+        "without one by its sentence encoder alone: time it with one to see the LLM's prefill).",
     )
     args = parser.parse_args(argv)
     if not DATA.is_dir() and not args.smoke:
@@ -139,15 +145,21 @@ def measure(args) -> dict:
 
         timed = queries[:query_count]
         latencies = {
-            "faiss_flat": time_queries(encoder, catalog, timed, lambda v: faiss_store.search(flat, v, 10, None)),
-            "faiss_hnsw": time_queries(encoder, catalog, timed, lambda v: faiss_store.search(hnsw, v, 10, None)),
+            "faiss_flat": time_queries(
+                encoder, catalog, timed, lambda v: faiss_store.search(flat, v, 10, None), args.instruction
+            ),
+            "faiss_hnsw": time_queries(
+                encoder, catalog, timed, lambda v: faiss_store.search(hnsw, v, 10, None), args.instruction
+            ),
         }
         shard = QdrantStore.open(Path(scratch) / "qdrant", None, StoreOptions(store="qdrant"), encoder.dimension)
         shard.upsert(ids.tolist(), vectors, catalog.payloads(ids.tolist()))
         shard.flush(optimize=True)
-        latencies["qdrant_embedded"] = time_queries(encoder, catalog, timed, lambda v: shard.search(v, 10, None))
+        latencies["qdrant_embedded"] = time_queries(
+            encoder, catalog, timed, lambda v: shard.search(v, 10, None), args.instruction
+        )
         shard.close()
-        latencies["encode_only"] = time_queries(encoder, catalog, timed, lambda v: [])
+        latencies["encode_only"] = time_queries(encoder, catalog, timed, lambda v: [], args.instruction)
 
         query_vectors = encoder.encode_queries(queries)
         overlaps = []
@@ -164,6 +176,7 @@ def measure(args) -> dict:
         "smoke": args.smoke,
         "precision": args.precision,
         "model": args.model or "default",
+        "query_instruction": args.instruction,
         "two_tower": bool(getattr(encoder, "is_two_tower", False)),
         "compile": {"enabled": args.compile, "first_call_s": first_call_s},
         "corpus": {"documents": len(documents), "of": abstracts, "chunks": report.chunks_total},
