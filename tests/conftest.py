@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testing import WORDS, build_tiny_model_folder, build_tiny_sentence_encoder_folder, shared_data_or_skip  # noqa: F401
+from testing import (  # noqa: F401
+    WORDS,
+    build_tiny_model_folder,
+    build_tiny_sentence_encoder_folder,
+    minilm_or_skip,
+    shared_data_or_skip,
+)
 
 
 @pytest.fixture(scope="session")
@@ -66,24 +72,6 @@ def default_model(request):
     if shipped_llm_checkpoint() == SHIPPED_CHECKPOINT:
         return request.getfixturevalue("default_encoder")
     return InstEmbEncoder.from_pretrained(device="cpu")
-
-
-def minilm_or_skip() -> None:
-    """Skip unless the minilm sentence encoder is installed: the tests that build a two-space model
-    from the shipped LLM (``composed_default_dir``) take it as that model's second space. The reason
-    says what the test needs, true whichever layout the shipped default has."""
-    from instemb_rag.teachers.registry import install_command, installed_teacher_dir, teachers_root
-
-    pytest.importorskip(
-        "sentence_transformers",
-        reason="builds a two-space model, whose sentence encoder runs on the train extra's sentence-transformers",
-    )
-    if installed_teacher_dir("minilm") is None:
-        pytest.skip(
-            "builds a two-space model (`instemb-rag compose`) from the shipped LLM and the minilm sentence "
-            f"encoder, which is not installed under {teachers_root()}: `{install_command('minilm')}` adds it "
-            "(about 90 MB)"
-        )
 
 
 @pytest.fixture(scope="session")

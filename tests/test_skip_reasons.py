@@ -5,7 +5,7 @@ default is symmetric)."""
 from __future__ import annotations
 
 import pytest
-from conftest import minilm_or_skip
+from testing import minilm_or_skip
 
 from instemb_rag.teachers import registry
 

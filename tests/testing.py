@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 WORDS = (
     "the a is of and to in for on with this that it tent backpack stove durable light heavy "
     "water rain wind nylon packed size weight kg cm focus durability compact trip camp night "
@@ -438,3 +440,21 @@ class LocalRayCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def minilm_or_skip() -> None:
+    """Skip unless the minilm sentence encoder is installed: the tests that build a two-space model
+    from the shipped LLM (``composed_default_dir``) take it as that model's second space. The reason
+    says what the test needs, true whichever layout the shipped default has."""
+    from instemb_rag.teachers.registry import install_command, installed_teacher_dir, teachers_root
+
+    pytest.importorskip(
+        "sentence_transformers",
+        reason="builds a two-space model, whose sentence encoder runs on the train extra's sentence-transformers",
+    )
+    if installed_teacher_dir("minilm") is None:
+        pytest.skip(
+            "builds a two-space model (`instemb-rag compose`) from the shipped LLM and the minilm sentence "
+            f"encoder, which is not installed under {teachers_root()}: `{install_command('minilm')}` adds it "
+            "(about 90 MB)"
+        )
