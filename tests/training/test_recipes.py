@@ -98,6 +98,17 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                 "two_spaces.bank_negatives": 4,
             }
         )
+    elif (raw.get("effect") or {}).get("texts_file"):
+        overrides.update(
+            {
+                "effect.documents_llm": str(tiny["student"]),
+                "effect.document_tower": str(tiny["teacher"]),
+                "effect.texts_file": str(tiny["items"]),
+                "effect.embedding_dir": str(output / "effect_vectors"),
+                "effect.bank_negatives": 4,
+                "effect.validation_share": 0.0,
+            }
+        )
     else:
         overrides["data.train_file"] = str(tiny["train"])
     return overrides
@@ -118,6 +129,8 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
         expected = "query_tower"
     if (raw.get("two_spaces") or {}).get("texts_file"):
         expected = "two_spaces"
+    if (raw.get("effect") or {}).get("texts_file"):
+        expected = "effect"
     assert objective_for(config).name == expected
 
 
