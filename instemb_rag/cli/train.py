@@ -223,13 +223,13 @@ def export_command(
         help="For a checkpoint with a projection head: the share (0-1) of its own pooled geometry "
         "the embedding keeps beside the head's (cosine = w * pooled + (1 - w) * head).",
     ),
-    document_tower: str | None = typer.Option(
+    tower: str | None = typer.Option(
         None,
-        "--document-tower",
+        "--tower",
         help="Make the copy two-tower: this sentence encoder (a teacher name such as minilm, or a "
         "sentence-transformers folder) embeds documents, and the checkpoint's projection head, trained "
         "into its space, embeds queries there. Use the teacher the run was trained against. A folder "
-        "is copied into the export (document_tower/); a checkpoint with anchored queries keeps its anchor.",
+        "is copied into the export (its own folder); a checkpoint with anchored queries keeps its anchor.",
     ),
 ) -> None:
     """Copy a checkpoint's encoder files (no optimizer state) with new inference settings, or any
@@ -254,10 +254,10 @@ def export_command(
         if value is not None
     }
     try:
-        if document_tower is not None:  # the option's name since issue 44; the part is a sentence encoder
+        if tower is not None:  # --document-tower before issue 54
             from ..encoder.modules.tower import DocumentTower
 
-            options["tower"] = DocumentTower.load(DocumentTower.recorded_reference(document_tower)).get_config_dict()
+            options["tower"] = DocumentTower.load(DocumentTower.recorded_reference(tower)).get_config_dict()
         if export_format is ExportFormat.sentence_transformers:
             export_sentence_transformers(checkpoint, target, **options)
         else:

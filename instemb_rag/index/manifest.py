@@ -51,7 +51,6 @@ class Manifest(BaseModel):
     # are decided by ``encoder_fingerprint``.
     document_fingerprint: str | None = None
     document_side: str | None = None  # its description (``document_side.description``), for messages
-    document_tower: str | None = None  # written by two-tower indexes before document_side; messages only
 
     @property
     def stored_vectors_fingerprint(self) -> str:
@@ -61,7 +60,7 @@ class Manifest(BaseModel):
     @property
     def documents_by(self) -> str | None:
         """What embedded the stored vectors, in words (None: not recorded)."""
-        return self.document_side or self.document_tower
+        return self.document_side
 
     def encoder_model(self, override: str | None = None) -> str | None:
         """The encoder this index names, as ``InstEmbEncoder.from_pretrained`` takes it: ``override``
@@ -101,12 +100,28 @@ def read_manifest(index_dir: Path) -> Manifest | None:
             "with this version (--rebuild)."
         )
     try:
-        return Manifest.model_validate(raw)
+        return Manifest.model_validate(_from_older_manifest(raw))
     except ValidationError as error:
         raise IndexFolderError(
             f"{path} is not a valid instemb-rag manifest: {error.errors()[0]['loc']} "
             f"{error.errors()[0]['msg']}. Rebuild the index with --rebuild."
         ) from error
+
+
+# Two-tower indexes written before document sides (issue 50) named what embedded their documents
+# under this key; it is read here only, as the document side's description (messages only).
+_OLDER_DOCUMENTS_BY_KEY = "document_tower"
+
+
+def _from_older_manifest(raw):
+    """An older manifest's fields under today's names; anything else passes as it is."""
+    if not isinstance(raw, dict) or _OLDER_DOCUMENTS_BY_KEY not in raw:
+        return raw
+    raw = dict(raw)
+    older = raw.pop(_OLDER_DOCUMENTS_BY_KEY)
+    if raw.get("document_side") is None:
+        raw["document_side"] = older
+    return raw
 
 
 def model_label(model: str | None) -> str:

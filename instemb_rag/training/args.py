@@ -183,7 +183,7 @@ class GeometryArguments:
 
 @dataclass
 class QueryTowerArguments:
-    """The two-tower query tower (training/query_tower/); off while document_tower is None.
+    """The two-tower query tower (training/query_tower/); off while tower is None.
 
     Documents are the document tower's (a frozen sentence encoder's) vectors, cached on disk; a
     query's embedding is that tower's own vector of "instruction + query" (the anchor) plus the
@@ -191,7 +191,7 @@ class QueryTowerArguments:
     through the LLM, on the frozen-prefix cache.
     """
 
-    document_tower: str | None = None  # "minilm" (instemb-rag teachers install) or a sentence-transformers folder
+    tower: str | None = None  # "minilm" (instemb-rag teachers install) or a sentence-transformers folder
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
     max_queries: int | None = None  # the first N queries with a positive (None = all)
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
@@ -212,7 +212,7 @@ class TwoSpacesArguments:
     """The query side of a two-space encoder (training/two_spaces/); off while texts_file is None.
 
     Documents are two cached halves: the frozen documents' LLM (``documents_llm``) and the
-    sentence encoder (``document_tower``). A query runs once through the student (the documents'
+    sentence encoder (``tower``). A query runs once through the student (the documents'
     LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
     gives the LLM half, a head from the same pooled state corrects the tower's anchor, a gate sets
     the mix weight. Every query-side part starts where the untrained mix is.
@@ -220,7 +220,7 @@ class TwoSpacesArguments:
 
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
     documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM half
-    document_tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
+    tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
     max_queries: int | None = None
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
     embedding_dir: str | None = None  # both cached halves; None = $INSTEMB_HOME/teacher_embeddings
@@ -326,10 +326,10 @@ class TrainConfig:
 
     def _query_tower_checks(self) -> list[tuple[bool, str]]:
         q, m = self.query_tower, self.model
-        if q.document_tower is None:
+        if q.tower is None:
             return []
         return [
-            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.document_tower"),
+            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.tower"),
             (self.geometry.teacher_encoder is None, "query_tower and geometry are two recipes: set one of them"),
             (not m.train_lookahead, "the query tower keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
             (
@@ -349,7 +349,7 @@ class TrainConfig:
             return []
         return [
             (
-                self.geometry.teacher_encoder is None and self.query_tower.document_tower is None,
+                self.geometry.teacher_encoder is None and self.query_tower.tower is None,
                 "two_spaces, query_tower and geometry are three recipes: set one of them",
             ),
             (not m.train_lookahead, "two_spaces keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
@@ -403,8 +403,14 @@ class TrainConfig:
 # Old option names -> new ones, per section: configs and saved runs (train_config.json, a
 # checkpoint's training info) written before the rename still load, with a warning. "teacher" now
 # means only a sentence encoder (instemb_rag/teachers/); the frozen copy of the LLM is "frozen_llm".
+# The sentence encoder of the tower recipes was "document_tower" before it was the part "tower"
+# (issue 54); this table is the one place the old name is read.
+_OLD_TOWER_KEY = {"document_tower": "tower"}
 RENAMED_KEYS: dict[str, dict[str, str]] = {
     "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
+    "query_tower": _OLD_TOWER_KEY,
+    "two_spaces": _OLD_TOWER_KEY,
+    "effect": _OLD_TOWER_KEY,
 }
 
 
@@ -413,6 +419,11 @@ def _renamed(section: str, values: dict, source: str) -> dict:
     old = [key for key in values if key in renames]
     if not old:
         return values
+    both = [key for key in old if renames[key] in values]
+    if both:
+        raise InstEmbError(
+            f"{source}: {section}.{both[0]} is the old name of {section}.{renames[both[0]]}; give only one of them."
+        )
     import warnings
 
     warnings.warn(

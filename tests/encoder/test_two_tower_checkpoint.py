@@ -90,10 +90,10 @@ def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_d
     assert same_embeddings(loaded, anchored.with_options(max_length=48))
 
 
-def test_cli_export_with_a_document_tower_keeps_the_anchor_and_copies_the_folder(anchored, tiny_st_dir, tmp_path):
+def test_cli_export_with_a_tower_keeps_the_anchor_and_copies_the_folder(anchored, tiny_st_dir, tmp_path):
     anchored.save(tmp_path / "ckpt")
     result = CliRunner().invoke(
-        app, ["export", str(tmp_path / "ckpt"), str(tmp_path / "out"), "--document-tower", str(tiny_st_dir)]
+        app, ["export", str(tmp_path / "ckpt"), str(tmp_path / "out"), "--tower", str(tiny_st_dir)]
     )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "out" / "instemb_parts.json").read_text()

@@ -32,7 +32,7 @@ def config_for(setting, tmp_path, **overrides):
         "model.lookahead_length": 2,
         "effect.texts_file": str(setting["items"]),
         "effect.documents_llm": str(setting["llm"]),
-        "effect.document_tower": str(setting["tower"]),
+        "effect.tower": str(setting["tower"]),
         "effect.embedding_dir": str(tmp_path / "vectors"),
         "effect.bank_negatives": 2,
         "effect.rank": 4,

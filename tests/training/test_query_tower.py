@@ -38,7 +38,7 @@ def config_for(setting, tmp_path: Path, **overrides):
         "model.trainable_top_layers": 1,
         "model.lora_rank": 4,
         "model.train_lookahead": False,
-        "query_tower.document_tower": str(setting["tower"]),
+        "query_tower.tower": str(setting["tower"]),
         "query_tower.texts_file": str(setting["items"]),
         "query_tower.prefix_cache_dir": str(tmp_path / "prefix"),
         "query_tower.embedding_dir": str(tmp_path / "tower_cache"),

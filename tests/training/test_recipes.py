@@ -11,6 +11,7 @@ from test_geometry import write_contrast_records, write_items
 from testing import build_tiny_model_folder
 
 from instemb_rag.datasets.records import TrainingRecord, write_records
+from instemb_rag.errors import InstEmbError
 from instemb_rag.training.args import load_config
 from instemb_rag.training.objectives import objective_for
 from instemb_rag.training.trainer import train
@@ -77,10 +78,10 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                     "geometry.contrast_batch_size": 4,
                 }
             )
-    elif (raw.get("query_tower") or {}).get("document_tower"):
+    elif (raw.get("query_tower") or {}).get("tower"):
         overrides.update(
             {
-                "query_tower.document_tower": str(tiny["teacher"]),
+                "query_tower.tower": str(tiny["teacher"]),
                 "query_tower.texts_file": str(tiny["items"]),
                 "query_tower.prefix_cache_dir": str(output / "prefix"),
                 "query_tower.embedding_dir": str(output / "tower_embeddings"),
@@ -91,7 +92,7 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
         overrides.update(
             {
                 "two_spaces.documents_llm": str(tiny["student"]),
-                "two_spaces.document_tower": str(tiny["teacher"]),
+                "two_spaces.tower": str(tiny["teacher"]),
                 "two_spaces.texts_file": str(tiny["items"]),
                 "two_spaces.prefix_cache_dir": str(output / "prefix"),
                 "two_spaces.embedding_dir": str(output / "halves"),
@@ -102,7 +103,7 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
         overrides.update(
             {
                 "effect.documents_llm": str(tiny["student"]),
-                "effect.document_tower": str(tiny["teacher"]),
+                "effect.tower": str(tiny["teacher"]),
                 "effect.texts_file": str(tiny["items"]),
                 "effect.embedding_dir": str(output / "effect_vectors"),
                 "effect.bank_negatives": 4,
@@ -125,7 +126,7 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1] and final.is_dir()
     expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
-    if (raw.get("query_tower") or {}).get("document_tower"):
+    if (raw.get("query_tower") or {}).get("tower"):
         expected = "query_tower"
     if (raw.get("two_spaces") or {}).get("texts_file"):
         expected = "two_spaces"
@@ -168,3 +169,27 @@ def test_a_config_written_before_the_rename_still_loads_with_a_warning(tmp_path)
     assert config.training.llm_target_cache is False and config.training.llm_target_cache_dir == "tc"
     with pytest.warns(DeprecationWarning):
         assert load_config(None, {"training.teacher_cache": False}).training.llm_target_cache is False
+
+
+def test_a_config_naming_the_tower_document_tower_still_loads_into_tower(tmp_path):
+    """``document_tower`` was the tower recipes' sentence encoder before the part was ``tower``
+    (issue 54): an older YAML, saved run or --set still loads, into the new field, with a warning."""
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "model: {train_lookahead: false, trainable_top_layers: 2}\n"
+        "query_tower: {document_tower: minilm, texts_file: items.jsonl}\n"
+        "two_spaces: {document_tower: tower-folder}\n"
+        "effect: {document_tower: other-folder}\n"
+    )
+    with pytest.warns(DeprecationWarning, match=r"query_tower\.tower"):
+        config = load_config(old)
+    assert (config.query_tower.tower, config.two_spaces.tower, config.effect.tower) == (
+        "minilm",
+        "tower-folder",
+        "other-folder",
+    )
+    assert "document_tower" not in json.dumps(config.to_dict())
+    with pytest.warns(DeprecationWarning):
+        assert load_config(None, {"effect.document_tower": "x"}).effect.tower == "x"
+    with pytest.raises(InstEmbError, match="give only one"):
+        load_config(None, {"two_spaces.document_tower": "x", "two_spaces.tower": "y"})

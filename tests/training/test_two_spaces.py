@@ -40,7 +40,7 @@ def config_for(setting, tmp_path, **overrides):
         "model.train_lookahead": False,
         "two_spaces.texts_file": str(setting["items"]),
         "two_spaces.documents_llm": str(setting["llm"]),
-        "two_spaces.document_tower": str(setting["tower"]),
+        "two_spaces.tower": str(setting["tower"]),
         "two_spaces.prefix_cache_dir": str(tmp_path / "prefix"),
         "two_spaces.embedding_dir": str(tmp_path / "halves"),
         "two_spaces.bank_negatives": 2,

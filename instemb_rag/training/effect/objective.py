@@ -54,7 +54,7 @@ class EffectObjective(Objective):
         # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
         lookahead = None if is_checkpoint(source) else config.model.lookahead_length
         llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
-        tower = DocumentTower.load(DocumentTower.recorded_reference(e.document_tower))
+        tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
         data = load_effect_data(
             e.texts_file, e.max_queries, e.validation_share, t.seed, e.embedding_dir, llm, tower, log
         )

@@ -1,6 +1,6 @@
 """The query-tower objective (``QueryTowerObjective``), plugged into the one trainer loop (trainer.py).
 
-A run (``query_tower.document_tower`` set in the config; objectives.py selects this objective):
+A run (``query_tower.tower`` set in the config; objectives.py selects this objective):
 
 1. embeds every passage of the items file and every query's "instruction + query" once with the
    frozen document tower, cached on disk (data.py); documents are never read by the LLM;
@@ -53,7 +53,7 @@ class QueryTowerObjective(Objective):
     def prepare(self) -> Prepared:
         config, device, log = self.config, self.device, self.log
         t, q, m = config.training, config.query_tower, config.model
-        tower = DocumentTower.load(DocumentTower.recorded_reference(q.document_tower), device=str(device))
+        tower = DocumentTower.load(DocumentTower.recorded_reference(q.tower), device=str(device))
         data = load_data(q.texts_file, q.max_queries, tower, q.embedding_dir, log)
         encoder = load_student(config, device)
         parts = make_trainable(encoder, config)

@@ -77,7 +77,7 @@ class TwoSpacesObjective(Objective):
         # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
         lookahead = None if is_checkpoint(source) else m.lookahead_length
         documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)
-        tower = DocumentTower.load(DocumentTower.recorded_reference(s.document_tower), device=str(device))
+        tower = DocumentTower.load(DocumentTower.recorded_reference(s.tower), device=str(device))
         data = load_two_spaces_data(
             s.texts_file, s.max_queries, tower, documents_llm, s.documents_llm, s.embedding_dir, log
         )
