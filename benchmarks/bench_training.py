@@ -63,7 +63,7 @@ GOAL_SPEEDUP_OVER_FULL = 5.0
 GOAL_MODE = "all"
 SETS = ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"]
 # The query-tower recipe's document tower (all-MiniLM-L6-v2): the width of its cached vectors.
-DOCUMENT_TOWER_DIMENSION = 384
+TOWER_DIMENSION = 384
 # --smoke: the tiny model's layers, its recipe K and the Ks of the prefix modes
 SMOKE_LAYERS, SMOKE_K, SMOKE_KS = 3, 1, [1, 2]
 
@@ -351,7 +351,7 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
         "llm_target_cache_bytes_per_10k_examples": llm_target_bytes_per_example(length, hidden) * 10_000,
         "prefix_cache": prefix_costs,
         "query_tower": {
-            "document_tower_dimension": DOCUMENT_TOWER_DIMENSION,
+            "tower_dimension": TOWER_DIMENSION,
             "bank_negatives": recipe.config.query_tower.bank_negatives,
             "inputs": "instruction + query (the records' text and instruction), on the K="
             f"{recipe_k} frozen-prefix cache; random unit vectors stand in for the document tower's",
@@ -390,7 +390,7 @@ def query_tower_step(setup: Setup, records, steps: list[list[list[int]]]) -> Cal
     passages = q.bank_negatives + len(records)  # the positives, and a bank for the full sample
 
     def unit_rows(count: int) -> torch.Tensor:
-        return F.normalize(torch.randn(count, DOCUMENT_TOWER_DIMENSION, generator=generator), dim=-1)
+        return F.normalize(torch.randn(count, TOWER_DIMENSION, generator=generator), dim=-1)
 
     objective = QueryTowerObjective(config, SINGLE_PROCESS, device, log=lambda _: None)
     objective.encoder, objective.cache = encoder, setup.cache
@@ -399,7 +399,7 @@ def query_tower_step(setup: Setup, records, steps: list[list[list[int]]]) -> Cal
     )
     batches = [batch for step in steps for batch in step]  # one batch a step (items mode reads one)
     objective.order = BatchOrder(lambda _epoch: batches)
-    head = Projection(encoder.hidden_size, DOCUMENT_TOWER_DIMENSION).to(device)
+    head = Projection(encoder.hidden_size, TOWER_DIMENSION).to(device)
     with torch.no_grad():  # the run starts at the anchor
         head.linear.weight.zero_()
         head.linear.bias.zero_()

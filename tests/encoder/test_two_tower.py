@@ -10,11 +10,11 @@ import pytest
 
 from instemb_rag import InstEmbEncoder
 from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
-from instemb_rag.encoder.modules.tower import DocumentTower
+from instemb_rag.encoder.modules.tower import TOWER_DIR, DocumentTower
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError
 
 
-def test_documents_come_from_the_document_tower_and_queries_from_the_llm(tiny_two_tower, tiny_st_dir):
+def test_documents_come_from_the_tower_and_queries_from_the_llm(tiny_two_tower, tiny_st_dir):
     documents = ["the tent keeps out rain", "the stove boils water fast"]
     tower = DocumentTower.load(str(tiny_st_dir))
     expected = tower.encode(documents)
@@ -41,12 +41,12 @@ def test_identity_names_both_towers(tiny_two_tower, tiny_encoder, tiny_st_dir):
     assert tiny_encoder.document_fingerprint == tiny_encoder.fingerprint
     symmetric = tiny_two_tower.query_llm  # the LLM without its sentence encoder
     assert symmetric.fingerprint != tiny_two_tower.fingerprint
-    # A folder tower is recorded as the model folder's own document_tower/ (a save copies it in):
+    # A folder tower is recorded as the model folder's own TOWER_DIR (a save copies it in):
     # no absolute path in the config or the fingerprint.
-    assert tiny_two_tower.tower.recorded_config() == {**tower.get_config_dict(), "encoder": "document_tower"}
+    assert tiny_two_tower.tower.recorded_config() == {**tower.get_config_dict(), "encoder": TOWER_DIR}
 
 
-def test_a_document_tower_needs_a_head_into_its_space(tiny_encoder, tiny_st_dir):
+def test_a_tower_needs_a_head_into_its_space(tiny_encoder, tiny_st_dir):
     tower = DocumentTower.load(str(tiny_st_dir))
     with pytest.raises(InstEmbError, match="projection head"):
         TwoTowerEncoder(tiny_encoder, tower)
@@ -67,7 +67,7 @@ def test_a_saved_two_tower_checkpoint_loads_as_it_was(tiny_two_tower, tmp_path):
     )
 
 
-def test_a_checkpoint_refuses_another_document_tower(tiny_two_tower, tiny_st_dir, tmp_path):
+def test_a_checkpoint_refuses_another_tower(tiny_two_tower, tiny_st_dir, tmp_path):
     tiny_two_tower.save(tmp_path / "ckpt")
     changed = tmp_path / "other_tower"
     shutil.copytree(tiny_st_dir, changed)
@@ -80,9 +80,7 @@ def test_a_checkpoint_refuses_another_document_tower(tiny_two_tower, tiny_st_dir
         InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
 
 
-def test_export_attaches_a_document_tower_only_over_a_matching_head(
-    tiny_two_tower, tiny_encoder, tiny_st_dir, tmp_path
-):
+def test_export_attaches_a_tower_only_over_a_matching_head(tiny_two_tower, tiny_encoder, tiny_st_dir, tmp_path):
     from instemb_rag.encoder.composed.export import export_model
 
     tower_config = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
@@ -94,7 +92,7 @@ def test_export_attaches_a_document_tower_only_over_a_matching_head(
         export_model(tmp_path / "no_head", tmp_path / "bad", tower=tower_config)
 
 
-def test_eval_reuses_a_corpus_across_query_towers_over_one_document_tower(tiny_two_tower, tmp_path):
+def test_eval_reuses_a_corpus_across_query_towers_over_one_tower(tiny_two_tower, tmp_path):
     import torch
 
     from instemb_rag.encoder.modules.projection import Projection

@@ -46,14 +46,14 @@ def test_a_saved_checkpoint_holds_its_folder_tower_and_loads_the_same_after_a_mo
     anchored.save(tmp_path / "a" / "ckpt")
     text = (tmp_path / "a" / "ckpt" / "instemb_parts.json").read_text()
     config = json.loads(text)
-    assert config["parts"]["tower"]["config"]["encoder"] == "document_tower"
+    assert config["parts"]["tower"]["config"]["encoder"] == TOWER_DIR
     assert config["routes"]["query"]["type"] == "anchored"
     assert str(tiny_st_dir) not in text and str(tmp_path) not in text
-    assert "document_tower/modules.json" in config["files"]
+    assert f"{TOWER_DIR}/modules.json" in config["files"]
     shutil.move(tmp_path / "a" / "ckpt", tmp_path / "b" / "moved")
     shutil.rmtree(tmp_path / "a")
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "b" / "moved", device="cpu")
-    assert loaded.tower.sentence_encoder.folder == (tmp_path / "b" / "moved" / "document_tower").resolve()
+    assert loaded.tower.sentence_encoder.folder == (tmp_path / "b" / "moved" / TOWER_DIR).resolve()
     assert loaded.fingerprint == anchored.fingerprint
     assert loaded.document_fingerprint == anchored.document_fingerprint
     assert same_embeddings(loaded, anchored)
@@ -64,8 +64,8 @@ def test_a_saved_checkpoint_holds_its_folder_tower_and_loads_the_same_after_a_mo
 
 def test_a_checkpoint_missing_a_tower_file_is_refused(tiny_two_tower, tmp_path):
     tiny_two_tower.save(tmp_path / "ckpt")
-    (tmp_path / "ckpt" / "document_tower" / "modules.json").unlink()
-    with pytest.raises(CheckpointError, match="document_tower/modules.json is missing"):
+    (tmp_path / "ckpt" / TOWER_DIR / "modules.json").unlink()
+    with pytest.raises(CheckpointError, match=f"{TOWER_DIR}/modules.json is missing"):
         InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
 
 
@@ -76,7 +76,7 @@ def test_a_named_tower_is_not_copied(tiny_two_tower, tmp_path, monkeypatch):
     named = DocumentTower(tiny_two_tower.tower.sentence_encoder, "tiny")
     assert TwoTowerEncoder(tiny_two_tower.query_llm, named).tower.recorded_config()["encoder"] == "tiny"
     TwoTowerEncoder(tiny_two_tower.query_llm, named).save(tmp_path / "ckpt")
-    assert not (tmp_path / "ckpt" / "document_tower").exists()
+    assert not (tmp_path / "ckpt" / TOWER_DIR).exists()
 
 
 def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_dir, tmp_path):
@@ -84,7 +84,7 @@ def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_d
     export_model(tmp_path / "ckpt", tmp_path / "out", max_length=48)
     shutil.rmtree(tmp_path / "ckpt")
     config = json.loads((tmp_path / "out" / "instemb_parts.json").read_text())
-    assert config["parts"]["tower"]["config"]["encoder"] == "document_tower"
+    assert config["parts"]["tower"]["config"]["encoder"] == TOWER_DIR
     assert config["routes"]["query"]["type"] == "anchored"
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "out", device="cpu")
     assert same_embeddings(loaded, anchored.with_options(max_length=48))
@@ -112,7 +112,7 @@ def test_export_adds_a_folder_tower_to_a_symmetric_checkpoint_unanchored(tiny_tw
     entry = DocumentTower.load(str(tiny_st_dir)).get_config_dict()
     export_model(tmp_path / "symmetric", tmp_path / "two_tower", tower=entry)
     config = json.loads((tmp_path / "two_tower" / "instemb_parts.json").read_text())
-    assert config["parts"]["tower"]["config"] == {**entry, "encoder": "document_tower"}
+    assert config["parts"]["tower"]["config"] == {**entry, "encoder": TOWER_DIR}
     assert config["routes"]["query"]["type"] == "llm"  # not anchored
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "two_tower", device="cpu")
     assert loaded.fingerprint == tiny_two_tower.fingerprint
@@ -151,7 +151,7 @@ def test_inputs_that_fit_do_not_warn_and_embed_as_the_pasted_baseline(anchored):
     assert np.array_equal(vectors, baseline)
 
 
-def test_to_moves_the_document_tower_with_the_encoder(tiny_two_tower):
+def test_to_moves_the_tower_with_the_encoder(tiny_two_tower):
     def tower_parameters():
         return list(tiny_two_tower.tower.sentence_encoder.model.parameters())
 

@@ -28,7 +28,7 @@ def test_encode_instructions_equals_encode_queries(two_tower, batch_size):
     np.testing.assert_allclose(shared[2], shared[0], atol=1e-6)  # a blank instruction is none
 
 
-def test_the_anchor_is_the_document_towers_vector_of_instruction_and_query(tiny_two_tower):
+def test_the_anchor_is_the_towers_vector_of_instruction_and_query(tiny_two_tower):
     from instemb_rag.instructions import normalize_instruction
     from instemb_rag.teachers import teacher_text
 

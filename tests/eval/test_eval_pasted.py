@@ -20,7 +20,7 @@ def ndcg_at_10(scores: np.ndarray, doc_ids: list[str], relevant: set[str]) -> fl
     return dcg / sum(1 / math.log2(rank + 2) for rank in range(min(len(relevant), 10)))
 
 
-def test_eval_scores_the_document_tower_with_the_instruction_pasted(tmp_path, tiny_st_dir, monkeypatch):
+def test_eval_scores_the_tower_with_the_instruction_pasted(tmp_path, tiny_st_dir, monkeypatch):
     from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.eval.data import document_text
     from instemb_rag.teachers import teacher_text

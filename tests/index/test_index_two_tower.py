@@ -116,7 +116,7 @@ def check_hits(document: dict, expected: list[tuple[str, float]]) -> None:
     np.testing.assert_allclose([score for _, score in hits], [score for _, score in expected], atol=1e-4)
 
 
-def test_index_stores_document_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
+def test_index_stores_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
     from instemb_rag.encoder.modules.tower import DocumentTower
 
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
@@ -174,7 +174,7 @@ def test_a_two_tower_index_is_told_to_rebuild_for_a_symmetric_model(tiny_model_d
     assert "--rebuild" in output and "documents embedded by a sentence encoder, two-tower (" in output
 
 
-def test_another_query_tower_over_the_same_document_tower_searches_without_reembedding(
+def test_another_query_tower_over_the_same_tower_searches_without_reembedding(
     two_tower_dir, other_query_tower_dir, tmp_path
 ):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
@@ -210,7 +210,7 @@ def test_index_takes_no_document_instruction_and_leaves_no_index(two_tower_dir, 
     assert not (index_dir / MANIFEST_FILE).exists()
 
 
-def test_chunks_are_counted_in_the_document_towers_tokens_and_fit_its_limit(two_tower_dir, tmp_path):
+def test_chunks_are_counted_in_the_towers_tokens_and_fit_its_limit(two_tower_dir, tmp_path):
     docs = tmp_path / "long_docs"
     docs.mkdir()
     words = "the tent is durable nylon and good in rain and wind".split()

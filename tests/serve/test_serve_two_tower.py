@@ -20,7 +20,7 @@ DOCUMENTS = ["the tent is durable nylon . good in rain and wind .", "the stove i
 QUERIES = [("which tent is light ?", "focus on weight"), ("which tent is light ?", None)]
 
 
-def test_documents_by_the_document_tower_queries_by_the_query_tower(tiny_two_tower, tiny_st_dir):
+def test_documents_by_the_tower_queries_by_the_query_tower(tiny_two_tower, tiny_st_dir):
     from instemb_rag.encoder.modules.tower import DocumentTower
 
     tower = DocumentTower.load(str(tiny_st_dir))

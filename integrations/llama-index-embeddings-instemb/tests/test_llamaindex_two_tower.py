@@ -40,7 +40,7 @@ def embed_model(tiny_two_tower):
     return InstEmbEmbedding.from_encoder(tiny_two_tower, query_instruction="focus on weight", embed_batch_size=4)
 
 
-def test_text_embeddings_are_the_document_towers_and_query_embeddings_the_query_towers(
+def test_text_embeddings_are_the_towers_and_query_embeddings_the_query_towers(
     embed_model, tiny_two_tower, tower, tiny_docs
 ):
     np.testing.assert_allclose(embed_model.get_text_embedding_batch(tiny_docs), tower.encode(tiny_docs), atol=1e-5)
@@ -62,7 +62,7 @@ def test_a_document_instruction_is_refused(tiny_two_tower):
     assert InstEmbEmbedding.from_encoder(tiny_two_tower, text_instruction="  ").document_token_limit == TOWER_LIMIT
 
 
-def test_the_document_limit_is_the_document_towers(embed_model, tower):
+def test_the_document_limit_is_the_towers(embed_model, tower):
     assert tower.max_length == 32 and tower.tokens("") == 2
     assert embed_model.document_token_limit == TOWER_LIMIT  # not the LLM's 60
     assert embed_model.recommended_chunk_size == TOWER_LIMIT
@@ -85,7 +85,7 @@ def test_a_document_past_the_towers_limit_is_said_to_be_cut(embed_model, tower):
         embed_model.get_query_embedding(words(40))  # a query goes to the LLM, which reads it whole
 
 
-def test_the_node_parser_splits_on_the_document_towers_tokens(embed_model, tower):
+def test_the_node_parser_splits_on_the_towers_tokens(embed_model, tower):
     parser = embed_model.node_parser()
     assert parser.chunk_size == TOWER_LIMIT
     long_document = Document(text=" ".join(["the tent is light and the stove is heavy ."] * 20))
@@ -99,7 +99,7 @@ def test_the_node_parser_splits_on_the_document_towers_tokens(embed_model, tower
         embed_model.node_parser(chunk_size=TOWER_LIMIT + 1)
 
 
-def test_the_document_cache_keys_on_the_document_tower(embed_model, tiny_two_tower, tiny_encoder_pair, tiny_docs):
+def test_the_document_cache_keys_on_the_tower(embed_model, tiny_two_tower, tiny_encoder_pair, tiny_docs):
     other_query_tower, symmetric = tiny_encoder_pair
     store = SimpleKVStore()
     first = InstEmbEmbedding.from_encoder(tiny_two_tower, embeddings_cache=store)
