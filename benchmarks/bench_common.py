@@ -103,6 +103,17 @@ def tiny_model(folder: Path, layers: int = 2) -> Path:
     return build_tiny_model_folder(folder, layers=layers)
 
 
+def tiny_sentence_encoder(folder: Path) -> Path:
+    """tests/testing.py's tiny sentence-transformers folder (1-layer BERT, 32-d), saved in ``folder``."""
+    tests = str(PROJECT_ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from testing import build_tiny_sentence_encoder_folder
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return build_tiny_sentence_encoder_folder(folder)
+
+
 def apply_threads(threads: int | None) -> int:
     import torch
 

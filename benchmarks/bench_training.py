@@ -55,6 +55,7 @@ from bench_common import (
     interleaved_times,
     machine_info,
     smoke_run,
+    tiny_sentence_encoder,
 )
 
 RECIPES = PROJECT_ROOT / "instemb_rag" / "training" / "recipes"
@@ -323,7 +324,7 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
             "lookahead_frozen": (setups[recipe_k], plain, lookahead(setups[recipe_k], True, False)),
             **{f"prefix_k{k}": (setups[k], plain, lookahead(setups[k], False, True)) for k in args.ks if k in setups},
             "all": (setups[recipe_k], bucketed, lookahead(setups[recipe_k], True, True)),
-            "query_tower": (setups[recipe_k], plain, query_tower_step(setups[recipe_k], records, plain)),
+            "query_tower": (setups[recipe_k], plain, query_tower_step(setups[recipe_k], records, plain, scratch)),
         }
         results = time_modes(modes, repeats, args)
     for name, (setup, steps, _) in modes.items():
@@ -359,7 +360,9 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
     }
 
 
-def query_tower_step(setup: Setup, records, steps: list[list[list[int]]]) -> Callable[[list[list[int]]], int]:
+def query_tower_step(
+    setup: Setup, records, steps: list[list[list[int]]], scratch: Path | None = None
+) -> Callable[[list[list[int]]], int]:
     """One optimizer step of the query-tower objective: ``QueryTowerObjective.step`` itself, on
     the state its ``prepare`` builds, with this setup's student and frozen-prefix cache (the
     records' (text, instruction) are in it) and a head into a document tower's space at zero.
@@ -370,7 +373,9 @@ def query_tower_step(setup: Setup, records, steps: list[list[list[int]]]) -> Cal
     import torch.nn.functional as F
 
     from instemb_rag.datasets.embedding_items import EmbeddingItem
+    from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
+    from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.training.batch_order import BatchOrder
     from instemb_rag.training.parallel import SINGLE_PROCESS
     from instemb_rag.training.query_tower.data import QueryTowerData
@@ -386,24 +391,30 @@ def query_tower_step(setup: Setup, records, steps: list[list[list[int]]]) -> Cal
     for n, record in enumerate(records):
         if record.group:
             group_rows.setdefault(record.group, []).append(n)
+    # The objective's document tower: minilm (--smoke: tests/testing.py's tiny one, in the scratch folder).
+    tower_reference = str(tiny_sentence_encoder(scratch / "tiny_tower")) if scratch is not None else "minilm"
+    tower = DocumentTower.load(DocumentTower.recorded_reference(tower_reference), device=str(device))
     generator = torch.Generator().manual_seed(0)
     passages = q.bank_negatives + len(records)  # the positives, and a bank for the full sample
 
     def unit_rows(count: int) -> torch.Tensor:
-        return F.normalize(torch.randn(count, TOWER_DIMENSION, generator=generator), dim=-1)
+        return F.normalize(torch.randn(count, tower.dimension, generator=generator), dim=-1)
 
     objective = QueryTowerObjective(config, SINGLE_PROCESS, device, log=lambda _: None)
-    objective.encoder, objective.cache = encoder, setup.cache
+    objective.cache = setup.cache
     objective.data = QueryTowerData(
         queries, list(range(len(records))), group_rows, unit_rows(passages), unit_rows(len(records))
     )
     batches = [batch for step in steps for batch in step]  # one batch a step (items mode reads one)
     objective.order = BatchOrder(lambda _epoch: batches)
-    head = Projection(encoder.hidden_size, TOWER_DIMENSION).to(device)
+    head = Projection(encoder.hidden_size, tower.dimension).to(device)
     with torch.no_grad():  # the run starts at the anchor
         head.linear.weight.zero_()
         head.linear.bias.zero_()
     objective.head = head
+    # The objective's encoder, as its prepare builds it: the student with the head, anchored on the
+    # document tower (the random unit vectors above stand in for the tower's cached vectors).
+    objective.encoder = TwoTowerEncoder(encoder.with_projection(head), tower, anchored=True)
     optimizer, _ = optimizer_with_head(setup.parts, head, config.training, q.head_learning_rate)
     position = {tuple(batch): n for n, batch in enumerate(batches)}
     length = encoder.lookahead.length

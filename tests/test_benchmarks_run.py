@@ -8,7 +8,8 @@ from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # Documented as stand-alone in benchmarks/README.md (or not a benchmark at all).
-NOT_IN_THE_TABLE = {"bench_common.py", "bench_qdrant_embedded.py"}
+# bench_gpu_shapes.py: a module of bench_gpu.py (its --shape runs), run through it
+NOT_IN_THE_TABLE = {"bench_common.py", "bench_qdrant_embedded.py", "bench_gpu_shapes.py"}
 
 
 def load_run():

@@ -177,6 +177,7 @@ class ComposedEncoder:
     precision = of_query_llm("precision")
     backbone = of_query_llm("backbone")
     device = of_query_llm("device")
+    lookahead_length = of_query_llm("lookahead_length")  # the look-ahead tokens its query LLM runs
 
     @property
     def quantization_report(self):
