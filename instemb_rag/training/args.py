@@ -18,6 +18,7 @@ import yaml
 from ..choices import ParallelMode, values
 from ..errors import InstEmbError
 from .effect.args import EffectArguments
+from .renamed_keys import RENAMED_KEYS, renamed
 
 __all__ = [
     "VIEW_NAMES",
@@ -400,41 +401,6 @@ class TrainConfig:
         ]
 
 
-# Old option names -> new ones, per section: configs and saved runs (train_config.json, a
-# checkpoint's training info) written before the rename still load, with a warning. "teacher" now
-# means only a sentence encoder (instemb_rag/teachers/); the frozen copy of the LLM is "frozen_llm".
-# The sentence encoder of the tower recipes was "document_tower" before it was the part "tower"
-# (issue 54); this table is the one place the old name is read.
-_OLD_TOWER_KEY = {"document_tower": "tower"}
-RENAMED_KEYS: dict[str, dict[str, str]] = {
-    "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
-    "query_tower": _OLD_TOWER_KEY,
-    "two_spaces": _OLD_TOWER_KEY,
-    "effect": _OLD_TOWER_KEY,
-}
-
-
-def _renamed(section: str, values: dict, source: str) -> dict:
-    renames = RENAMED_KEYS.get(section, {})
-    old = [key for key in values if key in renames]
-    if not old:
-        return values
-    both = [key for key in old if renames[key] in values]
-    if both:
-        raise InstEmbError(
-            f"{source}: {section}.{both[0]} is the old name of {section}.{renames[both[0]]}; give only one of them."
-        )
-    import warnings
-
-    warnings.warn(
-        f"{source}: {section}.{', '.join(old)} renamed to "
-        f"{', '.join(section + '.' + renames[key] for key in old)}; the old names will stop being read.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return {renames.get(key, key): value for key, value in values.items()}
-
-
 def _section_of(key: str) -> tuple[str, str]:
     for section, renames in RENAMED_KEYS.items():
         if key in renames:
@@ -468,7 +434,7 @@ def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
             f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'query_tower', 'two_spaces' and 'effect'."
         )
     built = {
-        name: _build_section(cls, _renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")
+        name: _build_section(cls, renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")
         for name, cls in sections.items()
     }
     return TrainConfig(**built).validate()

@@ -18,10 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from ...errors import CheckpointError
+from .tensor_file import read_part_tensors
 
 EFFECT_MAP_FILE = "effect_map.safetensors"
 
@@ -62,16 +63,11 @@ class EffectMap(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path, config: dict) -> EffectMap:
-        path = Path(folder) / EFFECT_MAP_FILE
-        if not path.is_file():
-            raise CheckpointError(
-                f"{folder}: its config names an effect map but {EFFECT_MAP_FILE} is missing. Copy the whole folder again."
-            )
         effect_map = cls(int(config["dimension"]), int(config["rank"]))
-        # Folders written before rank 0 had no layers stored empty down/up tensors: nothing to load.
-        tensors = {name: t for name, t in load_file(str(path)).items() if t.numel() or effect_map.rank}
         expected = {name: tuple(t.shape) for name, t in effect_map.state_tensors().items()}
-        if {name: tuple(t.shape) for name, t in tensors.items()} != expected:
-            raise CheckpointError(f"{path} does not hold an effect map of shape {expected}. The folder is damaged.")
+        # Folders written before rank 0 had no layers stored empty down/up tensors: nothing to load.
+        tensors = read_part_tensors(
+            folder, EFFECT_MAP_FILE, "an effect map", expected, keep=lambda _, t: bool(t.numel() or effect_map.rank)
+        )
         effect_map.load_state_dict(tensors)
         return effect_map

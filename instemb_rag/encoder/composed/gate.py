@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from ...errors import CheckpointError
+from .tensor_file import read_part_tensors
 
 GATE_FILE = "gate.safetensors"
 
@@ -50,15 +51,7 @@ class WeightGate(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path, config: dict) -> WeightGate:
-        path = Path(folder) / GATE_FILE
-        if not path.is_file():
-            raise CheckpointError(
-                f"{folder}: its config names a weight gate but {GATE_FILE} is missing. Copy the whole folder again."
-            )
         gate = cls(int(config["in_features"]), float(config["initial_weight"]))
-        tensors = load_file(str(path))
         expected = {name: tuple(t.shape) for name, t in gate.state_tensors().items()}
-        if {name: tuple(t.shape) for name, t in tensors.items()} != expected:
-            raise CheckpointError(f"{path} does not hold a gate of shape {expected}. The folder is damaged.")
-        gate.linear.load_state_dict(tensors)
+        gate.linear.load_state_dict(read_part_tensors(folder, GATE_FILE, "a weight gate", expected))
         return gate

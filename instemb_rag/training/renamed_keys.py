@@ -1,0 +1,40 @@
+"""Old training option names, read in one place: a config or saved run written before a rename
+still loads into the new field, with a DeprecationWarning (training/args.py calls ``renamed``)."""
+
+from __future__ import annotations
+
+from ..errors import InstEmbError
+
+# Old option names -> new ones, per section: configs and saved runs (train_config.json, a
+# checkpoint's training info) written before the rename still load, with a warning. "teacher" now
+# means only a sentence encoder (instemb_rag/teachers/); the frozen copy of the LLM is "frozen_llm".
+# The sentence encoder of the tower recipes was "document_tower" before it was the part "tower"
+# (issue 54); this table is the one place the old name is read.
+_OLD_TOWER_KEY = {"document_tower": "tower"}
+RENAMED_KEYS: dict[str, dict[str, str]] = {
+    "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
+    "query_tower": _OLD_TOWER_KEY,
+    "two_spaces": _OLD_TOWER_KEY,
+    "effect": _OLD_TOWER_KEY,
+}
+
+
+def renamed(section: str, values: dict, source: str) -> dict:
+    renames = RENAMED_KEYS.get(section, {})
+    old = [key for key in values if key in renames]
+    if not old:
+        return values
+    both = [key for key in old if renames[key] in values]
+    if both:
+        raise InstEmbError(
+            f"{source}: {section}.{both[0]} is the old name of {section}.{renames[both[0]]}; give only one of them."
+        )
+    import warnings
+
+    warnings.warn(
+        f"{source}: {section}.{', '.join(old)} renamed to "
+        f"{', '.join(section + '.' + renames[key] for key in old)}; the old names will stop being read.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {renames.get(key, key): value for key, value in values.items()}
