@@ -142,7 +142,9 @@ def default_layout(request) -> tuple[Path, object]:
     if request.param == "as shipped":
         return SHIPPED_CHECKPOINT, request.getfixturevalue("default_model")
     if is_composed(SHIPPED_CHECKPOINT):
-        pytest.skip("the shipped default is two-space already: the 'as shipped' case tests that layout")
+        pytest.skip(
+            "the shipped default is a parts folder already (documents in two spaces): the 'as shipped' case tests that layout"
+        )
     from instemb_rag import InstEmbEncoder
 
     folder = request.getfixturevalue("composed_default_dir")
