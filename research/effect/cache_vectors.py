@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query_tower"))
+from select_training import kind  # noqa: E402  (one rule for an item's source kind)
+
 QUERIES_PER_SOURCE = {
     "facet_groups:absa": 423,
     "facet_groups:perspectrum": 710,
@@ -51,12 +54,6 @@ GENERIC_INSTRUCTIONS = (
     "Look up information about this.",
 )
 PLAIN_SOURCES = ("msmarco", "scifact")
-
-
-def kind(item: dict) -> str:
-    if item["source"] == "facet_groups":
-        return "facet_groups:" + item["id"].split(":")[1].split("-")[0]
-    return item["source"]
 
 
 def select(items_file: str, out_file: str, seed: int = 0) -> None:

@@ -22,19 +22,11 @@ import random
 import sys
 from pathlib import Path
 
-from cache_vectors import cache, kind
+from cache_vectors import GENERIC_INSTRUCTIONS, cache, kind
 
 # Generic retrieval instructions: ask for relevance, decide nothing between passages on one topic.
 # None is an evaluation task's own wording.
-GENERIC = (
-    "Find relevant passages.",
-    "Retrieve documents that answer this question.",
-    "Find a passage that answers the query.",
-    "Search for relevant information.",
-    "Retrieve the most relevant text.",
-    "Find documents related to this.",
-    "Which passage is relevant?",
-    "Look up information about this.",
+GENERIC = GENERIC_INSTRUCTIONS + (
     "Given a question, retrieve passages that answer it.",
     "Given a claim, find documents about it.",
     "Retrieve scientific papers related to this statement.",

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "two_spaces"))
-from ship_rule import FACETS, STEERING, facet_rows, markdown, steering_rows  # noqa: E402
+from ship_rule import FACETS, STEERING, facet_rows, judge, steering_rows  # noqa: E402
 
 SCIFACT = "SciFact nDCG@10, 100 held-out claims"
 WITHOUT = "SciFact without an instruction"
@@ -65,14 +65,7 @@ def verdicts(rows: list[dict]) -> list[dict]:
 def main(report: str, name: str) -> int:
     folder = Path(report)
     rows = verdicts(facet_rows(folder, name) + steering_rows(folder, name) + scifact_without(folder, name))
-    print(markdown(rows).replace("[+nan, +nan]", "(point)"))
-    wanted = [figure for figure, *_ in FACETS + STEERING] + [WITHOUT]
-    missing = [figure for figure in wanted if figure not in {row["figure"] for row in rows}]
-    passed = not missing and all(row["verdict"] == "passes" for row in rows)
-    if missing:
-        print(f"\nnot measured (not judged): {', '.join(missing)}")
-    print(f"\n{name}: {'PASSES' if passed else 'does not pass'} the figures of the ship rule")
-    return 0 if passed else 1
+    return judge(name, rows, [figure for figure, *_ in FACETS + STEERING] + [WITHOUT])
 
 
 if __name__ == "__main__":

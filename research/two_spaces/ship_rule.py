@@ -116,16 +116,21 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(report: str, name: str) -> int:
-    folder = Path(report)
-    rows = verdicts(facet_rows(folder, name) + steering_rows(folder, name))
-    print(markdown(rows))
-    missing = [figure for figure, *_ in FACETS + STEERING if figure not in {row["figure"] for row in rows}]
+def judge(name: str, rows: list[dict], wanted: list[str]) -> int:
+    """Print the table and the verdict of judged ``rows``; 0 when every ``wanted`` figure passes."""
+    print(markdown(rows).replace("[+nan, +nan]", "(point)"))
+    missing = [figure for figure in wanted if figure not in {row["figure"] for row in rows}]
     passed = not missing and all(row["verdict"] == "passes" for row in rows)
     if missing:
         print(f"\nnot measured (not judged): {', '.join(missing)}")
     print(f"\n{name}: {'PASSES' if passed else 'does not pass'} the figures of the ship rule")
     return 0 if passed else 1
+
+
+def main(report: str, name: str) -> int:
+    folder = Path(report)
+    rows = verdicts(facet_rows(folder, name) + steering_rows(folder, name))
+    return judge(name, rows, [figure for figure, *_ in FACETS + STEERING])
 
 
 if __name__ == "__main__":
