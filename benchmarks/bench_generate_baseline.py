@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
 def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
+    from tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
     encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
     device = str(encoder.device)

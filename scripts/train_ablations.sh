@@ -8,7 +8,7 @@
 # the models were still indistinguishable from the untrained backbone on the dev sets).
 # Finished runs are skipped, interrupted ones resume; ABLATION_ONLY="name ..." trains only those. The named checkpoints land in
 # ABLATION_NAMED (default runs/ablation-checkpoints)/<name>, the folder that
-# `python -m instemb_rag.tools.reports.ablations --checkpoints-dir` reads.
+# `python -m tools.reports.ablations --checkpoints-dir` reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS="${ABLATION_STEPS:-30}"

@@ -164,7 +164,7 @@ def test_build_data_and_eval_follow_the_data_root(monkeypatch, tmp_path, tiny_mo
 
 
 def test_metrics_file_is_read_with_the_shared_reader(tmp_path):
-    from instemb_rag.tools.reports.training_report import run_summary
+    from tools.reports.training_report import run_summary
 
     run = tmp_path / "run"
     run.mkdir()

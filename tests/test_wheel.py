@@ -54,16 +54,15 @@ print(json.dumps({{"module": instemb_rag.__file__, "kind": type(encoder).__name_
 
 def non_library_modules(names) -> list[str]:
     """The wheel's Python files that are not the library: test code (test modules, conftest, the
-    test helpers of tests/testing.py) and the research/, benchmarks/ and scripts/ folders.
-    instemb_rag/tools/ still ships: the offline GPU kit installs this wheel and its benchmarks
-    import tools/baselines from it (docs/ARCHITECTURE.md, tools/)."""
+    test helpers of tests/testing.py) and the research/, tools/, benchmarks/ and scripts/ folders
+    (the research reports and the benchmarks' baseline live in tools/ beside the package)."""
     flagged = []
     for name in names:
         parts = name.split("/")
         if not name.endswith(".py"):
             continue
         if (
-            parts[0] in ("tests", "research", "benchmarks", "scripts")
+            parts[0] in ("tests", "research", "tools", "benchmarks", "scripts")
             or parts[-1] in ("testing.py", "conftest.py")
             or parts[-1].startswith("test_")
         ):

@@ -7,7 +7,7 @@ import re
 
 from helpers import write_beir_folder
 
-from instemb_rag.tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
+from tools.reports.ablations import AblationArgs, build_variants, run_ablations, write_report
 
 
 def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
@@ -40,7 +40,7 @@ def test_ablation_report_on_tiny_limits(tmp_path, tiny_encoder, monkeypatch):
     assert len(results) == len(variants)
     # Different poolings really produce different encoders (different fingerprints).
     assert len({r["encoder"]["fingerprint"] for r in results if r["group"] == "pooling"}) == 5
-    report = write_report(results, notes, args, command="python -m instemb_rag.tools.reports.ablations (test)")
+    report = write_report(results, notes, args, command="python -m tools.reports.ablations (test)")
     text = report.read_text()
     assert "## Which of the paper's findings hold at this scale" in text
     assert "## pooling" in text and "| daap |" in text and "## look-ahead length" in text
@@ -55,7 +55,7 @@ def test_per_task_limits_override_the_run_limits():
     import pytest
     import typer
 
-    from instemb_rag.tools.reports.ablations import parse_task_limit
+    from tools.reports.ablations import parse_task_limit
 
     args = AblationArgs(
         max_queries=50,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from instemb_rag.tools.reports.findings import (
+from tools.reports.findings import (
     FAILS,
     HOLDS,
     MIXED,

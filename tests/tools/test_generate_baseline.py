@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from instemb_rag.encoder.modules.template import LOOKAHEAD_SLOT
-from instemb_rag.tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
+from tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
 
 def test_prompt_has_no_lookahead_slots(tiny_encoder):

@@ -7,7 +7,7 @@ import numpy as np
 
 from instemb_rag.datasets.contrast_sets import build_climate_fever_stance, contrast_label
 from instemb_rag.datasets.records import TrainingRecord
-from instemb_rag.tools.diagnostics.group_fit import (
+from tools.diagnostics.group_fit import (
     competing_pairs,
     contrast_groups,
     sample_groups,

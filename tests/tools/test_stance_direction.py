@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instemb_rag.tools.diagnostics.stance_direction import (
+from tools.diagnostics.stance_direction import (
     claims_with_both_stances,
     mean_direction_probe,
     stance_differences,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from instemb_rag.tools.reports.training_report import (
+from tools.reports.training_report import (
     HEADLINE_GROUP,
     figures_table,
     headline_rows,
@@ -116,7 +116,7 @@ def test_a_stance_wording_bias_is_called_out():
 
 
 def test_candidate_report_lines_show_intervals_and_goal_shortfalls():
-    from instemb_rag.tools.reports.training_report import comparison_lines, goal_lines
+    from tools.reports.training_report import comparison_lines, goal_lines
 
     steering = {
         "task": "medquad-facets",
@@ -137,7 +137,7 @@ def test_a_candidate_that_was_not_shipped_says_so_and_its_command_regenerates_th
     import typer
     from typer.testing import CliRunner
 
-    from instemb_rag.tools.reports.training_report import main
+    from tools.reports.training_report import main
 
     run = tmp_path / "run"
     run.mkdir()
@@ -190,7 +190,7 @@ def test_a_candidate_that_was_not_shipped_says_so_and_its_command_regenerates_th
 def test_reproduce_command_trains_from_the_previous_default_not_the_exported_one():
     """A recipe that starts from instemb_rag/default_checkpoint would, after the export, start from
     the candidate itself; with a baseline commit the command names that commit's default."""
-    from instemb_rag.tools.reports.training_report import Candidate, _start_override
+    from tools.reports.training_report import Candidate, _start_override
 
     on_from_default = "instemb_rag/training/recipes/stance-long.yaml"
     lines, start = Candidate(on_from_default, baseline_commit="abc1234").worktree_lines()
@@ -206,7 +206,7 @@ def test_reproduce_command_trains_from_the_previous_default_not_the_exported_one
 def test_reproduce_command_names_the_start_commit_when_the_run_did_not_start_from_the_baseline():
     """A candidate compared with the current default but trained on from an older one: both
     worktrees are named, and training starts from the older commit's default."""
-    from instemb_rag.tools.reports.training_report import Candidate, _start_override
+    from tools.reports.training_report import Candidate, _start_override
 
     recipe = "instemb_rag/training/recipes/stance-long.yaml"
     lines, start = Candidate(recipe, baseline_commit="abc1234", start_commit="def5678").worktree_lines()
@@ -222,7 +222,7 @@ def test_reproduce_command_names_the_start_commit_when_the_run_did_not_start_fro
 
 
 def test_teacher_time_sums_sessions_and_says_when_no_teacher_pass_ran():
-    from instemb_rag.tools.reports.training_report import _teacher_time
+    from tools.reports.training_report import _teacher_time
 
     computed = {"seconds": 120.0, "computed_records": 40}
     resumed = {"teacher_cache": {"seconds": 60.0, "computed_records": 10}, "sessions": [{"teacher_cache": computed}]}
@@ -233,7 +233,7 @@ def test_teacher_time_sums_sessions_and_says_when_no_teacher_pass_ran():
 
 
 def test_run_summary_names_only_the_loss_terms_that_trained():
-    from instemb_rag.tools.reports.training_report import _loss_terms
+    from tools.reports.training_report import _loss_terms
 
     base = {"distill_loss": "mse", "views": ["student_input"], "temperature": 0.1, "retrieval_temperature": 0.05}
     retrieval_only = {**base, "distill_weight": 0.0, "contrastive_weight": 0.0, "retrieval_weight": 1.0}

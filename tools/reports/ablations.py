@@ -15,7 +15,7 @@ The report opens with the paper's findings checked against these results (findin
 
 Run small first (CPU embeds ~400 tokens/s)::
 
-    python -m instemb_rag.tools.reports.ablations --tasks scifact-stance --tasks stsb --max-queries 20 --max-docs 200
+    python -m tools.reports.ablations --tasks scifact-stance --tasks stsb --max-queries 20 --max-docs 200
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ from typing import Callable
 
 import typer
 
-from ...encoder.modules.pooling import POOLING_MODES
-from ...eval.results import write_results_json
-from ...eval.seen import SeenTexts
-from ...eval.shared_forward import SharedForward
-from ...eval.tasks import TASKS, evaluate
+from instemb_rag.encoder.modules.pooling import POOLING_MODES
+from instemb_rag.eval.results import write_results_json
+from instemb_rag.eval.seen import SeenTexts
+from instemb_rag.eval.shared_forward import SharedForward
+from instemb_rag.eval.tasks import TASKS, evaluate
+
 from .findings import findings_markdown
 
 DEFAULT_LOOKAHEAD_LENGTHS = (0, 1, 4, 8)
@@ -100,8 +101,8 @@ class Variant:
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
     share one forward pass (shared_forward.py), as do the two untrained variants."""
-    from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from ...encoder.composed import llm_checkpoint_of
+    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_checkpoint
+    from instemb_rag.encoder.composed import llm_checkpoint_of
 
     notes: list[str] = []
     device = args.device
@@ -164,7 +165,7 @@ def _lazy(build):
 
 
 def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
-    from ...encoder.checkpoint import is_checkpoint
+    from instemb_rag.encoder.checkpoint import is_checkpoint
 
     folder = args.checkpoints_dir
     if folder is None or not Path(folder).is_dir():
@@ -188,7 +189,7 @@ def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
 
 
 def _checkpoint_loader(path: Path, device: str):
-    from ...encoder import InstEmbEncoder
+    from instemb_rag.encoder import InstEmbEncoder
 
     return lambda: InstEmbEncoder.from_pretrained(path, device=device)
 
@@ -373,7 +374,7 @@ def main(
     )
     variants, notes = build_variants(args)
     results = run_ablations(args, variants, echo=typer.echo)
-    command = "python -m instemb_rag.tools.reports.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python -m tools.reports.ablations " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     typer.echo(f"wrote {write_report(results, notes, args, command)}")
 
 

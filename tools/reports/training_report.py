@@ -4,8 +4,8 @@ untrained backbone against the trained checkpoint.
 The figures come from the ablation results JSON (its "trained vs untrained" group), so one
 evaluation pass serves both reports::
 
-    python -m instemb_rag.tools.reports.ablations ... --results-json docs/ablations.json
-    python -m instemb_rag.tools.reports.training_report --run runs/default --results docs/ablations.json
+    python -m tools.reports.ablations ... --results-json docs/ablations.json
+    python -m tools.reports.training_report --run runs/default --results docs/ablations.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from ...jsonl import read_jsonl_objects
+from instemb_rag.jsonl import read_jsonl_objects
 
 HEADLINE_GROUP = "trained vs untrained"
 # (task, metric, label, kind) in report order. Instruction and generic figures get a verdict
@@ -263,8 +263,8 @@ def write_training_report(run_dir: Path, results_json: Path, output: Path, img_d
         "```bash",
         "instemb-rag train --config instemb_rag/training/recipes/default.yaml --resume",
         "instemb-rag export runs/default/final instemb_rag/default_checkpoint --max-length 512",
-        "python -m instemb_rag.tools.reports.ablations --results-json docs/ablations.json ...  # full command: top of docs/ablations.md",
-        "python -m instemb_rag.tools.reports.training_report --run runs/default --results docs/ablations.json",
+        "python -m tools.reports.ablations --results-json docs/ablations.json ...  # full command: top of docs/ablations.md",
+        "python -m tools.reports.training_report --run runs/default --results docs/ablations.json",
         "```",
         "",
         *run_section(run_dir, output, img_dir),
@@ -284,7 +284,7 @@ def _start_override(recipe: str, start_worktree: str | None) -> str:
     """A recipe that trains on from ``instemb_rag/default_checkpoint`` means the default *of its
     time*; once the candidate is exported over it, the reproduce command must name the worktree of
     the commit it trained on from instead."""
-    from ...training.args import load_config
+    from instemb_rag.training.args import load_config
 
     if start_worktree is None or not Path(recipe).is_file():
         return ""
@@ -467,13 +467,13 @@ def main(
     if baseline is not None and candidate is not None:
         about = Candidate(recipe, baseline_commit, start_commit, shipped, tried)
         command = (
-            f"python -m instemb_rag.tools.reports.training_report --run {run} --baseline {baseline} "
+            f"python -m tools.reports.training_report --run {run} --baseline {baseline} "
             f"--candidate {candidate}" + _non_default_options(about, output, img_dir)
         )
         written = write_candidate_report(run, baseline, candidate, output, img_dir, command, about)
         typer.echo(f"wrote {written}")
         return
-    command = f"python -m instemb_rag.tools.reports.training_report --run {run} --results {results}"
+    command = f"python -m tools.reports.training_report --run {run} --results {results}"
     typer.echo(f"wrote {write_training_report(run, results, output, img_dir, command)}")
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...instructions import per_item_instructions as _per_item_instructions
+from instemb_rag.instructions import per_item_instructions
 
 
 @dataclass
@@ -35,7 +35,7 @@ class GenerateThenEmbed:
 
     @torch.inference_mode()
     def generate_answers(self, texts: Sequence[str], instructions=None) -> list[str]:
-        per_item = _per_item_instructions(instructions, len(texts))
+        per_item = per_item_instructions(instructions, len(texts))
         answers: list[str] = []
         tokenizer = self.encoder.tokenizer
         for start in range(0, len(texts), self.args.batch_size):

@@ -1,6 +1,6 @@
 """Is there one direction in document-embedding space that tells supporting from refuting evidence?
 
-    python -m instemb_rag.tools.diagnostics.stance_direction --model instemb_rag/default_checkpoint -o out.json
+    python -m tools.diagnostics.stance_direction --model instemb_rag/default_checkpoint -o out.json
 
 Documents are embedded once, without the claim, so an instruction can steer the Climate-FEVER
 stance task only by moving the query along a direction on which, for every claim, the supporting
@@ -22,14 +22,14 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from ...eval.bootstrap import bootstrap_interval
+from instemb_rag.eval.bootstrap import bootstrap_interval
 
 STANCES = ("SUPPORTS", "REFUTES")
 
 
 def claims_with_both_stances(data_root: Path, split: str) -> dict[str, dict[str, list[str]]]:
     """claim id -> stance -> evidence sentences, for the split's claims that have both stances."""
-    from ...eval.steering import climate_claims
+    from instemb_rag.eval.steering import climate_claims
 
     by_claim, _ = climate_claims(data_root, split)
     return {claim_id: labels for claim_id, labels in by_claim.items() if set(STANCES) <= set(labels)}
@@ -86,7 +86,7 @@ def main(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the result as JSON here."),
 ) -> None:
     """Probe a model's document embeddings for a claim-independent stance direction."""
-    from ... import InstEmbEncoder
+    from instemb_rag import InstEmbEncoder
 
     if not (data_root / "climate_fever").is_dir():
         raise typer.BadParameter(f"{data_root / 'climate_fever'} is absent; point --data-root at the shared data")

@@ -1,7 +1,7 @@
 """Does a model rank each contrast record's own output above its group's other-label outputs,
 asked with the records' own instructions?
 
-    python -m instemb_rag.tools.diagnostics.group_fit --model M --records runs/RUN/data/train.jsonl -o out.json
+    python -m tools.diagnostics.group_fit --model M --records runs/RUN/data/train.jsonl -o out.json
 
 The dev figures (``instemb-rag eval climate-fever-stance medquad-facets``) ask held-out groups with
 evaluation wordings that training never reads. When a figure sits at chance, this tells the
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from ...datasets.contrast_sets import contrast_label
-from ...datasets.records import TrainingRecord, read_records
-from ...eval.bootstrap import bootstrap_interval
+from instemb_rag.datasets.contrast_sets import contrast_label
+from instemb_rag.datasets.records import TrainingRecord, read_records
+from instemb_rag.eval.bootstrap import bootstrap_interval
 
 
 def contrast_groups(
@@ -126,7 +126,7 @@ def main(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the result as JSON here."),
 ) -> None:
     """Score a model on a records file's contrast groups, with the records' own instructions."""
-    from ... import InstEmbEncoder
+    from instemb_rag import InstEmbEncoder
 
     if not records.is_file():
         raise typer.BadParameter(f"{records} not found; a run writes its records to <output_dir>/data/")
