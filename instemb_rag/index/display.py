@@ -78,31 +78,93 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | None = None) -> Table:
-    """Ranked hits; the query, sources and document text are shown verbatim (``Text``), never
-    read as rich markup: a markdown ``[link](url)`` keeps its words, a stray ``[/b]`` cannot raise.
-    ``explanations`` (``Index.explain``) adds what each score is made of: each space's cosine, the
-    LLM weight and the combined score (two-space models), the plain score, the instruction's
-    contribution, the strength and the combined score (instruction-effect models), or with hybrid
-    search on a model of one space the dense cosine and the bm25 score it fuses."""
-    table = Table(title=Text(title), title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("score", justify="right")
-    hybrid = any(hit.dense_rank is not None or hit.lexical_rank is not None for hit in hits)
-    if hybrid:  # each side's rank beside the fused score ("–": beyond that side's candidates)
-        table.add_column("dense #", justify="right")
-        table.add_column("text #", justify="right")
-    keys = explained_columns(explanations)
-    for _, heading in keys:
-        table.add_column(heading, justify="right")
-    table.add_column("source")
-    table.add_column("snippet")
-    for rank, hit in enumerate(hits, start=1):
-        where = f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
-        sides = [_rank(hit.dense_rank), _rank(hit.lexical_rank)] if hybrid else []
-        parts = [_value(explanations[rank - 1].get(key)) for key, _ in keys]
-        table.add_row(str(rank), f"{hit.score:.4f}", *sides, *parts, Text(where), Text(snippet(hit.text)))
-    return table
+def hits_table(hits: list[SearchHit], title: str, explanations: list[dict] | None = None) -> HitsView:
+    """Ranked hits, printed as a table where the console is wide enough and as one block per hit
+    where it is not (a pipe or a CI log: 80 columns). The query, sources and document text are shown
+    verbatim (``Text``), never read as rich markup: a markdown ``[link](url)`` keeps its words, a
+    stray ``[/b]`` cannot raise. ``explanations`` (``Index.explain``) adds what each score is made
+    of: each space's cosine, the LLM weight and the combined score (two-space models), the plain
+    score, the instruction's contribution, the strength and the combined score (instruction-effect
+    models), or with hybrid search on a model of one space the dense cosine and the bm25 score it fuses."""
+    return HitsView(hits, title, explanations)
+
+
+# The least room a table leaves the snippet column; narrower than that, each hit is a block.
+MIN_SNIPPET_WIDTH = 36
+BLOCK_INDENT = "    "
+
+
+class HitsView:
+    """A rich renderable: the hits as a table or, at a narrow width, one block per hit. File names
+    are whole in both (a table's source column is never shrunk; a block folds a name longer than
+    the line instead of cutting it)."""
+
+    def __init__(self, hits: list[SearchHit], title: str, explanations: list[dict] | None = None):
+        self.hits = hits
+        self.title = title
+        self.explanations = explanations
+        self.hybrid = any(hit.dense_rank is not None or hit.lexical_rank is not None for hit in hits)
+        self.keys = explained_columns(explanations)
+
+    def __rich_console__(self, console: Console, options):
+        rows = [self.numbers(rank, hit) for rank, hit in enumerate(self.hits, start=1)]
+        headings = ["#", *(heading for heading, _ in rows[0][1:])] if rows else ["#", "score"]
+        widths = [max([len(headings[n]), *(len(row[n][1]) for row in rows)]) for n in range(len(headings))]
+        source_width = max([len("source"), *(len(self.where(hit)) for hit in self.hits)])
+        # rich's default box: one rule per column edge and a space either side of each cell.
+        fixed = sum(width + 3 for width in [*widths, source_width]) + 3 + 1
+        if fixed + MIN_SNIPPET_WIDTH <= options.max_width:
+            yield self.table(headings, rows, source_width)
+        else:
+            yield from self.blocks(rows, options.max_width)
+
+    def numbers(self, rank: int, hit: SearchHit) -> list[tuple[str, str]]:
+        """(heading, value) of a hit's numbers: its rank, score, each side's rank (hybrid) and the
+        explanation's parts."""
+        numbers = [("#", str(rank)), ("score", f"{hit.score:.4f}")]
+        if self.hybrid:  # each side's rank beside the fused score ("–": beyond that side's candidates)
+            numbers += [("dense #", _rank(hit.dense_rank)), ("text #", _rank(hit.lexical_rank))]
+        explanation = self.explanations[rank - 1] if self.explanations else {}
+        return numbers + [(heading, _value(explanation.get(key))) for key, heading in self.keys]
+
+    @staticmethod
+    def where(hit: SearchHit) -> str:
+        return f"{hit.source} #{hit.position}" + (f" p.{hit.extra['page']}" if "page" in hit.extra else "")
+
+    def table(self, headings: list[str], rows: list[list[tuple[str, str]]], source_width: int) -> Table:
+        table = Table(title=Text(self.title), title_justify="left")
+        for heading in headings:
+            table.add_column(heading, justify="right", no_wrap=True)
+        table.add_column("source", no_wrap=True, min_width=source_width)
+        table.add_column("snippet")
+        for hit, row in zip(self.hits, rows):
+            table.add_row(*(value for _, value in row), Text(self.where(hit)), Text(snippet(hit.text)))
+        return table
+
+    def blocks(self, rows: list[list[tuple[str, str]]], width: int):
+        """One block per hit: its rank and source on a line, its numbers packed into lines of
+        ``label value`` (never split between label and value), the snippet wrapped below."""
+        import textwrap
+
+        room = max(width - len(BLOCK_INDENT), 20)
+        yield Text(self.title, style="italic")
+        for hit, row in zip(self.hits, rows):
+            yield Text("")
+            yield Text.assemble((f"{row[0][1]}. ", "bold"), (self.where(hit), "bold"), overflow="fold")
+            lines = packed([f"{heading} {value}" for heading, value in row[1:]], room)
+            lines += textwrap.wrap(snippet(hit.text), room)
+            yield Text("\n".join(BLOCK_INDENT + line for line in lines), overflow="fold")
+
+
+def packed(items: list[str], width: int, separator: str = "   ") -> list[str]:
+    """``items`` joined into lines of at most ``width`` characters (an item longer than that alone on its line)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(separator) + len(item) <= width:
+            lines[-1] += separator + item
+        else:
+            lines.append(item)
+    return lines
 
 
 TWO_SPACE_COLUMNS = (
