@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .args import TrainConfig
 from .effect.objective import EffectObjective
+from .effect.query_llm import EffectLLMObjective
 from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
@@ -25,6 +26,8 @@ class Entry:
 
 
 OBJECTIVES: list[Entry] = [
+    # the instruction-effect query side with its LLM training (issue 61): effect.query_llm set
+    Entry(EffectLLMObjective, lambda config: config.effect.texts_file is not None and config.effect.query_llm),
     # the instruction-effect query side (issue 56): effect.texts_file set
     Entry(EffectObjective, lambda config: config.effect.texts_file is not None),
     # the query side of a two-space encoder (issue 50): two_spaces.texts_file set

@@ -286,6 +286,8 @@ class EffectQueries(HalvesQueries):
         digest = hashlib.sha256(enc.document_fingerprint.encode())
         digest.update(b"instruction_effect/1")
         digest.update(self.reference_instruction.encode())
+        if enc.has_query_llm:  # a query LLM of its own (issue 61); absent: fingerprints as before
+            digest.update(enc.query_llm.fingerprint.encode())
         if self.effect_map is not None:
             for key, tensor in sorted(enc.parts[self.effect_map].state_tensors().items()):
                 digest.update(key.encode())

@@ -26,6 +26,15 @@ class EffectArguments:
     temperature: float = 0.05
     bank_negatives: int = 1024
     map_learning_rate: float = 1.0e-3
+    # Issue 61: train the LLM's query side too (training/effect/query_llm.py). The query LLM is the
+    # documents' LLM with its LoRA going on training in the top ``query_layers`` layers (the rest of
+    # the model's LoRA layers frozen, their states cached by the frozen-prefix cache); documents
+    # stay D(d), M(d) as indexed. The LLM's learning rate is training.learning_rate.
+    query_llm: bool = False
+    query_layers: int = 2
+    negatives_file: str | None = None  # query id -> extra hard negatives of that query (the traps)
+    keep_weight: float = 0.0  # generic instructions: their contribution held flat over the candidates
+    prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
 
     def checks(self, config) -> list[tuple[bool, str]]:
         """The config checks of this recipe (TrainConfig.validate runs them)."""
@@ -43,4 +52,6 @@ class EffectArguments:
             (0 <= e.rank, "effect.rank must be >= 0"),
             (0 < e.instruction_strength <= 10, "effect.instruction_strength must lie in (0, 10]"),
             (0 <= e.validation_share < 0.5, "effect.validation_share must lie in [0, 0.5)"),
+            (not e.query_llm or e.query_layers > 0, "effect.query_layers must be > 0 with effect.query_llm"),
+            (e.keep_weight >= 0, "effect.keep_weight must be >= 0"),
         ]
