@@ -3,19 +3,23 @@ and no file grows past what a reader takes in at once.
 
 The imports are read with ``ast`` (those inside functions count: a lazy import is still a
 dependency). A package ``__init__`` importing its own children is its public face, not a
-dependency of the package on itself.
+dependency of the package on itself; a name imported through that face (``from . import
+load_model``, which the face's ``__getattr__`` fetches from load.py with ``import_module``) is an
+import of the child that holds it. Product code does not point into research/, which the wheel
+does not hold.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 PACKAGE = CHECKOUT / "instemb_rag"
 MAX_LINES = 500
 # Beside the package, the same cap: the LlamaIndex integration and the benchmark scripts.
-ALSO_CAPPED = [CHECKOUT / "integrations", CHECKOUT / "benchmarks"]
+ALSO_CAPPED = [CHECKOUT / "integrations", CHECKOUT / "benchmarks", CHECKOUT / "tools"]
 
 # Low to high: a module may import its own layer and the ones below, never one above. A new
 # top-level module or subpackage must be placed here (the test says so).
@@ -38,45 +42,86 @@ LAYERS: list[set[str]] = [
     # the HTTP server over an index or an encoder, and what an application embedding through
     # instemb-rag holds (client: the server's client, the embedder with its caches and limits)
     {"serve", "client"},
-    # entry points and tooling over everything below
-    {"cli", "tools"},
+    # entry points over everything below (resident: the resident query process behind `query`)
+    {"cli", "resident"},
 ]
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, module: str, known: set[str]) -> set[str]:
-    """The package's modules that ``path`` imports (a name resolves to its longest known prefix)."""
+def imported_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The dotted name of what ``from X import ...`` reads X as, in ``module``."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def face_names(files: dict[str, Path], known: set[str]) -> dict[str, str]:
+    """What each package face hands out, by the name it is imported as: "instemb_rag.encoder.load_model"
+    -> "instemb_rag.encoder.load.load_model". A face declares a lazy name twice, both read here: an
+    import (under TYPE_CHECKING, or inside its ``__getattr__``) and a table of names to children
+    (``HOMES = {"load_model": "load"}``, what ``import_module`` is given)."""
+    faces = {}
+    for module, path in files.items():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                source = imported_from(node, module, is_package=True)
+                for alias in node.names:
+                    faces[f"{module}.{alias.asname or alias.name}"] = f"{source}.{alias.name}"
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if not (isinstance(key, ast.Constant) and isinstance(value, ast.Constant)):
+                        continue
+                    if isinstance(key.value, str) and isinstance(value.value, str):
+                        child = f"{module}.{value.value.lstrip('.')}"
+                        if child in known:
+                            faces[f"{module}.{key.value}"] = f"{child}.{key.value}"
+    return faces
+
+
+def resolved(name: str, known: set[str], faces: dict[str, str]) -> str:
+    """The module an imported name lives in: through package faces, then its longest known prefix."""
+    seen = set()
+    while name in faces and name not in seen:
+        seen.add(name)
+        name = faces[name]
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imported_modules(path: Path, module: str, known: set[str], faces: dict[str, str] | None = None) -> set[str]:
+    """The package's modules that ``path`` imports (a name resolves through package faces, then to
+    its longest known prefix)."""
     is_package = path.name == "__init__.py"
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = module.split(".") if is_package else module.split(".")[:-1]
-            if node.level:
-                base = base[: len(base) - (node.level - 1)]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
+            prefix = imported_from(node, module, is_package)
             names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
         else:
             continue
         for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
+            name = resolved(name, known, faces or {})
             if name and name != module and not (is_package and name.startswith(module + ".")):
                 found.add(name)
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    files = {module_name(path, package): path for path in package.rglob("*.py")}
     known = set(files)
-    return {module: imported_modules(path, module, known) for module, path in files.items()}
+    faces = face_names(files, known)
+    return {module: imported_modules(path, module, known, faces) for module, path in files.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -134,9 +179,22 @@ def layer_of(child: str) -> int:
     raise AssertionError(f"instemb_rag.{child} is in no layer: add it to LAYERS in tests/test_layout.py")
 
 
+# Cycles that stay for now, each with why and what removes it. An entry whose cycle is gone fails
+# the test below, so that it is removed too.
+KNOWN_CYCLES = [
+    # InstEmbEncoder.from_pretrained (model.py) is load_model (load.py), which builds InstEmbEncoders.
+    # Untying it moves code in encoder/load.py (owned by the issue 62 encoder helper this session):
+    # either load.py stops building the LLM part itself, or from_pretrained stops being the loader
+    # of every arrangement. Remove this entry when fixed.
+    ["instemb_rag.encoder.load", "instemb_rag.encoder.model"],
+]
+
+
 def test_no_import_cycle_between_modules_or_packages():
     graph = import_graph()
-    assert cycles(graph) == []
+    found = cycles(graph)
+    assert [cycle for cycle in found if cycle not in KNOWN_CYCLES] == []
+    assert [cycle for cycle in KNOWN_CYCLES if cycle not in found] == [], "gone: remove it from KNOWN_CYCLES"
     children: dict[str, set[str]] = {}
     for module, targets in graph.items():
         for target in targets:
@@ -191,3 +249,94 @@ def test_no_module_imports_another_modules_private_name():
                     if alias.name.startswith("_") and not alias.name.startswith("__")
                 ]
     assert private == []
+
+
+def test_a_name_imported_through_a_package_face_is_an_import_of_its_module(tmp_path):
+    """encoder/__init__.py hands out load_model with ``import_module`` (its HOMES table): model.py's
+    ``from . import load_model`` imports load.py, so model -> load -> model is a cycle. Checked on a
+    package built here, faces of both kinds (a table, and imports under TYPE_CHECKING)."""
+    package = tmp_path / "pkg"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .inner.deep import helper\n"
+        'HOMES = {"Model": "model", "load_model": "load"}\n'
+        "def __getattr__(name):\n    from importlib import import_module\n"
+        '    return getattr(import_module(f".{HOMES[name]}", __name__), name)\n'
+    )
+    (package / "model.py").write_text("def make():\n    from . import load_model\n    return load_model()\n")
+    (package / "load.py").write_text("from . import model\ndef load_model():\n    return model\n")
+    (package / "user.py").write_text("from pkg import Model, helper\n")
+    (package / "inner" / "__init__.py").write_text("")
+    (package / "inner" / "deep.py").write_text("def helper():\n    pass\n")
+    graph = import_graph(package)
+    assert graph["pkg.model"] == {"pkg", "pkg.load"} and graph["pkg.user"] == {"pkg", "pkg.model", "pkg.inner.deep"}
+    assert cycles(graph) == [["pkg.load", "pkg.model"]]
+
+
+# Product code that names a path into research/ (the wheel does not hold it), by file: why it stays.
+RESEARCH_REFERENCES_ALLOWED = {
+    # Their messages name research/effect/cache_vectors.py and select_round3.py (the scripts that build
+    # the effect trainer's data).
+    "instemb_rag/training/effect/data.py": "issue 61 helper owns this file; remove when fixed",
+    "instemb_rag/training/effect/query_llm.py": "issue 61 helper owns this file; remove when fixed",
+}
+RESEARCH_PATH = re.compile(r"(?<![\w-])research/")
+PATH_CALLS = {"Path", "PurePath", "joinpath"}
+
+
+def research_references(path: Path) -> list[str]:
+    """Where ``path``'s code names research/: a string holding ``research/...`` (docstrings aside:
+    they describe the checkout to its reader), or the folder "research" given to a path."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    documented = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in documented:
+            if RESEARCH_PATH.search(node.value):
+                found.append(f"line {node.lineno}: {node.value!r}")
+        operands = []
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in PATH_CALLS:
+            operands = node.args
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            operands = [node.left, node.right]
+        found += [f"line {node.lineno}: a path through 'research'" for item in operands if is_research(item)]
+    return sorted(found, key=lambda where: int(where.split(":")[0].removeprefix("line ")))
+
+
+def is_research(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip("/") == "research"
+
+
+def test_product_code_does_not_point_into_research():
+    """research/ (experiments, candidates, hand-written training data) stays in the checkout: a
+    default, a help text or a message of the package that names a file there sends a user of the
+    wheel to a file they do not have. Such a path is an argument the user gives."""
+    pointing = {
+        str(path.relative_to(CHECKOUT)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (found := research_references(path)) and str(path.relative_to(CHECKOUT)) not in RESEARCH_REFERENCES_ALLOWED
+    }
+    assert pointing == {}
+    stale = [name for name in RESEARCH_REFERENCES_ALLOWED if not research_references(CHECKOUT / name)]
+    assert stale == [], "no longer points into research/: remove it from RESEARCH_REFERENCES_ALLOWED"
+
+
+def test_the_research_check_sees_strings_and_paths(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""Built from research/data/x.jsonl (a docstring: fine)."""\n'
+        "from pathlib import Path\n"
+        'TRAIN = Path("research") / "data"\n'
+        'OTHER = Path(__file__).parent / "research"\n'
+        'HELP = "default research/data/x.jsonl"\n'
+        'FACETS = {"research": "ongoing studies"}\n'
+    )
+    assert [line.split(":")[0] for line in research_references(sample)] == ["line 3", "line 4", "line 5"]

@@ -117,7 +117,10 @@ def build_distill_texts_command(
     ),
     sources: list[str] = typer.Option([], "--source", help="Sources to read (repeatable); default all."),
     groups: Path | None = typer.Option(
-        None, "--groups", help="Training facet groups; default research/data/facet_groups_train.jsonl."
+        None,
+        "--groups",
+        help="Hand-written facet groups for training (JSON lines, the facet-groups format); without it the "
+        "facet_groups source is skipped.",
     ),
     dev_groups: Path | None = typer.Option(
         None,
@@ -134,7 +137,7 @@ def build_distill_texts_command(
     """Build the texts a geometry-distillation run embeds (queries with instructions, passages)."""
     import time
 
-    from ..datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS
+    from ..datasets.facet_groups import DEV_GROUPS
     from ..datasets.geometry_texts import build_geometry_texts
     from ..errors import InstEmbError
     from ..paths import data_root as default_data_root
@@ -145,7 +148,7 @@ def build_distill_texts_command(
             out,
             data_root or default_data_root(),
             sources or None,
-            groups or TRAIN_GROUPS,
+            groups,
             dev_groups or DEV_GROUPS,
             max_items,
             max_per_source,

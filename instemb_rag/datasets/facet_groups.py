@@ -9,9 +9,10 @@ its facet. One group a line:
      "passages": [{"id": "t001-p1", "facet": "comfort", "text": "..."}, ...],
      "instructions": [{"facet": "comfort", "text": "..."}, ...]}
 
-``kind`` is optional ("aspect" when absent; "stance" for praise / complaint groups). Two files
-share the format: research/data/facet_groups_train.jsonl (training, ``facet_group_items`` below
-turns it into embedding items) and eval_sets/facet_groups_dev.jsonl (the held-out dev set,
+``kind`` is optional ("aspect" when absent; "stance" for praise / complaint groups). Two files of a
+checkout share the format: research/data/facet_groups_train.jsonl (hand-written training groups,
+``facet_group_items`` below turns them into embedding items; a file the user names, e.g.
+``build-distill-texts --groups``) and eval_sets/facet_groups_dev.jsonl (the held-out dev set,
 eval/facet_groups.py scores it; eval_sets/README.md: no training record may name its subjects,
 ``leaked_subjects`` checks that). Neither ships in the wheel.
 """
@@ -28,7 +29,6 @@ from .embedding_items import EmbeddingItem
 
 GROUP_KINDS = ("aspect", "stance")
 DEV_SET_RELATIVE = Path("eval_sets") / "facet_groups_dev.jsonl"
-TRAIN_SET_RELATIVE = Path("research") / "data" / "facet_groups_train.jsonl"
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,6 @@ def checkout_root() -> Path:
 
 
 DEV_GROUPS = checkout_root() / DEV_SET_RELATIVE
-TRAIN_GROUPS = checkout_root() / TRAIN_SET_RELATIVE
 
 
 # ---------------------------------------------------------------------------------------- loading

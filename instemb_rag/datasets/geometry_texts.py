@@ -33,7 +33,7 @@ from typing import Callable
 from ..errors import InstEmbError
 from ..jsonl import read_jsonl
 from .embedding_items import EmbeddingItem, write_items
-from .facet_groups import DEV_GROUPS, TRAIN_GROUPS, facet_group_items, load_facet_groups
+from .facet_groups import DEV_GROUPS, facet_group_items, load_facet_groups
 from .geometry_sources import HeldOut, ReadContext, normalise
 from .registry import ITEM_SOURCES
 
@@ -207,7 +207,9 @@ def select(
 def _read_source(name: str, data_root: Path, groups_path: Path | None, ctx: ReadContext):
     """(items, held-out count), or the reason the source is skipped."""
     if name == GROUPS_SOURCE:
-        if groups_path is None or not Path(groups_path).is_file():
+        if groups_path is None:
+            return "no facet groups given (the hand-written training groups: pass --groups FILE)"
+        if not Path(groups_path).is_file():
             return f"{groups_path} not found (the hand-written training groups; pass --groups)"
         return facet_group_items(load_facet_groups(groups_path)), 0
     source = ITEM_SOURCES[name]
@@ -222,7 +224,7 @@ def build_geometry_texts(
     out: str | Path,
     data_root: str | Path,
     sources: list[str] | None = None,
-    groups_path: str | Path | None = TRAIN_GROUPS,
+    groups_path: str | Path | None = None,
     dev_groups_path: str | Path | None = DEV_GROUPS,
     max_items: int | None = None,
     max_per_source: int | None = None,

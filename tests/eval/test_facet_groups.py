@@ -14,11 +14,14 @@ from helpers import build_tiny_teacher_folder
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.datasets.facet_groups import DEV_GROUPS, TRAIN_GROUPS, leaked_subjects
+from instemb_rag.datasets.facet_groups import DEV_GROUPS, checkout_root, leaked_subjects
 from instemb_rag.eval.bootstrap import clustered_interval, paired_gain
 from instemb_rag.eval.data import EvalDataError
 from instemb_rag.eval.facet_groups import load_facet_groups, resolve_groups_path, score_embedder, score_matrix
 from instemb_rag.eval.facet_runs import bm25_ranker, run_facet_groups, teacher_ranker
+
+# The checkout's hand-written training groups (research/, not in the wheel: the package names no default).
+TRAIN_GROUPS = checkout_root() / "research" / "data" / "facet_groups_train.jsonl"
 
 
 def group(gid: str, domain: str, kind: str, query: str, facets: dict[str, tuple[str, str]]) -> dict:

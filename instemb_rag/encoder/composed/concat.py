@@ -40,7 +40,7 @@ def parse_reference(model: str) -> tuple[float, list[str]]:
     if len(parts) != 2 or not 0.0 < weight < 1.0:
         raise InstEmbError(
             f"--model {model!r}: write concat:A,B or concat:W:A,B with two models and 0 < W < 1 "
-            "(for example concat:0.5:research/checkpoints/query-tower-600,default)."
+            "(for example concat:0.5:runs/query-tower/final,default)."
         )
     return weight, parts
 
