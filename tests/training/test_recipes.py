@@ -108,6 +108,8 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                 "effect.embedding_dir": str(output / "effect_vectors"),
                 "effect.bank_negatives": 4,
                 "effect.validation_share": 0.0,
+                "effect.negatives_file": None,
+                "effect.prefix_cache_dir": str(output / "prefix"),
             }
         )
     else:
@@ -131,7 +133,7 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     if (raw.get("two_spaces") or {}).get("texts_file"):
         expected = "two_spaces"
     if (raw.get("effect") or {}).get("texts_file"):
-        expected = "effect"
+        expected = "effect_llm" if raw["effect"].get("query_llm") else "effect"
     assert objective_for(config).name == expected
 
 

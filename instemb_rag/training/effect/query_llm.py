@@ -63,7 +63,9 @@ class EffectLLMObjective(Objective):
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect
         source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
-        documents_llm = InstEmbEncoder.from_pretrained(source, device="cpu")
+        # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
+        lookahead = None if is_checkpoint(source) else config.model.lookahead_length
+        documents_llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
         tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
         self.data = load_llm_effect_data(e, t.seed, documents_llm, tower, log)
         student = load_student(config, device)
