@@ -43,19 +43,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query_tower"))
 from select_training import kind  # noqa: E402
 
 QUERIES_PER_KIND = {
-    "facet_groups:absa": 200,
-    "facet_groups:subjqa": 50,
-    "facet_groups:manpages": 30,
-    "facet_groups:numpy_scipy": 25,
-    "facet_groups:powershell": 25,
-    "facet_groups:perspectrum": 160,
+    "facet_groups:absa": 180,
+    "facet_groups:subjqa": 40,
+    "facet_groups:manpages": 15,
+    "facet_groups:numpy_scipy": 12,
+    "facet_groups:powershell": 12,
+    "facet_groups:perspectrum": 150,
     "facet_groups:argkp": 100,
-    "climate_fever": 60,
-    "msmarco": 100,
+    "climate_fever": 30,
+    "msmarco": 70,
 }
 ASPECT_KINDS = {"facet_groups:absa", "facet_groups:subjqa", "facet_groups:manpages"}
 ASPECT_KINDS |= {"facet_groups:numpy_scipy", "facet_groups:powershell"}
-NLI_GROUPS = 110
+NLI_GROUPS = 100
 MAX_PASSAGE_CHARS = 500
 # A sentence that names an aspect and says nothing about it (the trap's appended sentence).
 TRAP_SENTENCES = (
