@@ -448,10 +448,6 @@ def minilm_or_skip() -> None:
     says what the test needs, true whichever layout the shipped default has."""
     from instemb_rag.teachers.registry import install_command, installed_teacher_dir, teachers_root
 
-    pytest.importorskip(
-        "sentence_transformers",
-        reason="builds a two-space model, whose sentence encoder runs on the train extra's sentence-transformers",
-    )
     if installed_teacher_dir("minilm") is None:
         pytest.skip(
             "builds a two-space model (`instemb-rag compose`) from the shipped LLM and the minilm sentence "

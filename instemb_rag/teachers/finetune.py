@@ -127,7 +127,7 @@ def finetune_teacher(
         raise TeacherError("finetune needs steps >= 1, batch_size >= 2 and trainable_layers >= 1.")
     groups = [group for path in groups_files for group in load_facet_groups(path)]
     examples = facet_examples(groups)
-    teacher = load_teacher(base)
+    teacher = load_teacher(base, for_training=True)  # a SentenceTransformer: its training API and save
     model = teacher.model
     model.max_seq_length = options.max_seq_length
     torch.manual_seed(options.seed)

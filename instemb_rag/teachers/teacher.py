@@ -1,6 +1,8 @@
 """A sentence-encoder teacher: an installed one by name, or any local sentence-transformers folder.
 
-sentence-transformers is imported only when a teacher is loaded (the train extra).
+A teacher runs without sentence-transformers where its folder allows (the query path imports
+neither it nor scikit-learn); the library (the train extra) loads the folders that need it and
+the teacher that fine-tuning trains.
 """
 
 from __future__ import annotations
@@ -86,18 +88,40 @@ def _resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_teacher(name_or_path: str | Path, device: str = "cpu") -> Teacher:
-    """Load a teacher: ``minilm`` / ``mpnet`` (installed) or a local sentence-transformers folder."""
+def load_teacher(name_or_path: str | Path, device: str = "cpu", for_training: bool = False) -> Teacher:
+    """Load a teacher: ``minilm`` / ``mpnet`` (installed) or a local sentence-transformers folder.
+
+    It runs without sentence-transformers (transformers' own model class, the folder's pooling and
+    normalisation: encoder/modules/sentence_encoder.py, the same vectors) unless the folder uses
+    modules that reader does not run, or ``for_training`` asks for a ``SentenceTransformer`` to
+    train (teachers/finetune.py): then the library loads it (the train extra)."""
     name, folder = resolve_teacher_folder(name_or_path)
     fingerprint = folder_fingerprint(folder)
+    device = _resolve_device(device)
+    model = None if for_training else _load_without_library(folder, device)
+    if model is None:
+        model = _load_with_library(folder, device)
+    return Teacher(model, name, folder, fingerprint)
+
+
+def _load_without_library(folder: Path, device: str):
+    """The folder's modules run by transformers alone; None when it uses others (the library's job)."""
+    from ..encoder.modules.sentence_encoder import SentenceEncoderModel, UnsupportedSentenceFolder
+
+    try:
+        return SentenceEncoderModel.load(folder, device=device)
+    except UnsupportedSentenceFolder:
+        return None
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise TeacherError(f"cannot load the teacher in {folder}: {error}") from None
+
+
+def _load_with_library(folder: Path, device: str):
     sentence_transformers = import_sentence_transformers()
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the "Loading weights" bar; the trainer shows its own progress
     try:
-        model = sentence_transformers.SentenceTransformer(
-            str(folder), device=_resolve_device(device), local_files_only=True
-        )
+        return sentence_transformers.SentenceTransformer(str(folder), device=device, local_files_only=True)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise TeacherError(f"cannot load the teacher in {folder}: {error}") from None
-    return Teacher(model, name, folder, fingerprint)

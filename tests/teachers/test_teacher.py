@@ -61,7 +61,20 @@ def test_teacher_errors_say_what_to_do(tiny_st_dir, tmp_path, monkeypatch):
         load_teacher(folder)
 
 
-def test_without_sentence_transformers_the_error_names_the_extra(tiny_st_dir, monkeypatch):
+def test_without_sentence_transformers_a_plain_folder_loads_and_training_names_the_extra(tiny_st_dir, monkeypatch):
+    expected = load_teacher(tiny_st_dir).encode(["the tent is light"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what an absent package looks like
+    # Transformer + Pooling + Normalize run on transformers alone (encoder/modules/sentence_encoder.py).
+    np.testing.assert_array_equal(load_teacher(tiny_st_dir).encode(["the tent is light"]), expected)
     with pytest.raises(TeacherError, match=r"pip install 'instemb-rag\[train\]'"):
-        load_teacher(tiny_st_dir)
+        load_teacher(tiny_st_dir, for_training=True)
+
+
+def test_a_folder_with_other_modules_needs_the_library(tiny_st_dir, tmp_path, monkeypatch):
+    folder = shutil.copytree(tiny_st_dir, tmp_path / "dense")
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(TeacherError, match=r"pip install 'instemb-rag\[train\]'"):
+        load_teacher(folder)
