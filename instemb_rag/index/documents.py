@@ -190,22 +190,84 @@ def resolve_chunk_size(encoder, chunk_size: int | None, chunk_overlap: int = 0) 
     return chunk_size
 
 
+# A last chunk under this share of the chunk size is a tail (a closing line, a signature): it is
+# read with the text before it rather than embedded alone, where a few words match any query.
+TAIL_SHARE = 8
+
+
 class ChunkSplitter:
-    """Token-aware splitting with the encoder's own tokenizer (LlamaIndex SentenceSplitter)."""
+    """Token-aware splitting with the encoder's own tokenizer (LlamaIndex SentenceSplitter), without
+    a tail of a few words as a chunk of its own. The splitter fills each chunk in turn and leaves
+    what is left last (it has no option against that): when the last chunk adds fewer than
+    1/TAIL_SHARE of the chunk size to the one before, the two are split again as evenly as their
+    sentences allow, so the closing words are read with the sentences before them."""
 
     def __init__(self, tokenizer, chunk_size: int, chunk_overlap: int):
+        self.tokenizer = tokenizer
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.min_tail = max(1, chunk_size // TAIL_SHARE)
+        self.splitter = self.sentence_splitter(chunk_size)
+
+    def token_ids(self, text: str) -> list[int]:
+        # verbose=False: the splitter counts a whole text before splitting it, and a text longer than
+        # the tokenizer's model_max_length would log "Token indices sequence length is longer than
+        # ... will result in indexing errors" although no chunk runs past it.
+        return self.tokenizer(text, add_special_tokens=False, verbose=False).input_ids
+
+    def sentence_splitter(self, chunk_size: int):
         from llama_index.core.node_parser import SentenceSplitter
 
-        self.splitter = SentenceSplitter(
+        return SentenceSplitter(
             chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            tokenizer=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
+            chunk_overlap=min(self.chunk_overlap, chunk_size // 2),
+            tokenizer=self.token_ids,
         )
 
     def split(self, texts: list[tuple[str, dict]]) -> list[Chunk]:
         chunks: list[Chunk] = []
         for text, extra in texts:
-            for piece in self.splitter.split_text(text):
-                if piece.strip():
-                    chunks.append(Chunk(position=len(chunks), text=piece, extra=extra))
+            for piece in self.pieces(text):
+                chunks.append(Chunk(position=len(chunks), text=piece, extra=extra))
         return chunks
+
+    def pieces(self, text: str) -> list[str]:
+        """The chunks' texts of one text (a file, a PDF page), its tail read with the chunk before."""
+        pieces = [piece for piece in self.splitter.split_text(text) if piece.strip()]
+        starts = piece_starts(text, pieces) if len(pieces) > 1 else None
+        if starts is None:  # one chunk, or a piece not found verbatim in the text: as split
+            return pieces
+        # What the last chunk adds to the one before (the overlap it repeats is not its own).
+        tail = text[max(starts[-1], starts[-2] + len(pieces[-2])) :]
+        if len(self.token_ids(tail.strip())) >= self.min_tail:
+            return pieces
+        # The chunk before was filled as far as the chunk size allows, so the tail cannot simply join
+        # it (the end would be cut from its vector): the two are split again, evenly.
+        return [*pieces[:-2], *self.halves(text[starts[-2] :].strip(), pieces[-2:])]
+
+    def halves(self, region: str, as_split: list[str]) -> list[str]:
+        """``region`` in two chunks as even as its sentences allow: the smallest chunk size that
+        still splits it in two (a binary search; each try splits a text of two chunks)."""
+        low, high, best = self.chunk_size // 2, self.chunk_size, as_split
+        while low < high:
+            size = (low + high) // 2
+            pieces = [piece for piece in self.sentence_splitter(size).split_text(region) if piece.strip()]
+            if len(pieces) <= 2:
+                high, best = size, pieces
+            else:
+                low = size + 1
+        return best
+
+
+def piece_starts(text: str, pieces: list[str]) -> list[int] | None:
+    """Where each of ``pieces`` starts in ``text`` (the splitter's chunks are stripped runs of the
+    text, in order, each starting after the one before), or None if one is not found."""
+    position = 0
+    starts = []
+    for piece in pieces:
+        found = text.find(piece, position)
+        if found < 0:
+            return None
+        starts.append(found)
+        position = found + 1
+    return starts
