@@ -21,6 +21,7 @@ nothing. Torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from .errors import InstEmbError
 from .instructions import normalize_instruction
 from .knobs import MEANING, KnobError, check_instruction_strength, check_llm_weight
 
-__all__ = ["EMPTY_QUERY", "EmptyQueryError", "Query", "QueryKnobs", "model_in_words"]
+__all__ = ["EMPTY_QUERY", "EmptyQueryError", "Query", "QueryKnobs", "check_texts", "model_in_words"]
 
 EMPTY_QUERY = "The query is empty: give the text to search for"
 
@@ -46,6 +47,28 @@ def model_in_words(encoder: Any) -> str:
     if has == "instruction_strength":
         return "an instruction-effect model, whose knob is instruction_strength"
     return "a model of one space (it embeds in one space, with no query-time knob)"
+
+
+def check_texts(texts: Sequence[object], kind: str = "query") -> None:
+    """What an embedding call takes as text (the LlamaIndex embedding's queries and documents): each a
+    str of valid Unicode, a query one with more than whitespace (as ``Query.checked`` asks). ``str()``
+    would have made None the query "None" and bytes "b'...'"; a lone surrogate (text decoded with
+    errors="surrogateescape", a broken JSON escape) would reach the tokenizer, which raises a bare
+    TypeError."""
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+            raise InstEmbError(f"The {kind} #{position} is {type(text).__name__}, not a string{hint}.")
+        if kind == "query" and not text.strip():
+            raise EmptyQueryError(f"{EMPTY_QUERY}." if len(texts) == 1 else f"{EMPTY_QUERY} (query #{position}).")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InstEmbError(
+                f"The {kind} #{position} is not valid Unicode: it holds a lone surrogate ({text[error.start]!r}) "
+                f"at character {error.start}, as text decoded with errors='surrogateescape' or a broken JSON "
+                "escape does. Decode the source with errors='replace' (or clean the text) before embedding it."
+            ) from None
 
 
 @dataclass(frozen=True)

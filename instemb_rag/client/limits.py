@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from instemb_rag.errors import InstEmbError
@@ -138,3 +138,26 @@ def require_local(encoder: Any, what: str) -> None:
             "InstEmbEmbedding (same model) to build the node parser, or chunk with the server model's "
             "tokenizer to at most its document_token_limit (GET /v1/models gives it)."
         )
+
+
+def chunk_settings(
+    encoder: Any, instruction: str | None, chunk_size: int | None = None, chunk_overlap: int | None = None
+) -> tuple[int, int, Callable[[str], list[int]]]:
+    """(chunk size, overlap, the token ids of a text) to split documents as ``instemb-rag index``
+    does, so that the document side reads each chunk whole: the size defaults to the CLI's (256) or
+    the document limit if smaller, and one over the limit is refused; the overlap to the CLI's (32)
+    or a quarter of a smaller chunk; tokens are the document side's most restrictive part's."""
+    from ..index.documents import DEFAULT_CHUNK_SIZE
+    from ..index.options import IndexOptions
+
+    require_local(encoder, "Sizing chunks")
+    limit = document_token_limit(encoder, instruction)
+    chunk_size = min(DEFAULT_CHUNK_SIZE, limit) if chunk_size is None else chunk_size
+    if chunk_size > limit:
+        raise InstEmbError(
+            f"chunk_size={chunk_size} is more than the {limit} tokens of a document the model reads "
+            f"({document_reader(encoder)}): the end of longer chunks would be cut off. Use chunk_size <= {limit}."
+        )
+    overlap = min(IndexOptions.chunk_overlap, chunk_size // 4) if chunk_overlap is None else chunk_overlap
+    tokenizer = document_tokenizer(encoder)
+    return chunk_size, overlap, lambda text: tokenizer(text, add_special_tokens=False).input_ids

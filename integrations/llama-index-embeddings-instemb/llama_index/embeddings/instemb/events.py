@@ -1,14 +1,10 @@
 """What an embedding call tells LlamaIndex's observability: the instruction travels with it.
 
-Every InstEmbEmbedding call (queries with or without an instruction, documents) is reported
-once, through both of LlamaIndex's channels:
-
-* the instrumentation dispatcher: ``InstructionEmbeddingStartEvent`` (an ``EmbeddingStartEvent``,
-  so handlers that dispatch on that type see it) with ``input_type`` and one ``instructions``
-  entry per text, then LlamaIndex's ``EmbeddingEndEvent``;
-* the callback manager (LlamaDebugHandler, ...): a ``CBEventType.EMBEDDING`` event whose start
-  payload holds the model payload and ``instructions``, and whose end payload holds the chunks
-  and embeddings, as LlamaIndex's own embeddings report them.
+Every call (queries, documents) is reported once on both of LlamaIndex's channels: the
+instrumentation dispatcher (``InstructionEmbeddingStartEvent``, an ``EmbeddingStartEvent`` with
+``input_type`` and one ``instructions`` entry per text, then ``EmbeddingEndEvent``) and the callback
+manager (a ``CBEventType.EMBEDDING`` event whose start payload holds the model payload and the
+instructions, and whose end payload the chunks and embeddings, as LlamaIndex's own embeddings do).
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent,
 dispatcher = instrument.get_dispatcher(__name__)
 
 INSTRUCTIONS_KEY = "instructions"  # the callback payload's key (EventPayload has none for it)
-
 InputType = Literal["query", "document"]
 
 
@@ -40,9 +35,7 @@ class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
 
 
 class EmbeddingCall:
-    """What the body of ``embedding_call`` hands back: the vectors it computed."""
-
-    vectors: list[list[float]] | None = None
+    vectors: list[list[float]] | None = None  # what the body of ``embedding_call`` computed
 
 
 @contextmanager
@@ -58,11 +51,9 @@ def embedding_call(
     dispatcher.event(
         InstructionEmbeddingStartEvent(model_dict=payload, input_type=input_type, instructions=instructions)
     )
-    call = EmbeddingCall()
-    chunks = [str(text) for text in texts]  # plain strings, whatever str subclass came in
-    with callback_manager.event(
-        CBEventType.EMBEDDING, payload={EventPayload.SERIALIZED: payload, INSTRUCTIONS_KEY: instructions}
-    ) as event:
+    call, chunks = EmbeddingCall(), [str(text) for text in texts]  # plain strings, whatever str subclass came in
+    start = {EventPayload.SERIALIZED: payload, INSTRUCTIONS_KEY: instructions}
+    with callback_manager.event(CBEventType.EMBEDDING, payload=start) as event:
         yield call
         event.on_end(payload={EventPayload.CHUNKS: chunks, EventPayload.EMBEDDINGS: call.vectors})
     dispatcher.event(EmbeddingEndEvent(chunks=chunks, embeddings=call.vectors or []))

@@ -1,16 +1,11 @@
 """A QueryBundle that also says which instruction the query is to be read under.
 
-LlamaIndex's retrievers hand an embedding model the bundle's strings only
-(``embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)``), so the instruction rides
-on the strings themselves: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, and
-InstEmbEmbedding embeds each under the instruction it carries. A stock VectorIndexRetriever or
-query engine over an InstEmbEmbedding therefore embeds the bundle under its instruction. A
-two-space model's ``llm_weight`` (the LLM space's share of the score) and an instruction-effect
-model's ``instruction_strength`` (how much the instruction moves the ranking) ride along the same way.
-
-Both are entries: a bundle's instruction must be text, and the knobs of a bundle or an
-InstructedText are checked in range when it is made (instemb_rag.queries), and carried typed
-(``InstructedText.knobs``) to the embedding call, which adds only the model's own check.
+LlamaIndex's retrievers hand an embedding model the bundle's strings only, so the instruction rides
+on the strings: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, which
+InstEmbEmbedding embeds under the instruction (and the knobs: a two-space model's ``llm_weight``,
+an instruction-effect model's ``instruction_strength``) each carries. A stock VectorIndexRetriever
+or query engine over an InstEmbEmbedding therefore embeds the bundle as asked. Both check what they
+carry when made (instemb_rag.queries), so the embedding call adds only the model's own check.
 """
 
 from __future__ import annotations
@@ -24,12 +19,8 @@ from instemb_rag.queries import QueryKnobs
 
 
 class InstructedText(str):
-    """A query string that carries its instruction through code that passes plain strings.
-
-    ``instruction``: None means "the embedding model's query_instruction"; "" means none at all.
-    ``llm_weight``: a two-space model's LLM share for this query (None: the embedding's own).
-    ``instruction_strength``: an instruction-effect model's strength for this query (None: the embedding's own).
-    """
+    """A query string that carries its instruction (None: the embedding's ``query_instruction``;
+    "": none) and its knobs (None: the embedding's own) through code that passes plain strings."""
 
     instruction: str | None
     knobs: QueryKnobs
@@ -59,35 +50,21 @@ class InstructedText(str):
 
 
 def instruction_of(text: str) -> str | None:
-    """The instruction a query string carries (None: the embedding model's default)."""
-    return getattr(text, "instruction", None)
-
-
-def llm_weight_of(text: str) -> float | None:
-    """The llm_weight a query string carries (None: the embedding model's default)."""
-    return getattr(text, "llm_weight", None)
-
-
-def instruction_strength_of(text: str) -> float | None:
-    """The instruction_strength a query string carries (None: the embedding model's default)."""
-    return getattr(text, "instruction_strength", None)
+    """The instruction a query string carries (None: the embedding's default)."""
+    return text.instruction if isinstance(text, InstructedText) else None
 
 
 def knobs_of(text: str) -> QueryKnobs:
-    """The knobs a query string carries, checked when it was made (none: the embedding model's)."""
-    return getattr(text, "knobs", None) or QueryKnobs()
+    """The knobs a query string carries (none: the embedding's)."""
+    return text.knobs if isinstance(text, InstructedText) else QueryKnobs()
 
 
 @dataclass
 class InstructionQueryBundle(QueryBundle):
-    """QueryBundle + ``instruction`` (None: the embedding model's ``query_instruction``; "": none).
-
-    Without an embedding, every LlamaIndex retriever over an ``InstEmbEmbedding`` embeds the
-    bundle's strings under ``instruction`` (several strings, e.g. HyDE's, are embedded in one
-    batch and averaged). ``InstEmbEmbedding.query_bundle`` returns one that carries its finished
-    embedding. ``llm_weight``: a two-space model's LLM share of the score (None: the embedding's own).
-    ``instruction_strength``: an instruction-effect model's strength (None: the embedding's own).
-    """
+    """QueryBundle + ``instruction`` (None: the embedding's ``query_instruction``; "": none) and the
+    knobs ``llm_weight``, ``instruction_strength`` (None: the embedding's own). Without an embedding,
+    every LlamaIndex retriever over an InstEmbEmbedding embeds its strings so (several, e.g. HyDE's,
+    in one batch, averaged); ``InstEmbEmbedding.query_bundle`` returns one with its embedding."""
 
     instruction: str | None = None
     llm_weight: float | None = None
@@ -100,8 +77,12 @@ class InstructionQueryBundle(QueryBundle):
         self.llm_weight, self.instruction_strength = knobs.llm_weight, knobs.instruction_strength
 
     @property
+    def knobs(self) -> QueryKnobs:
+        return QueryKnobs(self.llm_weight, self.instruction_strength)
+
+    @property
     def embedding_strs(self) -> list[str]:
         strings = super().embedding_strs
-        if self.instruction is None and self.llm_weight is None and self.instruction_strength is None:
+        if self.instruction is None and not self.knobs.given():
             return strings
-        return [InstructedText(text, self.instruction, self.llm_weight, self.instruction_strength) for text in strings]
+        return [InstructedText(text, self.instruction, **self.knobs.given()) for text in strings]

@@ -12,16 +12,11 @@ from typing import Any
 
 from instemb_rag.errors import InstEmbError
 
-EXTRAS = {
-    "faiss": "llama_index.vector_stores.faiss",
-    "qdrant": "llama_index.vector_stores.qdrant",
-}
-
 
 def require_extra(extra: str) -> Any:
     """The vector-store module of ``extra``, or an error that says how to install it."""
     try:
-        return importlib.import_module(EXTRAS[extra])
+        return importlib.import_module(f"llama_index.vector_stores.{extra}")
     except ImportError as error:
         raise InstEmbError(
             f"The {extra} vector store needs the integration's [{extra}] extra ({error}): "
@@ -30,8 +25,8 @@ def require_extra(extra: str) -> Any:
 
 
 def faiss_vector_store(embed_model: Any) -> Any:
-    """An empty FaissVectorStore for ``embed_model``: inner product on its L2-normed vectors
-    (cosine similarity), its dimension."""
+    """An empty FaissVectorStore for ``embed_model``: inner product on its unit vectors (cosine
+    similarity), its dimension."""
     module = require_extra("faiss")
     import faiss
 
@@ -39,16 +34,13 @@ def faiss_vector_store(embed_model: Any) -> Any:
 
 
 def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
-    """A Qdrant store on ``QdrantClient(**client_options)`` (e.g. ``location=":memory:"``,
-    ``path="qdrant-data"`` or ``url=...``); LlamaIndex creates the collection on first insert.
-
-    It is LlamaIndex's ``QdrantVectorStore`` (InstEmbQdrantVectorStore in qdrant_store.py) with
-    async that works: a server also gets qdrant-client's ``AsyncQdrantClient``; in local mode the
-    async methods run the one client in a worker thread. ``close()`` / ``aclose()`` or a ``with``
-    block closes the clients, which frees a local ``path`` for the next store.
-    """
+    """A Qdrant store on ``QdrantClient(**client_options)`` (``location=":memory:"``, ``path=...`` or
+    ``url=...``) whose async calls work (qdrant_store.py) and whose ``close()`` / ``aclose()`` (or a
+    ``with`` block) closes its clients, freeing a local ``path``; LlamaIndex creates the collection on
+    first insert."""
     require_extra("qdrant")
     from qdrant_client import AsyncQdrantClient, QdrantClient
+    from qdrant_client.local.qdrant_local import QdrantLocal
 
     from .qdrant_store import InstEmbQdrantVectorStore
 
@@ -63,9 +55,10 @@ def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
             "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
             "Qdrant server (url=...) for concurrent access."
         ) from None
-    # Local mode (":memory:" or a path) keeps its points in this one client: a second client, sync
-    # or async, would not share them, so there the store answers async calls with this client.
-    aclient = None if _is_local(client) else AsyncQdrantClient(**client_options)
+    # Local mode (":memory:" or a path) keeps its points in this one client, which a second client
+    # would not share: there the store answers async calls with this client, in a worker thread.
+    local = isinstance(client._client, QdrantLocal)
+    aclient = None if local else AsyncQdrantClient(**client_options)
     try:
         return InstEmbQdrantVectorStore(collection_name=collection_name, client=client, aclient=aclient)
     except BaseException:
@@ -75,9 +68,3 @@ def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
 
             asyncio_run(aclient.close())
         raise
-
-
-def _is_local(client: Any) -> bool:
-    from qdrant_client.local.qdrant_local import QdrantLocal
-
-    return isinstance(getattr(client, "_client", None), QdrantLocal)

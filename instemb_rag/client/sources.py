@@ -1,48 +1,63 @@
-"""Which encoder an InstEmbEmbedding wraps: loaded here, given loaded, or a server's; its settings.
+"""Which encoder an application embeds with, opened once: a model folder (or the default) loaded
+here, an encoder already loaded, or a running `instemb-rag serve` (a RemoteEncoder, no torch).
 
-One source per embedding (a model folder or the default, a loaded encoder, or ``base_url``);
-settings are checked before any model loads; the settings recorded are the ones in use; and a
-fingerprint recorded earlier (to_dict, pickling) must be the loaded encoder's.
+    encoder, settings = open_encoder("runs/my-model", device="cpu", max_length=256)
+    encoder, settings = open_encoder(base_url="http://localhost:8000", api_key=key, fingerprint=saved)
+
+One source per call; the settings (pooling, lookahead_length, max_length, precision) are checked
+before any model loads, only where this process loads the model, and come back as the encoder
+runs them; a fingerprint recorded earlier (a saved embedding) must be the opened encoder's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from instemb_rag.choices import PoolingMode, Precision
-from instemb_rag.errors import InstEmbError
+from ..choices import PoolingMode, Precision
+from ..errors import InstEmbError
+
+__all__ = ["ENCODER_SETTINGS", "open_encoder"]
 
 ENCODER_SETTINGS = ("pooling", "lookahead_length", "max_length", "precision")
 
 
-def load_encoder(
-    model_path: str | None,
-    encoder: Any,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float,
-    device: str,
+def open_encoder(
+    model_path: str | None = None,
+    encoder: Any = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 60.0,
+    device: str = "auto",
+    fingerprint: str | None = None,
     **asked: Any,
 ) -> tuple[Any, dict[str, Any]]:
-    """(the encoder, the settings fields): RemoteEncoder for base_url (no settings), the given
-    encoder (its own settings), or one loaded from model_path (None: the default model)."""
+    """(the encoder, its settings): a RemoteEncoder for ``base_url`` (settings as asked: none), the
+    given ``encoder`` (its own settings, which must be any asked for), or the model at ``model_path``
+    (None: the default) loaded with the settings asked (None: the model's own)."""
+    asked = {name: asked.get(name) for name in ENCODER_SETTINGS}
     _check_sources(model_path, encoder, base_url, asked)
     if base_url is not None:
-        from instemb_rag.client.remote import RemoteEncoder
+        from .remote import RemoteEncoder
 
-        return RemoteEncoder(base_url, api_key=api_key, timeout=timeout), asked
-    if encoder is not None:
-        return encoder, _settings_of_given_encoder(encoder, asked)
-    from instemb_rag import InstEmbEncoder
+        opened, settings = RemoteEncoder(base_url, api_key=api_key, timeout=timeout), asked
+    elif encoder is not None:
+        opened, settings = encoder, _settings_of_given_encoder(encoder, asked)
+    else:
+        from ..encoder import load_model
 
-    chosen = {name: value for name, value in asked.items() if value is not None}
-    loaded = InstEmbEncoder.from_pretrained(model_path, device=device, **chosen)
-    return loaded, loaded.settings.get_config_dict()
+        chosen = {name: value for name, value in asked.items() if value is not None}
+        opened = load_model(model_path, device, **chosen)
+        settings = opened.settings.get_config_dict()
+    try:
+        check_fingerprint(fingerprint, opened.fingerprint, model_path, base_url)
+    except BaseException:
+        if base_url is not None:
+            opened.close()
+        raise
+    return opened, settings
 
 
 def _check_sources(model_path: str | None, encoder: Any, base_url: str | None, settings: dict[str, Any]) -> None:
-    """One model source, known settings (checked before any model loads), and encoder settings
-    only where this process loads the model."""
     if base_url is not None and (model_path is not None or encoder is not None):
         raise InstEmbError(
             "Give either base_url (embed through a running `instemb-rag serve`) or model_path/encoder "
@@ -61,7 +76,6 @@ def _check_sources(model_path: str | None, encoder: Any, base_url: str | None, s
 
 
 def _settings_of_given_encoder(encoder: Any, asked: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an embedding over a loaded encoder: its own settings (which must match any asked for)."""
     actual = encoder.settings.get_config_dict()
     differing = [name for name in ENCODER_SETTINGS if asked[name] is not None and asked[name] != actual[name]]
     if differing:
@@ -74,6 +88,8 @@ def _settings_of_given_encoder(encoder: Any, asked: dict[str, Any]) -> dict[str,
 
 
 def check_fingerprint(expected: str | None, actual: str, model_path: str | None, base_url: str | None) -> None:
+    """A fingerprint recorded earlier must be the opened encoder's: documents embedded by one model
+    are not compared with queries of another."""
     if expected is None or expected == actual:
         return
     source = f"the server at {base_url}" if base_url else (model_path or "the default model")
