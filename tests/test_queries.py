@@ -57,3 +57,20 @@ def test_a_query_is_checked_once_as_it_enters():
         Query.checked(" \n", example='x "y"')
     with pytest.raises(InstEmbError, match="string or None, not int"):
         Query.checked("which tent ?", 3)
+
+
+def test_texts_of_an_embedding_call_are_checked_by_one_validator():
+    """check_texts: what the LlamaIndex embedding takes as queries and documents (its empty query is
+    Query.checked's, the one message of the CLI, the server and Index.search)."""
+    from instemb_rag.queries import check_texts
+
+    check_texts(["which tent ?", "a tent \u00e9 ."], "query")
+    check_texts(["", "  "], "document")  # an empty document is embedded, as LlamaIndex asks
+    with pytest.raises(EmptyQueryError, match=r"^The query is empty: give the text to search for\.$"):
+        check_texts([" \n"])
+    with pytest.raises(EmptyQueryError, match=r"\(query #1\)\.$"):
+        check_texts(["which tent ?", ""])
+    with pytest.raises(InstEmbError, match=r"^The document #1 is bytes, not a string \(decode bytes first"):
+        check_texts(["a tent .", b"a stove ."], "document")
+    with pytest.raises(InstEmbError, match=r"query #0 is not valid Unicode: .*'\\udce9'\) at character 2"):
+        check_texts(["a \udce9"])

@@ -109,6 +109,8 @@ class IndexRetriever:
         self._require_open()
         mode, weight = (self.hybrid, self.hybrid_weight) if hybrid is None else check_hybrid(hybrid, hybrid_weight)
         where = self.filter if filter is None else source_filter(filter)
+        if query is None and mode is not None:
+            raise BadInputError("Hybrid search reads the query's text (its words go to the full-text index): give it.")
         given = None
         if query_vector is None or mode is not None:
             given = as_query(query, instruction, knobs)
