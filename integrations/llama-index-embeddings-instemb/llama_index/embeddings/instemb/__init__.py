@@ -13,11 +13,10 @@ from instemb_rag.client.remote import RemoteEncoder
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 
 from .base import InstEmbEmbedding
-from .events import InstructionEmbeddingStartEvent
-from .fusion import InstructionFusionRetriever
+from .calls import InstructionEmbeddingStartEvent
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructedText, InstructionQueryBundle
-from .retriever import InstEmbRetriever
+from .retriever import InstEmbRetriever, InstructionFusionRetriever
 from .stores import faiss_vector_store, qdrant_vector_store
 
 __all__ = [

@@ -1,36 +1,38 @@
-"""InstEmbRetriever: a LlamaIndex retriever that takes an instruction with every call.
+"""LlamaIndex retrievers that take an instruction with every call.
 
     retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
-    retriever.retrieve("best tent for storms", instruction="Focus on durability.")
-    await retriever.aretrieve("best tent for storms", instruction="Focus on weight.", llm_weight=0.8)
+    retriever.retrieve("best tent for storms", instruction="Focus on durability.", llm_weight=0.8)
     with InstEmbRetriever.from_instemb_index(".instemb", similarity_top_k=5, hybrid="rrf") as retriever:
-        retriever.retrieve("best tent for storms", instruction="Focus on durability.", instruction_strength=2)
+        await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
+    fusion = InstructionFusionRetriever([index.as_retriever()], llm=llm, num_queries=3)
 
-The query is embedded once under the instruction (InstEmbEmbedding: cached, reported), and the
-embedding is searched by LlamaIndex's own retriever over a VectorStoreIndex (FAISS, Qdrant, the
-simple store, ...) or by instemb_rag's over an ``instemb-rag index`` folder (instemb_rag/index/
-retrieval.py: the folder's encoder, filters, hybrid search); the hits become LlamaIndex nodes.
+InstEmbRetriever embeds the query once under the instruction (InstEmbEmbedding: cached, reported)
+and searches the embedding with LlamaIndex's retriever over a VectorStoreIndex, or with instemb_rag's
+over an ``instemb-rag index`` folder (instemb_rag/index/retrieval.py: the folder's encoder, filters,
+hybrid search), whose hits become nodes. InstructionFusionRetriever is LlamaIndex's
+QueryFusionRetriever whose LLM-made sub-queries keep the original query's instruction and knobs.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from instemb_rag.errors import InstEmbError
 from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
+from instemb_rag.queries import QueryKnobs
 
 from .base import InstEmbEmbedding
-from .query import InstructionQueryBundle
-
-_UNSET: Any = object()
+from .query import InstructionQueryBundle, TakesInstructions, instruction_of, knobs_of
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
 RECORDED_ADVICE = (
@@ -41,15 +43,10 @@ RECORDED_ADVICE = (
 SAME_DOCUMENTS_ADVICE = "Use the index's own embed model (leave embed_model=None) or re-index with this one."
 
 
-class InstEmbRetriever(BaseRetriever):
-    """Retrieve with a per-call instruction over a VectorStoreIndex or an instemb-rag index folder.
-
-    Built by ``from_vector_store_index`` or ``from_instemb_index``. ``retrieve(query, instruction=None,
-    llm_weight=None, instruction_strength=None)``: None means the embed model's own (its
-    ``query_instruction``; its knobs), "" no instruction; ``llm_weight`` (a two-space model's LLM share,
-    0..1) and ``instruction_strength`` (an instruction-effect model's, 0..10; 0: plain search) hold for
-    this call, over the same stored documents. A QueryBundle or InstructionQueryBundle works too.
-    """
+class InstEmbRetriever(TakesInstructions, BaseRetriever):
+    """Retrieve with a per-call instruction (and knobs) over a VectorStoreIndex or an instemb-rag index
+    folder: ``retrieve(query, instruction=None, llm_weight=None, instruction_strength=None)``. Built by
+    ``from_vector_store_index`` or ``from_instemb_index``; a (Instruction)QueryBundle works too."""
 
     def __init__(
         self,
@@ -73,9 +70,9 @@ class InstEmbRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> InstEmbRetriever:
         """Search ``index`` (any vector store) with LlamaIndex's retriever; its documents must come
-        from the same document side as ``embed_model``'s (None: the index's own)."""
+        from ``embed_model``'s document side (None: the index's own embed model)."""
         index_model = index._embed_model
-        if not isinstance(index_model, InstEmbEmbedding) and embed_model is None:
+        if embed_model is None and not isinstance(index_model, InstEmbEmbedding):
             raise InstEmbError(
                 f"The index was built with {type(index_model).__name__}, not InstEmbEmbedding: "
                 "pass embed_model=InstEmbEmbedding(...) when you build the VectorStoreIndex "
@@ -99,14 +96,11 @@ class InstEmbRetriever(BaseRetriever):
         hybrid_weight: float | None = None,
         **kwargs: Any,
     ) -> InstEmbRetriever:
-        """Search an ``instemb-rag index`` folder (a path) or an open ``instemb_rag.index.Index``.
-
-        Without ``embed_model`` the encoder the index records is loaded; with one, its document side
-        must be the index's. ``filter``: e.g. ``{"source": "tents/*"}`` (a glob); or ``filters``:
-        LlamaIndex MetadataFilters on ``source`` (``==``, ``in``; AND / OR). ``hybrid`` ("rrf" or "z")
-        and ``hybrid_weight`` fuse the index's full-text ranking in, as ``instemb-rag query --hybrid``.
-        Threads and event loops may share the retriever; ``close()`` (or ``with``) releases a folder it opened.
-        """
+        """Search an ``instemb-rag index`` folder (a path; ``close()`` or ``with`` releases it) or an open
+        ``instemb_rag.index.Index``, with the encoder it records (or ``embed_model``, whose document side
+        must be the index's). ``filter`` (a glob, ``{"source": "tents/*"}``) or ``filters``
+        (MetadataFilters on ``source``: ==, in; AND, OR); ``hybrid`` ("rrf", "z") and ``hybrid_weight`` as
+        ``instemb-rag query --hybrid``. Threads and event loops may share the retriever."""
         if filter is not None and filters is not None:
             raise InstEmbError(
                 "Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters= (LlamaIndex MetadataFilters), "
@@ -132,8 +126,8 @@ class InstEmbRetriever(BaseRetriever):
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
-        """Release the index folder ``from_instemb_index`` opened. A VectorStoreIndex's store is not the
-        retriever's: close it where it was made (``store.close()``, ``with qdrant_vector_store(...)``)."""
+        """Release the index folder ``from_instemb_index`` opened (a VectorStoreIndex's store is not the
+        retriever's: close it where it was made, e.g. ``with qdrant_vector_store(...) as store``)."""
         if isinstance(self.backend, IndexRetriever):
             self.backend.close()
 
@@ -143,25 +137,6 @@ class InstEmbRetriever(BaseRetriever):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def retrieve(
-        self,
-        query: str | QueryBundle,
-        instruction: str | None = _UNSET,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
-    ) -> list[NodeWithScore]:
-        return super().retrieve(bundle_with_instruction(query, instruction, llm_weight, instruction_strength))
-
-    async def aretrieve(
-        self,
-        query: str | QueryBundle,
-        instruction: str | None = _UNSET,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
-    ) -> list[NodeWithScore]:
-        return await super().aretrieve(bundle_with_instruction(query, instruction, llm_weight, instruction_strength))
-
-    # ------------------------------------------------------------------ BaseRetriever hooks
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
             embedding = self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
@@ -176,15 +151,15 @@ class InstEmbRetriever(BaseRetriever):
 
     def _search(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not isinstance(self.backend, IndexRetriever):
-            return self.backend.retrieve(query_bundle)  # a VectorStoreIndex's: the bundle's embedding as given
+            return self.backend.retrieve(query_bundle)  # LlamaIndex's: the bundle's embedding as given
         # A hybrid search's full-text side reads the instruction the query was embedded under.
         carried = query_bundle.instruction if isinstance(query_bundle, InstructionQueryBundle) else None
         instruction = self.embed_model.resolve_instruction(carried)
         hits = self.backend.retrieve(query_bundle.query_str, instruction, query_vector=query_bundle.embedding)
-        return [NodeWithScore(node=_hit_node(hit), score=float(hit.score)) for hit in hits]
+        return [NodeWithScore(node=hit_node(hit), score=float(hit.score)) for hit in hits]
 
 
-def _hit_node(hit: Any) -> TextNode:
+def hit_node(hit: Any) -> TextNode:
     """A hit as a node whose metadata modes say what the index did: it embedded the chunk text alone,
     and an LLM is shown the source (and page) but not the bookkeeping (position, chunk_id)."""
     metadata = hit_metadata(hit)
@@ -197,32 +172,49 @@ def _hit_node(hit: Any) -> TextNode:
     )
 
 
-def bundle_with_instruction(
-    query: str | QueryBundle,
-    instruction: str | None = _UNSET,
-    llm_weight: float | None = None,
-    instruction_strength: float | None = None,
-) -> QueryBundle:
-    """The query with the call's instruction and knobs attached; a call's argument wins over the bundle's own."""
-    if not isinstance(query, (str, QueryBundle)):
-        raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-    given = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
-    given = {name: value for name, value in given.items() if value is not None}
-    if instruction is not _UNSET:
-        given["instruction"] = instruction
-    if isinstance(query, str):
-        return InstructionQueryBundle(query_str=query, **given)
-    if not given:
-        return query
-    if query.embedding is not None:
-        raise InstEmbError(
-            f"The QueryBundle already carries an embedding, so {' and '.join(given)} cannot change it. Pass the "
-            "query string with instruction=... (and llm_weight=... or instruction_strength=...), or a bundle "
-            "without an embedding."
-        )
-    own = {}
-    if isinstance(query, InstructionQueryBundle):
-        own = {"instruction": query.instruction, **query.knobs.given()}
-    return InstructionQueryBundle(
-        query.query_str, custom_embedding_strs=query.custom_embedding_strs, **{**own, **given}
+# The instruction and knobs of the query being fused: _get_queries receives the query string only,
+# so _retrieve / _aretrieve set them first; a context variable keeps concurrent calls apart.
+_FUSED: ContextVar[tuple[str | None, QueryKnobs]] = ContextVar("instemb_fusion_query", default=(None, QueryKnobs()))
+
+
+class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
+    """QueryFusionRetriever (same prompt, modes, weights, async) whose LLM-made sub-queries are
+    InstructionQueryBundles with the original query's instruction and knobs, not plain bundles embedded
+    under the embedding's default. The sub-retrievers: LlamaIndex's over an InstEmbEmbedding, or ours."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        token = _FUSED.set(_carried(query_bundle))
+        try:
+            return super()._retrieve(query_bundle)
+        finally:
+            _FUSED.reset(token)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        token = _FUSED.set(_carried(query_bundle))
+        try:
+            return await super()._aretrieve(query_bundle)
+        finally:
+            _FUSED.reset(token)
+
+    def _get_queries(self, original_query: str) -> list[QueryBundle]:
+        return _carry(super()._get_queries(original_query))
+
+    async def _aget_queries(self, original_query: str) -> list[QueryBundle]:
+        return _carry(await super()._aget_queries(original_query))
+
+
+def _carried(bundle: QueryBundle) -> tuple[str | None, QueryKnobs]:
+    """A bundle's instruction and knobs, else those its query string carries."""
+    text = bundle.query_str
+    if not isinstance(bundle, InstructionQueryBundle):
+        return instruction_of(text), knobs_of(text)
+    return instruction_of(text) if bundle.instruction is None else bundle.instruction, bundle.knobs.or_else(
+        knobs_of(text)
     )
+
+
+def _carry(generated: list[QueryBundle]) -> list[QueryBundle]:
+    instruction, knobs = _FUSED.get()
+    if instruction is None and not knobs.given():  # the original's defaults: so are these
+        return generated
+    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, **knobs.given()) for bundle in generated]

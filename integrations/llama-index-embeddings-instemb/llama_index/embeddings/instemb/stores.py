@@ -1,8 +1,8 @@
 """LlamaIndex vector stores sized and scored for InstEmb, from the integration's extras.
 
 The vector-store packages are extras (``pip install 'llama-index-embeddings-instemb[faiss]'`` or
-``[qdrant]``): an app needs at most one, and an ``instemb-rag index`` folder needs neither. A
-missing one is named with the command that installs it.
+``[qdrant]``): an app needs at most one, and an ``instemb-rag index`` folder needs neither; a missing
+one is named with the command that installs it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ def require_extra(extra: str) -> Any:
 
 
 def faiss_vector_store(embed_model: Any) -> Any:
-    """An empty FaissVectorStore for ``embed_model``: inner product on its unit vectors (cosine
-    similarity), its dimension."""
+    """An empty FaissVectorStore for ``embed_model``: inner product on its unit vectors (cosine), its width."""
     module = require_extra("faiss")
     import faiss
 
@@ -35,9 +34,8 @@ def faiss_vector_store(embed_model: Any) -> Any:
 
 def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
     """A Qdrant store on ``QdrantClient(**client_options)`` (``location=":memory:"``, ``path=...`` or
-    ``url=...``) whose async calls work (qdrant_store.py) and whose ``close()`` / ``aclose()`` (or a
-    ``with`` block) closes its clients, freeing a local ``path``; LlamaIndex creates the collection on
-    first insert."""
+    ``url=...``) whose async calls work and whose ``close()`` / ``aclose()`` (or a ``with`` block)
+    closes its clients, freeing a local ``path`` (qdrant_store.py); LlamaIndex makes the collection."""
     require_extra("qdrant")
     from qdrant_client import AsyncQdrantClient, QdrantClient
     from qdrant_client.local.qdrant_local import QdrantLocal
@@ -55,10 +53,8 @@ def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
             "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
             "Qdrant server (url=...) for concurrent access."
         ) from None
-    # Local mode (":memory:" or a path) keeps its points in this one client, which a second client
-    # would not share: there the store answers async calls with this client, in a worker thread.
-    local = isinstance(client._client, QdrantLocal)
-    aclient = None if local else AsyncQdrantClient(**client_options)
+    # Local mode (":memory:" or a path) keeps its points in this one client: a second would not see them.
+    aclient = None if isinstance(client._client, QdrantLocal) else AsyncQdrantClient(**client_options)
     try:
         return InstEmbQdrantVectorStore(collection_name=collection_name, client=client, aclient=aclient)
     except BaseException:
