@@ -117,6 +117,36 @@ app = typer.Typer(
 )
 
 
+def show_notices_as_notes() -> None:
+    """A library warning whose category names a ``cli_label`` (the sentence encoder's shortened
+    instruction, modules/tower.py: "note") prints as the command line's other notes do, ``note: ...``
+    on stderr, not as Python's ``file.py:332: Category: ...`` with a source line. Other warnings
+    print as Python prints them."""
+    import warnings
+
+    if getattr(warnings.showwarning, "shows_notes", False):
+        return
+    python_shows = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        label = getattr(category, "cli_label", None)
+        if label is None:
+            return python_shows(message, category, filename, lineno, file, line)
+        from rich.console import Console
+
+        from .common import say
+
+        say(Console(stderr=True), label, message)
+
+    show.shows_notes = True
+    warnings.showwarning = show
+
+
+@app.callback()
+def before_every_command() -> None:
+    show_notices_as_notes()
+
+
 def register_all(app) -> None:
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(app)

@@ -131,10 +131,10 @@ def test_export_refuses_a_tower_folder_that_is_not_the_one_named(tiny_two_tower,
 
 def test_an_instruction_that_pushes_the_query_out_of_the_window_warns_once(anchored):
     long_instruction = " ".join(["focus on the weather and the rain"] * 8)  # past the tiny tower's 32 tokens
-    with pytest.warns(AnchorTruncationWarning, match=r"2 of 3 queries .* Shorten the instruction") as caught:
+    with pytest.warns(AnchorTruncationWarning, match=r"2 of 3 instructions, .* it read each query whole") as caught:
         anchored.encode_queries(["is the tent dry", "a stove", "rain"], [long_instruction, long_instruction, None])
     assert len([w for w in caught if issubclass(w.category, AnchorTruncationWarning)]) == 1
-    assert "32-token window" in str(caught[0].message)
+    assert "(32 tokens, about 24 words)" in str(caught[0].message)
     with pytest.warns(AnchorTruncationWarning):
         anchored.encode_instructions("is the tent dry", [long_instruction, "focus on weather"])
 

@@ -20,7 +20,9 @@ a config or a fingerprint and a moved folder loads as it was.
 
 from __future__ import annotations
 
+import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -35,8 +37,19 @@ TOWER_DIR = "document_tower"
 
 
 class AnchorTruncationWarning(UserWarning):
-    """The instruction pasted in front of a query pushed the query's end out of the sentence
-    encoder's window: the anchor then never reads it."""
+    """An instruction pasted in front of a query did not fit the sentence encoder's window with the
+    query: its part read the query whole and the instruction's end (``fitted_anchor_text``)."""
+
+    cli_label = "note"  # the command line prints it as its other notes (cli/__init__.py)
+
+
+@dataclass(frozen=True)
+class Shortened:
+    """What the sentence encoder's part left out of one instruction (``fitted_anchor_text``)."""
+
+    words: int  # the instruction's words
+    kept_words: int  # its last words the part read (0: none)
+    query_cut: bool  # the query alone is longer than the window: its end was cut after all
 
 
 CONFIG_KEYS = ("encoder", "fingerprint", "dimension")
@@ -64,33 +77,77 @@ class DocumentTower:
     def anchor_vectors(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
         """The tower's own vectors of each query with its instruction pasted in front.
 
-        The sentence encoder cuts what runs past its window, so a long instruction pushes the end
-        of the query out: that warns (AnchorTruncationWarning, once per call); the vectors are
-        those of the pasted texts either way."""
+        The sentence encoder cuts what runs past its window, which would be the query's end: an
+        instruction that does not fit with the query is shortened from its start instead
+        (``fitted_anchor_text``), and that is said once per call (AnchorTruncationWarning). Texts that
+        fit are read exactly as pasted."""
+        fitted = [self.fitted_anchor_text(query, instruction) for query, instruction in zip(queries, instructions)]
+        self.say_shortened(fitted, len(fitted))
+        return self.encode([text for text, _ in fitted])
+
+    def fitted_anchor_text(self, query: str, instruction: str | None) -> tuple[str, Shortened | None]:
+        """``instruction + " " + query`` as the sentence encoder reads it, and what was left out.
+
+        The query is kept whole; an instruction that does not fit beside it loses words from its
+        start, down to the first whole sentence that fits (its last sentences, which say what is
+        wanted, and the words next to the query stay). Without a whole sentence that fits, its last
+        words that do; with no room at all (a query as long as the window), the query alone."""
         from ...teachers import teacher_text
 
-        texts = [teacher_text(query, instruction) for query, instruction in zip(queries, instructions)]
-        self.warn_if_instruction_cuts(texts, instructions)
-        return self.encode(texts)
+        pasted = teacher_text(query, instruction)
+        if not instruction or self.tokens(pasted) <= self.max_length:
+            return pasted, None
+        starts = [match.start() for match in re.finditer(r"\S+", instruction)]
+        sentence_starts = {
+            start for n, start in enumerate(starts) if n and re.search(r"[.!?][\"')\]]*$", instruction[:start].rstrip())
+        }
 
-    def warn_if_instruction_cuts(self, texts: Sequence[str], instructions: Sequence[str | None]) -> None:
-        """Warn once when an instruction + query text runs past the window (only texts with an
-        instruction are counted: without one there is nothing to shorten)."""
-        pasted = [text for text, instruction in zip(texts, instructions) if instruction]
-        if not pasted:
+        def fits(first_word: int) -> bool:
+            return self.tokens(teacher_text(query, instruction[starts[first_word] :])) <= self.max_length
+
+        low, high = 0, len(starts)  # the first kept word: the smallest index whose rest fits (len: none)
+        while low < high:
+            middle = (low + high) // 2
+            if fits(middle):
+                high = middle
+            else:
+                low = middle + 1
+        first = next((n for n in range(low, len(starts)) if starts[n] in sentence_starts), low)
+        kept = instruction[starts[first] :] if first < len(starts) else ""
+        query_cut = not kept and self.tokens(query) > self.max_length
+        shortened = Shortened(words=len(starts), kept_words=len(starts) - first, query_cut=query_cut)
+        return (teacher_text(query, kept) if kept else query), shortened
+
+    def say_shortened(self, fitted: Sequence[tuple[str, Shortened | None]], total: int) -> None:
+        """Once per call: that the sentence encoder did not read an instruction whole, and what it read."""
+        shortened = [item for _, item in fitted if item is not None]
+        if not shortened:
             return
-        limit = self.max_length
-        lengths = [len(ids) for ids in self.tokenizer(pasted, add_special_tokens=True, verbose=False)["input_ids"]]
-        cut = [length - limit for length in lengths if length > limit]
-        if cut:
-            warnings.warn(
-                f"{len(cut)} of {len(texts)} queries run past the {limit}-token window of the document tower "
-                f"({self.reference}) once their instruction is pasted in front: up to {max(cut)} tokens at the "
-                "end of the query are cut from its anchor vector, so the anchor does not read them. Shorten "
-                "the instruction.",
-                AnchorTruncationWarning,
-                stacklevel=3,
+        window = f"({self.max_length} tokens, about {self.max_length * 3 // 4} words)"
+        if total > 1:
+            message = (
+                f"{len(shortened)} of {total} instructions, with their queries, are longer than the sentence encoder "
+                f"({self.reference}) reads at once {window}: it read each query whole and as much of the end of its "
+                "instruction as fits, from a sentence's start where one does (the LLM read them whole)."
             )
+        elif shortened[0].query_cut:
+            message = (
+                f"the query alone is longer than the sentence encoder ({self.reference}) reads at once {window}: it "
+                "read the query's start and none of the instruction (the LLM read both whole)."
+            )
+        else:
+            kept = shortened[0].kept_words
+            read = (
+                f"the last {kept} of the instruction's {shortened[0].words} words"
+                if kept
+                else "none of the instruction"
+            )
+            message = (
+                f"the instruction and the query are longer than the sentence encoder ({self.reference}) reads at once "
+                f"{window}: it read the query whole and {read} (the LLM read all of it). A shorter instruction is "
+                "read whole by both."
+            )
+        warnings.warn(message, AnchorTruncationWarning, stacklevel=4)
 
     @property
     def fingerprint(self) -> str:
@@ -160,7 +217,8 @@ class DocumentTower:
 
     def tokens(self, text: str) -> int:
         """How many tokens the sentence encoder's tokenizer makes of ``text`` (special tokens included)."""
-        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        # verbose=False: a text longer than the window is counted, not embedded (no "indexing errors" log).
+        return len(self.tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
 
     @classmethod
     def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> DocumentTower:
