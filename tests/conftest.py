@@ -3,6 +3,7 @@ tests marked `slow` use the real default model (SmolLM2-135M-Instruct)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ from testing import (  # noqa: F401
     minilm_or_skip,
     shared_data_or_skip,
 )
+
+# `instemb-rag query` answers through a resident process by default (instemb_rag/resident/): the
+# suite runs queries in-process, so no test leaves a process behind; tests/resident/ starts and
+# stops its own, under an INSTEMB_HOME of its own.
+os.environ["INSTEMB_NO_DAEMON"] = "1"
 
 
 @pytest.fixture(scope="session")

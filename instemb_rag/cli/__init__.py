@@ -21,7 +21,18 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 __all__ = ["COMMAND_MODULES", "HELP_GROUPS", "app", "register_all"]
 
 # Add a module name here when you add a command module (and its commands to HELP_GROUPS).
-COMMAND_MODULES: list[str] = ["train", "eval", "compare", "index", "query", "serve", "demo", "teachers", "compose"]
+COMMAND_MODULES: list[str] = [
+    "train",
+    "eval",
+    "compare",
+    "index",
+    "query",
+    "serve",
+    "demo",
+    "teachers",
+    "compose",
+    "daemon",
+]
 
 # The sections of `instemb-rag --help`, in order, each with its commands in the order listed.
 HELP_GROUPS: dict[str, tuple[str, ...]] = {

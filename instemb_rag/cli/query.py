@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 from typer.core import TyperCommand
 
 from ..choices import HybridMode, Precision
+from ..resident.client import resident_wanted
 from .common import (
     compile_option,
     device_option,
@@ -95,15 +97,24 @@ def query_command(
     precision: Precision = precision_option(),
     strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
+    no_daemon: bool = typer.Option(
+        False,
+        "--no-daemon",
+        envvar="INSTEMB_NO_DAEMON",
+        help="Answer in this process (load the model and open the index here) instead of through the resident "
+        "query process, which keeps them loaded between queries; also INSTEMB_NO_DAEMON=1.",
+    ),
 ) -> None:
-    """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query)."""
+    """Top-k chunks for TEXT under INSTRUCTION (one prefill for the query).
+
+    Answered by the resident query process, which keeps the model and the index loaded between
+    queries (started in the background by the first query; `instemb-rag daemon` shows and stops it),
+    unless --no-daemon or $INSTEMB_NO_DAEMON=1, or an option only this process can honour (int8,
+    --compile, a Qdrant URL or key) is given."""
     from rich.console import Console
 
     from ..errors import InstEmbError
-    from ..index import Index, parse_filters
-    from ..index.display import hits_table
-    from ..index.errors import EncoderMismatchError
-    from ..index.manifest import model_label
+    from ..index.filters import parse_filters
     from ..queries import Query
 
     console = Console(stderr=as_json)
@@ -112,8 +123,106 @@ def query_command(
         query = Query.checked(
             text, instruction, llm_weight, instruction_strength, example='instemb-rag query "light tent"'
         )
-        instruction = query.instruction
         parsed = parse_filters(filters)
+    except InstEmbError as error:
+        fail(error)
+    through_resident = precision == "fp32" and not compile and qdrant_url is None and qdrant_api_key is None
+    answer = None
+    if through_resident and resident_wanted(no_daemon):
+        answer = answer_through_resident(query, k, index_dir, parsed, hybrid, hybrid_weight, explain, model, device)
+    if answer is None:
+        answer = answer_in_process(
+            query,
+            k,
+            index_dir,
+            parsed,
+            hybrid,
+            hybrid_weight,
+            explain,
+            model,
+            device,
+            precision,
+            compile,
+            strict_precision,
+            qdrant_url,
+            qdrant_api_key,
+        )
+    show_answer(answer, query, hybrid, hybrid_weight, explain, as_json, console)
+
+
+@dataclass
+class Answer:
+    """What a query's output is made of, from either path."""
+
+    hits: list  # SearchHit
+    explanations: list[dict] | None
+    query_knob: str | None  # the index's model's knob (what --explain's legend says)
+    notes: list[str]
+    precision_report: dict | None = None
+
+
+def answer_through_resident(
+    query, k, index_dir, filters, hybrid, hybrid_weight, explain, model, device
+) -> Answer | None:
+    """The resident process's answer (resident/client.py), or None when it cannot answer: then a
+    one-line note, and the caller answers in this process."""
+    from rich.console import Console
+
+    from ..index.hits import SearchHit
+    from ..resident.client import ResidentAnswerError, ResidentClient, ResidentUnavailable
+
+    request = {
+        "index_dir": str(index_dir.resolve()),
+        "model": _absolute_if_path(model),
+        "device": device,
+        "query": query.text,
+        "instruction": query.instruction,
+        "k": k,
+        "filter": filters or None,
+        "hybrid": hybrid and hybrid.value,
+        "hybrid_weight": hybrid_weight,
+        "explain": explain,
+        **query.knobs.given(),
+    }
+    try:
+        reply = ResidentClient().search(request)
+    except ResidentAnswerError as error:
+        fail(error, error.exit_code)
+    except ResidentUnavailable as error:
+        say(
+            Console(stderr=True),
+            "note",
+            f"{str(error).rstrip('.')}; answering in this process (--no-daemon skips the resident process).",
+        )
+        return None
+    found = reply["answer"]["hits"]
+    explanations = [hit.pop("explain") for hit in found] if explain else None
+    return Answer([SearchHit(**hit) for hit in found], explanations, reply["query_knob"], reply["notes"])
+
+
+def answer_in_process(
+    query,
+    k,
+    index_dir,
+    filters,
+    hybrid,
+    hybrid_weight,
+    explain,
+    model,
+    device,
+    precision,
+    compile,
+    strict_precision,
+    qdrant_url,
+    qdrant_api_key,
+) -> Answer:
+    """Load the model and open the index here (the path of --no-daemon, int8, --compile, Qdrant options)."""
+    from ..errors import InstEmbError
+    from ..index import Index
+    from ..index.errors import EncoderMismatchError
+    from ..index.manifest import model_label
+
+    try:
         encoder = None
         if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
             from ..index.manifest import read_manifest
@@ -130,13 +239,10 @@ def query_command(
             device=device,
         )
         with index:
-            hits = index.search(query, k=k, filter=parsed, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight)
+            hits = index.search(query, k=k, filter=filters, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight)
             explanations = index.explain(query, None, hits) if explain else None
-            spaces = 2 if index.query_knob is not None else 1
-            explained = EXPLAINED_EFFECT if index.query_knob == "instruction_strength" else EXPLAINED[spaces]
-            if spaces == 1 and hybrid is not None:
-                explained = EXPLAINED_ONE_SPACE_HYBRID
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
+            knob = index.query_knob
     except InstEmbError as error:
         if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
             typer.secho(
@@ -146,35 +252,52 @@ def query_command(
                 err=True,
             )
         fail(error)
+    return Answer(hits, explanations, knob, notes, getattr(encoder, "quantization_report", None))
+
+
+def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: bool, console) -> None:
+    """The hits as a table (or JSON with --json): the same output whichever path answered."""
+    hits, explanations = answer.hits, answer.explanations
+    spaces = 2 if answer.query_knob is not None else 1
+    explained = EXPLAINED_EFFECT if answer.query_knob == "instruction_strength" else EXPLAINED[spaces]
+    if spaces == 1 and hybrid is not None:
+        explained = EXPLAINED_ONE_SPACE_HYBRID
+    knobs = query.knobs.given()
     if as_json:
-        document = {"query": text, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
-        if llm_weight is not None:
-            document["llm_weight"] = llm_weight
-        if instruction_strength is not None:
-            document["instruction_strength"] = instruction_strength
+        document = {"query": query.text, "instruction": query.instruction, "hits": [hit.to_dict() for hit in hits]}
+        document.update(knobs)
         if explanations is not None:
             document["explain"] = {"spaces": spaces, "score": explained}
             for found, parts in zip(document["hits"], explanations):
                 found["explain"] = parts
         if hybrid is not None:
             document["hybrid"] = {"mode": hybrid.value, "weight": used_weight(hybrid_weight)}
-        precision_report = getattr(encoder, "quantization_report", None)
-        if precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
-            document["precision"] = precision_report
+        if answer.precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
+            document["precision"] = answer.precision_report
         print(json.dumps(document, indent=2))
         return
-    for note in notes:
+    from ..index.display import hits_table
+
+    for note in answer.notes:
         say(console, "note", note)
-    title = f"{text!r}" + (f" — instruction: {instruction!r}" if instruction else "")
-    if llm_weight is not None:
-        title += f" — LLM weight {llm_weight}"
-    if instruction_strength is not None:
-        title += f" — instruction strength {instruction_strength}"
+    title = f"{query.text!r}" + (f" — instruction: {query.instruction!r}" if query.instruction else "")
+    if "llm_weight" in knobs:
+        title += f" — LLM weight {knobs['llm_weight']}"
+    if "instruction_strength" in knobs:
+        title += f" — instruction strength {knobs['instruction_strength']}"
     if hybrid is not None:
         title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
     if explanations is not None:
         say(console, "explain", explained, style="cyan")
     console.print(hits_table(hits, title, explanations))
+
+
+def _absolute_if_path(model: str | None) -> str | None:
+    """--model as the resident process must read it: a folder relative to this shell's directory
+    made absolute (the process runs elsewhere); a name is passed as given."""
+    if model is None or not Path(model).expanduser().exists():
+        return model
+    return str(Path(model).expanduser().resolve())
 
 
 # What --explain's columns mean, by the number of spaces the model ranks in.

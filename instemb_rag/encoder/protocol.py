@@ -22,11 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
-import numpy as np
-
 from ..instructions import Instructions
 
 if TYPE_CHECKING:
+    import numpy as np  # annotations only: the query client imports this module
     import torch
 
     from .modules.forward import States

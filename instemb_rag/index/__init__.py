@@ -38,12 +38,44 @@ chunks, vectors, file hashes), and either vectors-g<N>.faiss (a cache) or qdrant
 shard); a Qdrant server index keeps its points in the named collection.
 """
 
-from .documents import SUPPORTED_SUFFIXES
-from .errors import BadInputError, IndexBusyError, IndexFolderError
-from .indexer import Indexer, IndexReport
-from .manifest import FORMAT_VERSION, Manifest, read_manifest
-from .options import DEFAULT_MAX_FILE_BYTES, IndexOptions, StoreOptions
-from .search import Index, SearchHit, parse_filters
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .documents import SUPPORTED_SUFFIXES
+    from .errors import BadInputError, IndexBusyError, IndexFolderError
+    from .indexer import Indexer, IndexReport
+    from .manifest import FORMAT_VERSION, Manifest, read_manifest
+    from .options import DEFAULT_MAX_FILE_BYTES, IndexOptions, StoreOptions
+    from .search import Index, SearchHit, parse_filters
+
+# Each public name and the module that holds it, imported on first use: the CLI's client of the
+# resident query process reads hits and filters (hits.py, filters.py) without loading the search
+# code (faiss, numpy) or the indexer (LlamaIndex).
+_HOMES = {
+    "SUPPORTED_SUFFIXES": ".documents",
+    "BadInputError": ".errors",
+    "IndexBusyError": ".errors",
+    "IndexFolderError": ".errors",
+    "Indexer": ".indexer",
+    "IndexReport": ".indexer",
+    "FORMAT_VERSION": ".manifest",
+    "Manifest": ".manifest",
+    "read_manifest": ".manifest",
+    "DEFAULT_MAX_FILE_BYTES": ".options",
+    "IndexOptions": ".options",
+    "StoreOptions": ".options",
+    "Index": ".search",
+    "SearchHit": ".hits",
+    "parse_filters": ".filters",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOMES[name], __name__), name)
+
 
 __all__ = [
     "BadInputError",

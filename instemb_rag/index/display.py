@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
 from ..progress import counting_progress
-from .indexer import IndexReport
-from .search import SearchHit
+
+if TYPE_CHECKING:  # types only: the query client draws hits without loading the indexer or faiss
+    from .hits import SearchHit
+    from .indexer import IndexReport
 
 SNIPPET_CHARS = 160
 
@@ -176,7 +180,8 @@ TWO_SPACE_COLUMNS = (
 EFFECT_COLUMNS = (  # an instruction-effect model (encoder/composed/effect.py's explain)
     ("plain", "plain cos"),
     ("instruction", "instruction"),
-    ("instruction_strength", "strength"),
+    ("instruction_strength", "strength"),  # the knob: --instruction-strength, or the model's own
+    ("effective_strength", "effective"),  # strength x the model's gain for this query
     ("combined", "combined"),
 )
 

@@ -9,7 +9,6 @@ their best ``CANDIDATE_DEPTH`` chunks (fusion.py), reading everything from one c
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,36 +18,14 @@ from ..queries import EmptyQueryError, Query, QueryKnobs
 from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
+from .filters import FILTER_KEYS, parse_filters
 from .fusion import CANDIDATE_DEPTH, check_hybrid, fuse
+from .hits import SearchHit
 from .manifest import Manifest, check_encoder, read_manifest
 from .options import StoreOptions
 from .stores import open_store
 
 __all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters"]
-
-FILTER_KEYS = ("source",)
-
-
-@dataclass
-class SearchHit:
-    score: float
-    source: str
-    position: int
-    text: str
-    chunk_id: int
-    extra: dict
-    dense_rank: int | None = None  # hybrid search: this chunk's rank on each side (None: beyond
-    lexical_rank: int | None = None  # that side's candidates, or no query word in it)
-    dense_score: float | None = None  # hybrid search: each side's exact score, as fused (the cosine;
-    lexical_score: float | None = None  # bm25, 0 = no query word); explain shows them, to_dict does not
-
-    def to_dict(self) -> dict:
-        found = asdict(self)
-        del found["dense_score"], found["lexical_score"]
-        if self.dense_rank is None and self.lexical_rank is None:  # dense search: the fields it always had
-            del found["dense_rank"], found["lexical_rank"]
-        return found
-
 
 # The query-time knobs (encoder/protocol.py's query_knob): the option that sets it, what it does,
 # and the kind of model that has it.
@@ -66,18 +43,15 @@ KNOBS = {
 }
 
 
-def parse_filters(expressions: list[str] | None) -> dict[str, str]:
-    """'source=tents/*.md' -> {'source': 'tents/*.md'}; several expressions must all hold."""
-    parsed: dict[str, str] = {}
-    for expression in expressions or []:
-        key, sign, value = expression.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sign or not value:
-            raise BadInputError(f"--filter '{expression}' is not KEY=VALUE; e.g. --filter source=tents/ridgeline.md")
-        if key not in FILTER_KEYS:
-            raise BadInputError(f"--filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)}")
-        parsed[key] = value
-    return parsed
+def require_manifest(index_dir: Path) -> Manifest:
+    """The folder's manifest, or the error that says how to build an index there."""
+    manifest = read_manifest(index_dir)
+    if manifest is None:
+        raise IndexFolderError(
+            f"No index in {index_dir} (no manifest.json). Build one first: "
+            f"`instemb-rag index PATH --index-dir {index_dir}`."
+        )
+    return manifest
 
 
 class Index:
@@ -127,15 +101,12 @@ class Index:
         qdrant_url: str | None = None,
         qdrant_api_key: str | None = None,
         device: str = "auto",
+        read_only: bool = False,
     ) -> Index:
-        """Open index_dir; load the encoder it was built with unless one is given."""
+        """Open index_dir; load the encoder it was built with unless one is given. ``read_only``:
+        the catalog is opened so that nothing can write it (the resident query process)."""
         index_dir = Path(index_dir)
-        manifest = read_manifest(index_dir)
-        if manifest is None:
-            raise IndexFolderError(
-                f"No index in {index_dir} (no manifest.json). Build one first: "
-                f"`instemb-rag index PATH --index-dir {index_dir}`."
-            )
+        manifest = require_manifest(index_dir)
         label = model or manifest.encoder_reference
         if encoder is None:
             from ..encoder import load_model  # every model reference is resolved there
@@ -143,7 +114,7 @@ class Index:
             encoder = load_model(manifest.encoder_model(model), device=device)
         check_encoder(manifest, encoder, index_dir, label)
         stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
-        catalog = Catalog.open(index_dir)
+        catalog = Catalog.open(index_dir, read_only=read_only)
         try:
             return cls(index_dir, manifest, catalog, encoder, stores)
         except BaseException:

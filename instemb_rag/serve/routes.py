@@ -53,6 +53,7 @@ __all__ = [
     "input_texts",
     "per_input_instructions",
     "router",
+    "search_document",
     "server_state",
 ]
 
@@ -156,6 +157,12 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
 )
 async def search(body: SearchRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
     """Top-k chunks of the index for `query` under `instruction` (same JSON as `instemb-rag query --json`)."""
+    return JSONResponse(await search_document(body, state))
+
+
+async def search_document(body: SearchRequest, state: ServerState) -> dict:
+    """The /v1/search answer for ``body`` over ``state``'s index: the one search path of the
+    server and of the resident query process (resident/app.py), which holds a state per index."""
     options = state.options
     if state.index is None:
         raise APIError(
@@ -204,7 +211,7 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
     if body.hybrid is not None:
         document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
     document.update(knobs.given())
-    return JSONResponse(document)
+    return document
 
 
 @router.get(

@@ -33,12 +33,19 @@ class ServerState:
     """What the endpoints share: the encoder's batcher, the optional index and its thread."""
 
     def __init__(
-        self, encoder: LocalEncoder, options: ServeOptions, index=None, index_thread: ThreadPoolExecutor | None = None
+        self,
+        encoder: LocalEncoder,
+        options: ServeOptions,
+        index=None,
+        index_thread: ThreadPoolExecutor | None = None,
+        batcher: DynamicBatcher | None = None,
     ):
         self.encoder = encoder
         self.options = options
         self.index = index
-        self.batcher = DynamicBatcher(encoder, options.batching)
+        # One batcher per encoder: the resident query process gives the states of several indexes
+        # built with one model the same batcher (and closes it itself), so their queries share passes.
+        self.batcher = batcher or DynamicBatcher(encoder, options.batching)
         # The catalog's SQLite connection belongs to the thread that opened the index.
         self.index_thread = index_thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="instemb-index")
         self.created = int(time.time())
