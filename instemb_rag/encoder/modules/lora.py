@@ -136,7 +136,11 @@ def merge_adapter(model, folder: str | os.PathLike) -> list[str]:
                 f"the base weight is {tuple(weight.shape)}."
             )
         with torch.no_grad():
-            weight.copy_((weight.float() + scale * delta.to(weight.device)).to(weight.dtype))
+            change = scale * delta.to(weight.device)
+            if weight.dtype == torch.float32:
+                weight.add_(change)  # the same sum in place: no copy of the (memory-mapped) weight
+            else:
+                weight.copy_((weight.float() + change).to(weight.dtype))
         changed.append(target)
     return changed
 
