@@ -2,15 +2,12 @@
 
     retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
     retriever.retrieve("best tent for storms", instruction="Focus on durability.", llm_weight=0.8)
-    with InstEmbRetriever.from_instemb_index(".instemb", similarity_top_k=5, hybrid="rrf") as retriever:
+    with InstEmbRetriever.from_instemb_index(".instemb", hybrid="rrf") as retriever:   # a folder
         await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
-    fusion = InstructionFusionRetriever([index.as_retriever()], llm=llm, num_queries=3)
 
-InstEmbRetriever embeds the query once under the instruction (InstEmbEmbedding: cached, reported)
-and searches the embedding with LlamaIndex's retriever over a VectorStoreIndex, or with instemb_rag's
-over an ``instemb-rag index`` folder (instemb_rag/index/retrieval.py: the folder's encoder, filters,
-hybrid search), whose hits become nodes. InstructionFusionRetriever is LlamaIndex's
-QueryFusionRetriever whose LLM-made sub-queries keep the original query's instruction and knobs.
+InstEmbRetriever embeds the query under the instruction (InstEmbEmbedding: cached, reported) and
+searches the embedding with LlamaIndex's retriever, or instemb_rag's over a folder (IndexRetriever:
+its encoder, filters, hybrid search). InstructionFusionRetriever's sub-queries keep the instruction.
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ SAME_DOCUMENTS_ADVICE = "Use the index's own embed model (leave embed_model=None
 
 
 class InstEmbRetriever(TakesInstructions, BaseRetriever):
-    """Retrieve with a per-call instruction (and knobs) over a VectorStoreIndex or an instemb-rag index
-    folder: ``retrieve(query, instruction=None, llm_weight=None, instruction_strength=None)``. Built by
-    ``from_vector_store_index`` or ``from_instemb_index``; a (Instruction)QueryBundle works too."""
+    """Retrieve with a per-call instruction and knobs (TakesInstructions) over a VectorStoreIndex or an
+    instemb-rag index folder; built by ``from_vector_store_index`` or ``from_instemb_index``."""
 
     def __init__(
         self,
@@ -96,11 +92,10 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         hybrid_weight: float | None = None,
         **kwargs: Any,
     ) -> InstEmbRetriever:
-        """Search an ``instemb-rag index`` folder (a path; ``close()`` or ``with`` releases it) or an open
-        ``instemb_rag.index.Index``, with the encoder it records (or ``embed_model``, whose document side
-        must be the index's). ``filter`` (a glob, ``{"source": "tents/*"}``) or ``filters``
-        (MetadataFilters on ``source``: ==, in; AND, OR); ``hybrid`` ("rrf", "z") and ``hybrid_weight`` as
-        ``instemb-rag query --hybrid``. Threads and event loops may share the retriever."""
+        """Search an ``instemb-rag index`` folder (a path, released by ``close()`` or ``with``) or an open
+        ``Index``, with the encoder it records or ``embed_model`` (of the same document side); ``filter``
+        (``{"source": "tents/*"}``) or ``filters`` (MetadataFilters on ``source``: ==, in; AND, OR);
+        ``hybrid`` ("rrf", "z") and ``hybrid_weight`` as ``instemb-rag query --hybrid``. Thread-safe."""
         if filter is not None and filters is not None:
             raise InstEmbError(
                 "Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters= (LlamaIndex MetadataFilters), "
@@ -126,8 +121,7 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
-        """Release the index folder ``from_instemb_index`` opened (a VectorStoreIndex's store is not the
-        retriever's: close it where it was made, e.g. ``with qdrant_vector_store(...) as store``)."""
+        """Release the index folder ``from_instemb_index`` opened (a vector store is closed where it was made)."""
         if isinstance(self.backend, IndexRetriever):
             self.backend.close()
 
@@ -178,9 +172,8 @@ _FUSED: ContextVar[tuple[str | None, QueryKnobs]] = ContextVar("instemb_fusion_q
 
 
 class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
-    """QueryFusionRetriever (same prompt, modes, weights, async) whose LLM-made sub-queries are
-    InstructionQueryBundles with the original query's instruction and knobs, not plain bundles embedded
-    under the embedding's default. The sub-retrievers: LlamaIndex's over an InstEmbEmbedding, or ours."""
+    """QueryFusionRetriever (same prompt, modes, weights, async) whose LLM-made sub-queries keep the
+    original query's instruction and knobs (LlamaIndex's are plain bundles, embedded under the default)."""
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         token = _FUSED.set(_carried(query_bundle))
