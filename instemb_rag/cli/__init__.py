@@ -32,6 +32,7 @@ COMMAND_MODULES: list[str] = [
     "teachers",
     "compose",
     "daemon",
+    "mcp",
 ]
 
 # The sections of `instemb-rag --help`, in order, each with its commands in the order listed.

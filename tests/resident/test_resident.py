@@ -285,3 +285,38 @@ def _environ_of(pid: str) -> str:
         return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_mcp_tools_through_the_sdk_client(shared_home, tiny_index):
+    """`instemb-rag mcp` driven by the MCP SDK's own stdio client: the search tool answers what
+    `query --json` answers (through the resident process), list_indexed names the files, and a bad
+    argument is a tool error the agent can read."""
+    mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    import anyio
+
+    expected = answer(query(tiny_index, "--json", "-k", "2"))
+    server = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "instemb_rag.cli", "mcp", "--index-dir", str(tiny_index)],
+        env={key: os.environ[key] for key in ("INSTEMB_HOME", "INSTEMB_DAEMON_IDLE", "PATH")},
+    )
+
+    async def drive() -> tuple:
+        async with mcp.stdio_client(server) as (read, write), mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            found = await session.call_tool(
+                "search", {"query": "durable tent", "instruction": "focus on the floor", "top_k": 2}
+            )
+            listed = await session.call_tool("list_indexed", {})
+            refused = await session.call_tool("search", {"query": "  "})
+            return names, found, listed, refused
+
+    names, found, listed, refused = anyio.run(drive)
+    assert names == {"search", "list_indexed"}
+    hits = found.structured_content["hits"]
+    assert [(hit["source"], hit["score"]) for hit in hits] == [
+        (hit["source"], round(hit["score"], 6)) for hit in expected["hits"]
+    ]
+    assert sorted(listed.structured_content["files"]) == sorted(DOCS)
+    assert refused.is_error and "empty" in refused.content[0].text.lower()
