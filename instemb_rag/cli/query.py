@@ -11,6 +11,7 @@ from typer.core import TyperCommand
 
 from ..choices import HybridMode, Precision
 from ..resident.client import resident_wanted
+from ..shipped import shipped_knob_words
 from .common import (
     compile_option,
     device_option,
@@ -73,7 +74,9 @@ def query_command(
         min=0.0,
         max=10.0,
         help="How much the instruction moves the ranking (0-10): 0 = plain search by the sentence encoder, about "
-        "1-3 = the instruction decides between passages on the same topic. Default: the model's own. "
+        "1-3 = the instruction decides between passages on the same topic. Default: "
+        f"{shipped_knob_words('instruction_strength')}. --explain shows it and the effective strength (it times "
+        "the model's gain for the query). "
         "Instruction-effect models only.",
     ),
     explain: bool = typer.Option(
@@ -81,7 +84,8 @@ def query_command(
         "--explain",
         help="Show what each hit's score is made of: each space's score (LLM, sentence encoder), the LLM weight "
         "and the combined score (two-space models); the plain score, the instruction's contribution, the "
-        "strength and the combined score (instruction-effect models). A model of one space scores by one cosine: "
+        "strength (as set, or the model's own), the effective strength (the strength times the model's gain for "
+        "the query) and the combined score (instruction-effect models). A model of one space scores by one cosine: "
         "with --hybrid, the cosine and the full-text bm25 score the hit's score fuses.",
     ),
     as_json: bool = typer.Option(
@@ -317,8 +321,10 @@ EXPLAINED_ONE_SPACE_HYBRID = (
 )
 EXPLAINED_EFFECT = (
     "instruction effect: combined = plain (the sentence encoder's cosine, instruction pasted) + instruction "
-    "(strength * the instruction's effect in the LLM's space against the chunk's LLM vector) ranks the hits; the "
-    "score is combined / (sqrt 2 * |query|), the cosine of the unit query; strength 0 is plain search"
+    "(effective * the instruction's effect in the LLM's space against the chunk's LLM vector) ranks the hits; "
+    "strength = --instruction-strength (the model's own when not given), effective = strength * the model's gain "
+    "for this query and instruction; the score is combined / (sqrt 2 * |query|), the cosine of the unit query; "
+    "strength 0 is plain search"
 )
 
 

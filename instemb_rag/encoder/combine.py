@@ -151,9 +151,11 @@ def effect_scores(effect, tower_queries, llm_candidates, tower_candidates):
     return tower_queries.float() @ tower_candidates.float().T + effect.float() @ llm_candidates.float().T
 
 
-def effect_rows(plain, contribution, strength: float, scale: float) -> list[dict]:
+def effect_rows(plain, contribution, strength: float, effective_strength: float, scale: float) -> list[dict]:
     """An instruction-effect query's explanation per document: the plain score, the instruction's
-    contribution, the strength, their sum (what ranks) and the search's score (sum times scale)."""
+    contribution, the strength (the knob as given, or the model's own), the effective strength (the
+    knob times the model's gain for this query: the scale the effect is added at; 0 without an
+    instruction), their sum (what ranks) and the search's score (sum times scale)."""
     rows = []
     for p, c in zip(plain, contribution):
         combined = float(p) + float(c)
@@ -162,6 +164,7 @@ def effect_rows(plain, contribution, strength: float, scale: float) -> list[dict
                 "plain": float(p),
                 "instruction": float(c),
                 "instruction_strength": strength,
+                "effective_strength": effective_strength,
                 "combined": combined,  # what ranks
                 "score": combined * scale,  # the search's score: a unit query
             }

@@ -113,7 +113,14 @@ def test_instruction_strength_sets_how_much_the_instruction_moves_the_scores(eff
         used = DEFAULT_STRENGTH if strength is None else strength
         for hit in hits:  # --explain: the parts add up to what ranks, and scale to the search's score
             parts = hit["explain"]
-            assert set(parts) == {"plain", "instruction", "instruction_strength", "combined", "score"}
+            assert set(parts) == {
+                "plain",
+                "instruction",
+                "instruction_strength",
+                "effective_strength",
+                "combined",
+                "score",
+            }
             assert parts["instruction_strength"] == pytest.approx(used)  # untrained: the effect's gain is 1
             assert parts["combined"] == pytest.approx(parts["plain"] + parts["instruction"], abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)

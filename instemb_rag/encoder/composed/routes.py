@@ -361,10 +361,12 @@ class EffectQueries(HalvesQueries):
         return effect_query(effects, tower_half)
 
     def explain(self, enc, query: str, instruction: str | None, documents, instruction_strength=None):
-        effects, tower_half, strengths = self.query_halves(enc, [query], [instruction], instruction_strength)
+        effects, tower_half, effective = self.query_halves(enc, [query], [instruction], instruction_strength)
         llm_docs, tower_docs = enc.document_route.halves(enc, documents)
         scale = float(effect_scale(effects)[0])
-        return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], float(strengths[0]), scale)
+        knob = check_instruction_strength(instruction_strength)
+        knob = self.instruction_strength if knob is None else knob  # as given, or the model's own
+        return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale)
 
 
 ROUTES = {
