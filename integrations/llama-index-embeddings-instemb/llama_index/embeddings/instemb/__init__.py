@@ -1,10 +1,5 @@
-"""LlamaIndex integration for InstEmb instruction-following embeddings.
-
-The LlamaIndex shapes (an embedding, a retriever, the instruction carriers, a fusion retriever, a
-node parser, vector stores) over instemb_rag's own: its encoders and their loading, the embedder and
-its caches (instemb_rag.client), the checks of a query's inputs (instemb_rag.queries) and the search
-over an index folder (instemb_rag.index.retrieval). ``remote`` is instemb_rag.client.remote.
-"""
+"""LlamaIndex integration for InstEmb instruction-following embeddings: LlamaIndex's shapes over
+instemb_rag's encoders, embedder (instemb_rag.client), query checks and index retrieval."""
 
 from instemb_rag.client import remote  # noqa: F401  (the name the integration has always had)
 from instemb_rag.client.caches import QueryEmbeddingCache, QueryKey

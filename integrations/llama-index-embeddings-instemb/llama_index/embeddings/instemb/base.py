@@ -1,14 +1,11 @@
 """InstEmbEmbedding: LlamaIndex's BaseEmbedding over an instemb-rag encoder (or a server's).
 
-The work is instemb_rag's: ``open_encoder`` (instemb_rag/client/sources.py) loads the model, wraps one
-already loaded, or reaches a running ``instemb-rag serve`` (``base_url``: no torch here) and checks a
-saved fingerprint; an ``Embedder`` (client/embedder.py) holds it with its lock, caches and truncation
-warning; a call's inputs are checked once, as they enter (instemb_rag.queries). This class adds
-LlamaIndex's fields, views, calls and serialisation (``to_dict`` / ``from_dict`` and pickling rebuild
-the same encoder). A query is embedded under ``query_instruction`` on LlamaIndex's own paths, under an
-``InstructedText``'s own, or under one per call; every call is reported once on both of LlamaIndex's
-channels with its instructions (the dispatcher: ``InstructionEmbeddingStartEvent``, then
-``EmbeddingEndEvent``; the callback manager: a ``CBEventType.EMBEDDING`` event, as LlamaIndex's own).
+The work is instemb_rag's: ``open_encoder`` (client/sources.py) loads the model, takes one loaded, or
+reaches ``instemb-rag serve`` (``base_url``: no torch here); an ``Embedder`` (client/embedder.py) holds
+it with its lock, caches and truncation warning; inputs are checked as they enter (queries.py). This
+class adds LlamaIndex's fields, views, calls and serialisation (``to_dict``, pickling: the same
+encoder). A query is read under ``query_instruction``, an ``InstructedText``'s own or a call's; every
+call is reported once, with its instructions, to the dispatcher and the callback manager.
 """
 
 from __future__ import annotations
@@ -270,11 +267,23 @@ class InstEmbEmbedding(BaseEmbedding):
             result.append(self._embedder.embed_queries(queries, per_query, knobs, self.embed_batch_size))
         return result[0]
 
-    def get_query_embedding_for(self, query: str, instruction=None, llm_weight=None, instruction_strength=None):
+    def get_query_embedding_for(
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+    ) -> Embedding:
         """One query under its instruction (None: ``query_instruction``; "": none) and knobs."""
         return self.get_query_embeddings([query], [instruction], llm_weight, instruction_strength)[0]
 
-    def query_bundle(self, query: str, instruction=None, llm_weight=None, instruction_strength=None):
+    def query_bundle(
+        self,
+        query: str,
+        instruction: str | None = None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+    ) -> InstructionQueryBundle:
         """A QueryBundle whose embedding already reflects ``instruction`` (and knobs), for any LlamaIndex
         retriever or query engine; its ``instruction`` is the one applied ("" for none)."""
         applied = self.resolve_instruction(instruction) or ""
@@ -286,10 +295,8 @@ class InstEmbEmbedding(BaseEmbedding):
         queries = list(queries)
         check_texts(queries, "query")
         per_query = per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
-        asked, own = (
-            QueryKnobs.checked(llm_weight, instruction_strength),
-            QueryKnobs(self.llm_weight, self.instruction_strength),
-        )
+        asked = QueryKnobs.checked(llm_weight, instruction_strength)
+        own = QueryKnobs(self.llm_weight, self.instruction_strength)  # checked when the fields were set
         knobs = [asked.or_else(knobs_of(query)).or_else(own) for query in queries]
         for distinct in set(knobs):
             distinct.require(self.encoder)
@@ -299,7 +306,7 @@ class InstEmbEmbedding(BaseEmbedding):
     def get_query_embedding(self, query: str) -> Embedding:  # LlamaIndex's paths: strings only
         return self.get_query_embeddings([query], [instruction_of(query)])[0]
 
-    def get_agg_embedding_from_queries(self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None):
+    def get_agg_embedding_from_queries(self, queries: list[str], agg_fn: Callable | None = None) -> Embedding:
         """Several strings for one query (HyDE, custom_embedding_strs): one batch, averaged as LlamaIndex does."""
         return (agg_fn or mean_agg)(self.get_query_embeddings(queries, [instruction_of(query) for query in queries]))
 
