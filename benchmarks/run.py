@@ -43,6 +43,7 @@ SCRIPTS = {
     "hybrid": "bench_hybrid.py",
     "training": "bench_training.py",
     "serve": "bench_serve.py",
+    "cli": "bench_cli.py",  # `instemb-rag query` end to end: warm (resident process), cold, in-process
     "ray": "bench_ray.py",  # `ray` extra; skipped (a row saying so) without it
     "gpu": "bench_gpu.py",  # CUDA only (run by default with --device cuda; see gpu.sh)
 }

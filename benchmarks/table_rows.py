@@ -286,6 +286,64 @@ def serve_rows(result: dict) -> list[tuple]:
     return rows
 
 
+def cli_rows(result: dict) -> list[tuple]:
+    """`instemb-rag query` end to end (issue 60's goals), the in-process search, and whether the
+    paths agree."""
+    warm, cold, no_daemon, inner = (
+        result["warm"],
+        result["cold_resident"],
+        result["cold_no_daemon"],
+        result["in_process"],
+    )
+    load = f"load avg {fmt(result['load_average_before'], 1)} on {result['cores']} cores before"
+    rows = [
+        (
+            f"`instemb-rag query`, warm (resident process up), p50 / p90 over {warm['runs']} instructions ({load})",
+            f"{fmt(warm['p50_s'])} / {fmt(warm['p90_s'])} s",
+            "p50 <= 0.30 s",
+            verdict(warm["p50_s"], 0.30, higher_is_better=False),
+        ),
+        (
+            f"`instemb-rag query`, cold (nothing resident; it starts the process), p50 / p90 over {cold['runs']} runs",
+            f"{fmt(cold['p50_s'])} / {fmt(cold['p90_s'])} s",
+            "<= 5 s",
+            verdict(cold["p50_s"], 5.0, higher_is_better=False),
+        ),
+        (
+            f"`instemb-rag query --no-daemon` (all in the command's process), p50 / p90 over {no_daemon['runs']} runs",
+            f"{fmt(no_daemon['p50_s'])} / {fmt(no_daemon['p90_s'])} s",
+            "",
+            "",
+        ),
+        (
+            "In-process `Index.search` under an instruction / the encoder's query alone (median ms)",
+            f"{fmt(inner['search_over_encoder'])}x ({fmt(inner['median_ms']['index_search'], 1)} / "
+            f"{fmt(inner['median_ms']['encoder_query'], 1)} ms)",
+            "<= 1.2x",
+            verdict(inner["search_over_encoder"], 1.2, higher_is_better=False),
+        ),
+    ]
+    if "composed_over_plain_llm" in inner:
+        rows.append(
+            (
+                "The model's query / one plain query of its LLM, same text and instruction (median ms)",
+                f"{fmt(inner['composed_over_plain_llm'])}x ({fmt(inner['median_ms']['encoder_query'], 1)} / "
+                f"{fmt(inner['median_ms']['plain_llm_query'], 1)} ms)",
+                "<= 1.3x",
+                verdict(inner["composed_over_plain_llm"], 1.3, higher_is_better=False),
+            )
+        )
+    rows.append(
+        (
+            "Same hits and scores: warm query, --no-daemon query, Index.search",
+            "yes" if result["identical_answers"] else "**no**",
+            "identical",
+            "yes" if result["identical_answers"] else "**no**",
+        )
+    )
+    return rows
+
+
 def ray_rows(result: dict) -> list[tuple]:
     """index --ray on a local runtime: end to end (Ray start-up and actor loading included) next to
     the single-process path, the bursty commit rate 2 vs 1 actors, and the driver's ceiling."""
@@ -350,6 +408,7 @@ RENDERERS = {
     "index": index_rows,
     "training": training_rows,
     "serve": serve_rows,
+    "cli": cli_rows,
     "ray": ray_rows,
     "gpu": gpu_rows,
 }

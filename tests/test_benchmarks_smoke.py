@@ -109,6 +109,13 @@ def test_serve_smoke():
     assert all(level["requests"] > 0 for mode in result["modes"].values() for level in mode["levels"].values())
 
 
+def test_cli_smoke():
+    result, rows = smoke("cli")
+    assert result["identical_answers"] is True  # the three paths agree, on any model
+    assert [row[2] for row in rows][:2] == ["p50 <= 0.30 s", "<= 5 s"]
+    assert result["warm"]["runs"] == 2 and result["cold_resident"]["runs"] == 1
+
+
 @pytest.mark.ray
 def test_ray_smoke():
     try:

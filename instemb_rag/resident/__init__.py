@@ -3,7 +3,7 @@ the encoders and the indexes open, the way a local model runner does.
 
     endpoint.py   where it listens (a Unix socket under $INSTEMB_HOME, user-only), its record
                   (endpoint.json), and the checks of both; stdlib only
-    client.py     the CLI's side: find it, start it, ask it, stop it (httpx; no torch)
+    client.py     the CLI's side: find it, start it, ask it, stop it (http.client; no torch)
     app.py        the process: the server's /v1/search code over a state per index (serve/)
     __main__.py   what the client starts: `python -m instemb_rag.resident`
 

@@ -138,6 +138,14 @@ class ResidentState:
             )
         return self.encoders[key]
 
+    async def let_go_of_changed_indexes(self) -> None:
+        """Close every held index whose folder was rebuilt, updated or deleted since it was opened:
+        the next query to it opens it again; a deleted one holds no files open in the meantime."""
+        async with self.opening:
+            changed = [key for key, held in self.indexes.items() if folder_stamp(Path(key[0])) != held.stamp]
+            for key in changed:
+                await asyncio.to_thread(close_index, self.indexes.pop(key).state)
+
     # ------------------------------------------------------------------ status and shutdown
     def status(self) -> dict:
         from .. import __version__
@@ -258,10 +266,12 @@ def create_resident_app(state: ResidentState) -> FastAPI:
 
 
 async def exit_when_idle(state: ResidentState) -> None:
-    """SIGTERM to itself after ``idle_timeout`` seconds without a request: uvicorn's graceful exit."""
+    """SIGTERM to itself after ``idle_timeout`` seconds without a request: uvicorn's graceful exit.
+    Meanwhile, indexes whose folder changed or vanished are let go (their files, memory)."""
     period = min(5.0, state.idle_timeout / 4)
     while True:
         await asyncio.sleep(period)
+        await state.let_go_of_changed_indexes()
         if state.in_flight == 0 and time.monotonic() - state.last_activity >= state.idle_timeout:
             log.info("instemb-rag daemon: idle for %.0f s; exiting", state.idle_timeout)
             os.kill(os.getpid(), signal.SIGTERM)

@@ -1,6 +1,6 @@
 """The CLI's side of the resident query process: find it, start it, ask it, stop it.
 
-No torch, transformers, faiss or numpy here: a query through a running process costs the client's
+No torch, transformers, faiss, numpy or HTTP library here (http.client): a query through a running process costs the client's
 own start. Whatever goes wrong on the way (it cannot start, it died, it does not answer) is a
 ``ResidentUnavailable`` whose message the CLI prints once before answering in-process; an error in
 the query itself (a missing index, a bad filter) is a ``ResidentAnswerError`` with the exit code the
@@ -9,11 +9,16 @@ in-process path would have left with.
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..errors import InstEmbError
 from .endpoint import (
@@ -57,19 +62,16 @@ class ResidentClient:
     def search(self, request: dict, start: bool = True, idle_timeout: float | None = None) -> dict:
         """The process's answer to a search request (resident/app.py's ResidentSearchRequest),
         starting the process first when none runs and ``start``."""
-        import httpx
-
         record = self.running() or (self.start(idle_timeout) if start else None)
         if record is None:
             raise ResidentUnavailable("no resident query process runs")
         try:
-            with _http(record, self.query_timeout) as http:
-                response = http.post("/v1/resident/search", json=request)
-        except httpx.TimeoutException:
+            response = _request(record, "POST", "/v1/resident/search", self.query_timeout, request)
+        except TimeoutError:
             raise ResidentUnavailable(
                 f"the resident query process did not answer within {self.query_timeout:.0f} s ({TIMEOUT_ENV})"
             ) from None
-        except httpx.HTTPError as error:
+        except (OSError, HTTPException) as error:
             raise ResidentUnavailable(f"the resident query process stopped answering ({error})") from None
         return _answer(response, self.endpoint)
 
@@ -91,18 +93,15 @@ class ResidentClient:
         return record
 
     def _status(self, record: Record) -> dict | None:
-        import httpx
-
         try:
-            with _http(record, PING_TIMEOUT) as http:
-                response = http.get("/v1/resident/status")
-        except httpx.TimeoutException:
+            response = _request(record, "GET", "/v1/resident/status", PING_TIMEOUT)
+        except TimeoutError:
             raise ResidentUnavailable(
                 f"the resident query process (pid {record.pid}) does not answer; `instemb-rag daemon stop` ends it"
             ) from None
-        except (httpx.HTTPError, OSError):
+        except (OSError, HTTPException):
             return None  # nothing listens: a stale record (the process was killed)
-        if response.status_code != 200:
+        if response.status != 200:
             return None
         status = response.json()
         return status if status.get("pid") == record.pid else None
@@ -185,26 +184,58 @@ class ResidentClient:
         return lines[-1] if lines else "no output"
 
 
-def _http(record: Record, timeout: float):
-    import httpx
+@dataclass
+class Response:
+    status: int
+    body: bytes
 
+    def json(self):
+        return json.loads(self.body)
+
+
+class UnixConnection(HTTPConnection):
+    """HTTP over a Unix socket, with the standard library: the client's start stays a few
+    milliseconds (an HTTP library's import would cost more than a warm query's own work)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def _request(record: Record, method: str, path: str, timeout: float, body: dict | None = None) -> Response:
+    """One request to the process of ``record`` (its Unix socket, or its loopback URL and token)."""
     if record.socket:
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=record.socket), base_url="http://instemb", timeout=timeout
-        )
-    headers = {"Authorization": f"Bearer {record.token}"} if record.token else None
-    return httpx.Client(base_url=record.url, headers=headers, timeout=timeout)
+        connection: HTTPConnection = UnixConnection(record.socket, timeout)
+    else:
+        address = urlsplit(record.url)
+        connection = HTTPConnection(address.hostname, address.port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if record.token:
+        headers["Authorization"] = f"Bearer {record.token}"
+    try:
+        connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        answer = connection.getresponse()
+        return Response(answer.status, answer.read())
+    except TimeoutError:
+        raise TimeoutError from None
+    finally:
+        connection.close()
 
 
 def _answer(response, endpoint: Endpoint) -> dict:
-    if response.status_code == 200:
+    if response.status == 200:
         return response.json()
     try:
         error = response.json()["error"]
         message, exit_code = error["message"], int(error.get("exit_code", 1))
     except (ValueError, KeyError, TypeError):
-        message, exit_code = response.text[:200], 1
-    if response.status_code >= 500:  # the process failed, not the query: answer in-process
+        message, exit_code = response.body[:200].decode(errors="replace"), 1
+    if response.status >= 500:  # the process failed, not the query: answer in-process
         raise ResidentUnavailable(f"the resident query process failed on this query (log: {endpoint.log_path})")
     raise ResidentAnswerError(message, exit_code)
 

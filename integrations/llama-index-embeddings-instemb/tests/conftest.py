@@ -3,6 +3,7 @@ tests/testing.py, so both test suites build the same model."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
 
 from testing import build_tiny_model_folder, build_tiny_sentence_encoder_folder  # noqa: E402
+
+# `instemb-rag query` (run by some tests beside LlamaIndex) answers in-process here: no test leaves
+# a resident query process behind (tests/resident/ tests that one).
+os.environ["INSTEMB_NO_DAEMON"] = "1"
 
 
 @pytest.fixture(scope="session")
