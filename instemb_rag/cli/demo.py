@@ -1,8 +1,13 @@
 """`instemb-rag demo`: index the bundled sample catalogue and ask one question two ways.
 
 The sample documents (instemb_rag/sample_docs/) are a fictional outdoor-gear catalogue written
-for this project: tents, backpacks and stoves, described either by their durability and
-weather resistance or by their packed size and weight.
+for this project: tents, backpacks and stoves. Each demo instruction has one tent written to be
+its answer, described by meaning rather than by the instruction's words (the Stormguard 4S
+survives years of gales and snow; the Featherlite UL1 is 790 g and rolls up like a water
+bottle), and one page, the Ridgeline 2P, repeats both instructions' words only to say it is the
+wrong choice: matching words picks it, reading the instruction does not. The pages were written
+before any model read them and are kept as written; the demo prints where the written answer
+ranked, right or wrong.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ DEMO_INSTRUCTIONS = (
     "Focus on durability, materials and weather resistance.",
     "Focus on packed size and weight.",
 )
+# The page each instruction's answer was written in (by meaning), and the page that only repeats
+# the instructions' words.
+WRITTEN_ANSWERS = dict(zip(DEMO_INSTRUCTIONS, ("tents/stormguard-4s.md", "tents/featherlite-ul1.md")))
+WORD_MATCH_ONLY = "tents/ridgeline-2p.md"
 
 
 def demo_command(
@@ -56,6 +65,7 @@ def demo_command(
                 for instruction in DEMO_INSTRUCTIONS:
                     hits = index.search(DEMO_QUERY, instruction, k=k)
                     console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
+                    console.print(Text(where_the_answer_ranked(instruction, [hit.source for hit in hits], k)))
         except InstEmbError as error:
             fail(error)
     if index_dir is None:  # the summary named a folder that is gone now: say how to keep one
@@ -65,6 +75,20 @@ def demo_command(
                 "then instemb-rag query 'your question' --instruction 'what matters to you'"
             )
         )
+
+
+def where_the_answer_ranked(instruction: str, sources: list[str], k: int) -> str:
+    """One line under an instruction's table: where the page written as its answer ranked, and
+    where the page that only repeats its words did."""
+
+    def place(source: str) -> str:
+        return f"#{sources.index(source) + 1}" if source in sources else f"not in the top {k}"
+
+    answer = WRITTEN_ANSWERS[instruction]
+    return (
+        f"written as this instruction's answer, by meaning: {answer} ({place(answer)})\n"
+        f"repeats the instruction's words, the wrong tent: {WORD_MATCH_ONLY} ({place(WORD_MATCH_ONLY)})\n"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -36,9 +36,13 @@ def test_both_stores_return_the_same_ranking(default_model, sample_indexes):
 
 
 def test_the_two_demo_instructions_rank_differently(default_model, sample_indexes):
+    """The instruction changes the ranking. Whether each instruction's written answer comes first is
+    what the demo prints, not pinned here: the sample (rewritten for issue 63 before any model read
+    it) puts the instructions' words only on a page that says it is the wrong tent, and the shipped
+    default ranks that page first under both (README, "What the demo shows")."""
     with Index.open(sample_indexes["faiss"], encoder=default_model) as index:
         durability, size = (index.search(DEMO_QUERY, instruction, k=3) for instruction in DEMO_INSTRUCTIONS)
-    assert durability[0].source != size[0].source
+    assert [hit.source for hit in durability] != [hit.source for hit in size]
 
 
 def test_filter_on_the_sample_corpus(default_model, sample_indexes):
