@@ -125,6 +125,11 @@ def test_a_querys_traps_are_its_negatives_and_a_flat_effect_keeps(setting):
     columns, positives = data.candidates([third], 0, "s")
     assert [passages[c].id for c in columns] == ["p3", "p2"] and positives == [0]
     assert data.kind_of(third) == "trap"
+    first = [q.id for q in queries].index("q0")  # group g1: p1 its positive, p2 the group's other passage
+    columns, _ = data.candidates([first, third], 3, "s")
+    allowed = data.own_columns([first, third], columns)  # group_negatives_only: the bank masked out
+    assert {passages[c].id for c, keep in zip(columns, allowed[0].tolist()) if keep} == {"p1", "p2"}
+    assert {passages[c].id for c, keep in zip(columns, allowed[1].tolist()) if keep} == {"p3", "p2"}
     candidates = torch.randn(5, 8)
     assert float(flat_contribution(torch.zeros(3, 8), candidates, 0.05)) == 0.0
     assert float(flat_contribution(torch.randn(3, 8), candidates, 0.05)) > 0.0

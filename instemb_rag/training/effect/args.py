@@ -35,6 +35,10 @@ class EffectArguments:
     negatives_file: str | None = None  # query id -> extra hard negatives of that query (the traps)
     keep_weight: float = 0.0  # generic instructions: their contribution held flat over the candidates
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
+    # A query with hard negatives (a group, its traps) ranks its positive among those alone (first
+    # in group, as the facet harness scores): a bank of same-domain passages ("Review of this
+    # laptop") is a decision no instruction can make. Plain queries keep the bank.
+    group_negatives_only: bool = False
 
     def checks(self, config) -> list[tuple[bool, str]]:
         """The config checks of this recipe (TrainConfig.validate runs them)."""

@@ -135,6 +135,8 @@ class EffectLLMObjective(Objective):
         scores = effect_scores(
             effect_half, data.anchors[rows].to(device), llm_candidates, data.tower_passages[columns].to(device)
         )
+        if e.group_negatives_only:
+            scores = scores.masked_fill(~data.own_columns(rows, columns).to(device), float("-inf"))
         return scores, torch.tensor(positives, device=device), effect_half, llm_candidates, gain
 
     def step(self, step: int) -> StepResult:
@@ -246,6 +248,17 @@ class LLMEffectData:
         if query.source == "stance_pairs":
             return "nli"
         return "trap" if query.id in self.own_traps else "group"
+
+    def own_columns(self, rows: list[int], columns: list[int]) -> torch.Tensor:
+        """[B, C] bool: the columns each query ranks with ``group_negatives_only``: its positive and
+        its hard negatives when it has any, every column otherwise (a plain query)."""
+        mask = torch.ones(len(rows), len(columns), dtype=torch.bool)
+        position = {row: n for n, row in enumerate(columns)}
+        for b, row in enumerate(rows):
+            if self.hard[row]:
+                mask[b] = False
+                mask[b, [position[r] for r in [self.positives[row], *self.hard[row]]]] = True
+        return mask
 
     def candidates(self, rows: list[int], bank_negatives: int, seed: str) -> tuple[list[int], list[int]]:
         """The columns a step ranks (the batch's positives and hard negatives, a seeded bank sample)
