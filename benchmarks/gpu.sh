@@ -165,7 +165,7 @@ goals() {
     if [ "$DRY_RUN" = 0 ] && [ -x "$py" ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
       "$py" -m pip uninstall -y -q torch
     fi
-    run_or_show bash scripts/setup.sh
+    run_or_show bash scripts/setup.sh --dev  # pytest: the CUDA tests below
   fi
   if [ "$DRY_RUN" = 1 ]; then
     step "dry run: bench_gpu.py --shape default --smoke on the CPU (the figures mean nothing; the flow is what is checked)"
@@ -207,7 +207,7 @@ step "install: .venv with torch (the PyPI Linux wheel of torch is the CUDA build
 if [ "$DRY_RUN" = 0 ] && [ -x "$PY" ] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
   "$PY" -m pip uninstall -y -q torch
 fi
-run_or_show bash scripts/setup.sh
+run_or_show bash scripts/setup.sh --dev  # pytest: the CUDA tests below
 # faiss GPU build: the project's extra, else the CUDA 12 wheel; the FAISS row says when neither works.
 run_or_show bash -c "$PY -m pip install -q -e '.[gpu]' || $PY -m pip install -q faiss-gpu-cu12 || echo 'gpu.sh: no faiss GPU build installed; the FAISS row will say so'"
 run_or_show "$PY" -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))"

@@ -43,8 +43,8 @@ def run_backbone(
 ) -> States:
     """Final-layer states of a collated batch (``input_ids``, ``attention_mask``, ``position_ids``).
 
-    ``cache``: a key/value cache of a prefix every row continues (shared_prefix.py); the rows'
-    ``position_ids`` must then continue from it, and the cache grows by the rows.
+    ``cache``: a key/value cache of a prefix every row continues; the rows' ``position_ids`` must
+    then continue from it, and the cache grows by the rows.
     ``embed_dropout``: dropout on the input embeddings (the trainer's second SimCSE-style view;
     Llama has no dropout layers of its own).
     """
@@ -53,16 +53,33 @@ def run_backbone(
     embeds = embed_inputs(model, lookahead_vectors, batch["input_ids"])
     if embed_dropout > 0:
         embeds = F.dropout(embeds, p=embed_dropout, training=True)
-    mask = batch["attention_mask"]
+    return run_embedded(model, embeds, batch["attention_mask"], batch["position_ids"], cache=cache)
+
+
+def run_embedded(
+    model,
+    embeds: torch.Tensor,
+    mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    *,
+    cache=None,
+    attention: torch.Tensor | None = None,
+) -> States:
+    """The decoder stack on input embeddings [B, T, d] (``run_backbone``'s second half).
+
+    ``attention``: a prepared boolean mask [B, 1, T, T] (True: may attend) in place of the causal
+    mask of ``mask``: rows that pack several sequences (fast/shared_prefix.py: a prefix and the
+    suffixes that continue it, each attending to the prefix and to itself). transformers takes a
+    4D mask as it is."""
     full_mask = mask
     if cache is not None and cache.get_seq_length() > 0:
-        prefix = torch.ones(mask.shape[0], cache.get_seq_length(), dtype=mask.dtype, device=device)
+        prefix = torch.ones(mask.shape[0], cache.get_seq_length(), dtype=mask.dtype, device=mask.device)
         full_mask = torch.cat([prefix, mask], dim=1)
     cache_argument = {cache_keyword(type(model.base_model)): cache} if cache is not None else {}
     outputs = model.base_model(
         inputs_embeds=embeds,
-        attention_mask=full_mask,
-        position_ids=batch["position_ids"],
+        attention_mask=full_mask if attention is None else attention,
+        position_ids=position_ids,
         use_cache=cache is not None,
         **cache_argument,
     )

@@ -31,7 +31,7 @@ def deprecations_are_errors():
 def embed_everything(encoder) -> None:
     encoder.encode_queries(["light tent for wind"], ["focus on durability"])
     encoder.encode_documents([TEXT])
-    encode_instructions(encoder, TEXT, ["focus on weight", "focus on packed size"])  # the key/value cache path
+    encode_instructions(encoder, TEXT, ["focus on weight", "focus on packed size"])  # the packed shared-prefix path
 
 
 def test_tiny_model_embeds_without_deprecated_calls(tiny_model_dir):
