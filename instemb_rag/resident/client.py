@@ -29,6 +29,7 @@ from .endpoint import (
     ResidentUnavailable,
     check_socket_owner,
     code_location,
+    prepare_folder,
 )
 
 __all__ = ["ResidentAnswerError", "ResidentClient", "ResidentUnavailable", "resident_wanted"]
@@ -83,8 +84,11 @@ class ResidentClient:
     def running(self) -> Record | None:
         """The record of a live process of this install, or None (a process of another install is
         stopped: an upgrade must not be answered by the code it replaced)."""
+        prepare_folder(self.endpoint.folder)  # ours alone, or refused: its record is trusted below
         check_socket_owner(self.endpoint.socket_path)
         record = self.endpoint.read_record()
+        if record is not None and record.socket is not None and record.socket != str(self.endpoint.socket_path):
+            record = None  # a record naming a socket elsewhere is not this folder's process
         if record is None or self._status(record) is None:
             return None
         if record.code != code_location():
@@ -111,8 +115,6 @@ class ResidentClient:
         """Start a process in the background and wait until it listens. Two clients at once: the
         second waits on the start lock and then finds the first one's process."""
         from filelock import FileLock, Timeout
-
-        from .endpoint import prepare_folder
 
         prepare_folder(self.endpoint.folder)
         try:
@@ -161,8 +163,16 @@ class ResidentClient:
         none ran."""
         import signal
 
+        prepare_folder(self.endpoint.folder)
         record = self.endpoint.read_record()
         if record is None:
+            return None
+        try:
+            answering = self._status(record) is not None
+        except ResidentUnavailable:  # hung: it is this folder's process, stop it all the same
+            answering = True
+        if not answering:  # a stale record: no process of this folder listens (never signal its pid)
+            self.endpoint.remove_files_of(record.pid)
             return None
         try:
             os.kill(record.pid, signal.SIGTERM)
