@@ -25,7 +25,13 @@ class InstructedText(str):
     """A query string carrying its instruction (None: the embedding's ``query_instruction``; "": none)
     and knobs (None: the embedding's own) through code that passes plain strings."""
 
-    def __new__(cls, text: str, instruction: str | None, llm_weight: float | None = None, instruction_strength=None):
+    def __new__(
+        cls,
+        text: str,
+        instruction: str | None,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
+    ) -> InstructedText:
         made = super().__new__(cls, text)
         made.instruction, made.knobs = instruction, QueryKnobs.checked(llm_weight, instruction_strength)
         return made
@@ -104,13 +110,21 @@ class TakesInstructions:
     share, 0..1; ``instruction_strength``: an instruction-effect model's, 0..10), for this call."""
 
     def retrieve(
-        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight=None, instruction_strength=None
+        self,
+        query: str | QueryBundle,
+        instruction: str | None = _UNSET,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[NodeWithScore]:
         knobs = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
         return super().retrieve(bundle_with_instruction(query, instruction, **knobs))
 
     async def aretrieve(
-        self, query: str | QueryBundle, instruction: str | None = _UNSET, llm_weight=None, instruction_strength=None
+        self,
+        query: str | QueryBundle,
+        instruction: str | None = _UNSET,
+        llm_weight: float | None = None,
+        instruction_strength: float | None = None,
     ) -> list[NodeWithScore]:
         knobs = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
         return await super().aretrieve(bundle_with_instruction(query, instruction, **knobs))
