@@ -42,8 +42,9 @@ LAYERS: list[set[str]] = [
     # the HTTP server over an index or an encoder, and what an application embedding through
     # instemb-rag holds (client: the server's client, the embedder with its caches and limits)
     {"serve", "client"},
-    # entry points over everything below (resident: the resident query process behind `query`)
-    {"cli", "resident"},
+    # entry points over everything below (resident: the resident query process behind `query`;
+    # agents: an index as MCP tools, `instemb-rag mcp`)
+    {"cli", "resident", "agents"},
 ]
 
 
