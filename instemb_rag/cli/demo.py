@@ -12,7 +12,6 @@ ranked, right or wrong.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import typer
@@ -34,7 +33,9 @@ WORD_MATCH_ONLY = "tents/ridgeline-2p.md"
 
 def demo_command(
     index_dir: Path | None = typer.Option(
-        None, "--index-dir", help="Keep the demo index here (default: a temporary folder)."
+        None,
+        "--index-dir",
+        help="The demo index (default: demo-index under $INSTEMB_HOME, kept, so that `query` can ask it more).",
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the shipped default."),
     k: int = typer.Option(3, "-k", min=1, help="Results per instruction."),
@@ -46,35 +47,58 @@ def demo_command(
     from rich.text import Text
 
     from ..errors import InstEmbError
-    from ..index import Index, Indexer, IndexOptions, StoreOptions
+    from ..index import Indexer, IndexOptions, StoreOptions
     from ..index.display import RichChunkProgress, hits_table, print_summary
     from ..index.manifest import model_label
+    from ..paths import instemb_home
 
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="instemb-demo-") as scratch:
-        target = index_dir or Path(scratch) / "index"
-        try:
-            encoder = load_encoder(model, device)
-            options = IndexOptions(
-                index_dir=target, stores=StoreOptions(store=store.value), model_label=model_label(model)
-            )
-            with RichChunkProgress(console) as bar:
-                report = Indexer(encoder, options).run(SAMPLE_DOCS, bar)
-            print_summary(console, report, target)
-            with Index.open(target, encoder=encoder) as index:
-                for instruction in DEMO_INSTRUCTIONS:
-                    hits = index.search(DEMO_QUERY, instruction, k=k)
-                    console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
-                    console.print(Text(where_the_answer_ranked(instruction, [hit.source for hit in hits], k)))
-        except InstEmbError as error:
-            fail(error)
-    if index_dir is None:  # the summary named a folder that is gone now: say how to keep one
-        console.print(
-            Text(
-                "The demo index was temporary. Your own documents: instemb-rag index FOLDER (into .instemb/), "
-                "then instemb-rag query 'your question' --instruction 'what matters to you'"
-            )
+    target = index_dir or instemb_home() / "demo-index"
+    try:
+        encoder = load_encoder(model, device)
+        options = IndexOptions(index_dir=target, stores=StoreOptions(store=store.value), model_label=model_label(model))
+        with RichChunkProgress(console) as bar:
+            report = Indexer(encoder, options).run(SAMPLE_DOCS, bar)
+        print_summary(console, report, target)
+        for number, instruction in enumerate(DEMO_INSTRUCTIONS):
+            hits, how = ask(target, instruction, k, model, device, encoder, first=number == 0)
+            console.print(hits_table(hits, f"{DEMO_QUERY!r} — instruction: {instruction!r}"))
+            console.print(Text(where_the_answer_ranked(instruction, [hit.source for hit in hits], k) + how + "\n"))
+    except InstEmbError as error:
+        fail(error)
+    console.print(
+        Text(
+            f"Ask the demo index more (answered by the resident query process in a blink): instemb-rag query "
+            f"'{DEMO_QUERY}' --instruction 'what matters to you' --index-dir {target}\n"
+            "Your own documents: instemb-rag index FOLDER (into .instemb/), then instemb-rag query 'your question' "
+            "--instruction 'what matters to you'"
         )
+    )
+
+
+def ask(target: Path, instruction: str, k: int, model, device: str, encoder, first: bool):
+    """One demo question as `instemb-rag query` answers it: through the resident query process
+    (what a user's queries use), or here with the encoder that indexed, under --no-daemon or where
+    that process cannot answer. (hits, a line saying which answered and how long it took)."""
+    import time
+
+    from ..index import Index
+    from ..queries import Query
+    from ..resident.client import resident_wanted
+    from .query import answer_through_resident
+
+    query = Query(DEMO_QUERY, instruction)
+    started = time.perf_counter()
+    answer = None
+    if resident_wanted():
+        answer = answer_through_resident(query, k, target, {}, None, None, False, model, device)
+    if answer is not None:
+        seconds = time.perf_counter() - started
+        start = " (it started and loaded the model: later queries reuse them)" if first else ""
+        return answer.hits, f"answered by the resident query process in {seconds:.2f} s{start}"
+    with Index.open(target, encoder=encoder) as index:
+        hits = index.search(query, k=k)
+    return hits, f"answered in this process in {time.perf_counter() - started:.2f} s"
 
 
 def where_the_answer_ranked(instruction: str, sources: list[str], k: int) -> str:

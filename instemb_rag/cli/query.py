@@ -261,12 +261,16 @@ def answer_in_process(
 
 def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: bool, console) -> None:
     """The hits as a table (or JSON with --json): the same output whichever path answered."""
+    from rich.console import Console
+
     hits, explanations = answer.hits, answer.explanations
     spaces = 2 if answer.query_knob is not None else 1
     explained = EXPLAINED_EFFECT if answer.query_knob == "instruction_strength" else EXPLAINED[spaces]
     if spaces == 1 and hybrid is not None:
         explained = EXPLAINED_ONE_SPACE_HYBRID
     knobs = query.knobs.given()
+    for note in answer.notes:  # on stderr (with --json too), as the notes Python's warnings become
+        say(Console(stderr=True), "note", note)
     if as_json:
         document = {"query": query.text, "instruction": query.instruction, "hits": [hit.to_dict() for hit in hits]}
         document.update(knobs)
@@ -282,8 +286,6 @@ def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: 
         return
     from ..index.display import hits_table
 
-    for note in answer.notes:
-        say(console, "note", note)
     title = f"{query.text!r}" + (f" — instruction: {query.instruction!r}" if query.instruction else "")
     if "llm_weight" in knobs:
         title += f" — LLM weight {knobs['llm_weight']}"

@@ -247,15 +247,16 @@ def create_resident_app(state: ResidentState) -> FastAPI:
             held = await state.index_state(body)
         except InstEmbError as error:
             return error_response(400, str(error), exit_code_for(error))
+        notices: list[str] = []
         try:
             document = await search_document(
-                SearchRequest(**body.model_dump(exclude={"index_dir", "model", "device"})), held.state
+                SearchRequest(**body.model_dump(exclude={"index_dir", "model", "device"})), held.state, notices
             )
         finally:
             if held.transient:
                 await asyncio.to_thread(close_index, held.state)
         index = held.state.index
-        notes = [note for note in (index.placement_note, index.fallback_reason) if note]
+        notes = [note for note in (index.placement_note, index.fallback_reason) if note] + notices
         return JSONResponse({"answer": document, "query_knob": index.query_knob, "notes": notes})
 
     @app.get("/v1/resident/status", dependencies=[Depends(check_api_key)])

@@ -36,12 +36,14 @@ def serve_resident(endpoint: Endpoint, idle_timeout: float, log_level: str = "in
 
 def _serve_holding_the_folder(endpoint: Endpoint, idle_timeout: float, log_level: str) -> int:
     from .. import __version__
+    from ..serve.notices import collect_notices
     from ..serve.server import run
     from .app import ResidentState, create_resident_app
 
     # uvicorn answers SIGTERM with a graceful shutdown, then raises the signal again under the
     # handler it found: a no-op one lets this function return, so the socket and record are removed.
     signal.signal(signal.SIGTERM, lambda *_: None)
+    collect_notices()  # a shortened instruction is said to the user with the answer, not in this log
     token = None if UNIX_SOCKETS else secrets.token_urlsafe(32)
     sock, where = bind(endpoint)
     state = ResidentState(idle_timeout, token)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..encoder.protocol import LocalEncoder
 from ..queries import QueryKnobs
+from .notices import collected_notices
 
 Kind = Literal["query", "document"]
 
@@ -57,6 +58,9 @@ class BatchingOptions:
 class EncodeResult:
     vectors: np.ndarray  # [n, d] float32, L2-normalised
     tokens: int  # tokens run through the model for these inputs (every part: usage)
+    # The encoder's notices for the user raised while this batch ran (warnings with a ``cli_label``,
+    # e.g. a shortened instruction), where a process collects them (notices.py); else none.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -214,7 +218,8 @@ class DynamicBatcher:
         texts = [text for job in batch for text in job.texts]
         instructions = [instruction for job in batch for instruction in job.instructions]
         try:
-            vectors = self._encode(batch[0].kind, texts, instructions, **batch[0].knobs.given())
+            with collected_notices() as notes:
+                vectors = self._encode(batch[0].kind, texts, instructions, **batch[0].knobs.given())
             tokens = self._tokens(batch[0].kind, texts, instructions)
         except BaseException as error:  # noqa: BLE001 - every waiting request gets the error
             for job in batch:
@@ -226,7 +231,7 @@ class DynamicBatcher:
         start = 0
         for job in batch:
             stop = start + len(job.texts)
-            result = EncodeResult(vectors[start:stop], sum(tokens[start:stop]))
+            result = EncodeResult(vectors[start:stop], sum(tokens[start:stop]), list(notes))
             job.loop.call_soon_threadsafe(_resolve, job.future, result)
             start = stop
 

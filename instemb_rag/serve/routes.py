@@ -160,9 +160,10 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
     return JSONResponse(await search_document(body, state))
 
 
-async def search_document(body: SearchRequest, state: ServerState) -> dict:
+async def search_document(body: SearchRequest, state: ServerState, notes: list[str] | None = None) -> dict:
     """The /v1/search answer for ``body`` over ``state``'s index: the one search path of the
-    server and of the resident query process (resident/app.py), which holds a state per index."""
+    server and of the resident query process (resident/app.py), which holds a state per index and
+    passes ``notes`` to receive the encoder's notices for the user (serve/notices.py)."""
     options = state.options
     if state.index is None:
         raise APIError(
@@ -179,6 +180,8 @@ async def search_document(body: SearchRequest, state: ServerState) -> dict:
     query = Query(body.query, normalize_instruction(body.instruction), knobs)
     instruction = query.instruction
     result = await encode(state, [query.text], [instruction], "query", knobs)
+    if notes is not None:
+        notes.extend(result.notes)
     try:
         hits = await state.on_index_thread(
             functools.partial(

@@ -320,3 +320,39 @@ def test_mcp_tools_through_the_sdk_client(shared_home, tiny_index):
     ]
     assert sorted(listed.structured_content["files"]) == sorted(DOCS)
     assert refused.is_error and "empty" in refused.content[0].text.lower()
+
+
+def test_a_shortened_instruction_is_said_through_the_resident_process(
+    shared_home, tiny_model_dir, tiny_st_dir, tmp_path
+):
+    """The sentence encoder's notice (issue 63 item 1) is raised inside the resident process: it
+    comes back with the answer and is printed as the command's note, every time it applies."""
+    from instemb_rag.encoder.load import untrained_effect
+
+    untrained_effect(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2).save(tmp_path / "model")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tent.txt").write_text("the tent floor and seam are durable in rain .")
+    result = CliRunner().invoke(
+        app,
+        [
+            "index",
+            str(docs),
+            "--index-dir",
+            str(tmp_path / "idx"),
+            "--model",
+            str(tmp_path / "model"),
+            "--no-progress",
+            "--chunk-overlap",
+            "8",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    long_instruction = "what a good tent is about on a long trip in the cold . " * 30 + "focus on the floor ."
+    command = [*CLI, "query", "durable tent", "-i", long_instruction, "--index-dir", str(tmp_path / "idx")]
+    for _ in range(2):  # a long-lived process says it each time, not once per source line
+        said = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert said.returncode == 0, said.stderr
+        flat = " ".join(said.stderr.split())
+        assert "note: the instruction and the query are longer than the sentence encoder" in flat, said.stderr
+        assert "answering in this process" not in flat and "Warning" not in flat
