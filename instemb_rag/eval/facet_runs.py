@@ -18,6 +18,7 @@ import numpy as np
 
 from ..datasets.facet_groups import FacetGroup, checkout_root
 from ..encoder.protocol import Encoder
+from ..extras import require
 from .bootstrap import paired_gain
 from .facet_groups import ASK_METRICS, GROUP_METRICS, FacetGroupScores, PoolLayout, dense_scores, score_matrix
 from .results import TaskResult, encoder_description
@@ -102,7 +103,7 @@ def teacher_ranker(name_or_path: str, device: str = "cpu", batch_size: int = 32,
 def bm25_ranker() -> Ranker:
     """Okapi BM25 (bm25s, its default k1 = 1.5, b = 0.75; English stopwords, no stemming) over the
     pool of all passages; the query text is the instruction pasted before the query."""
-    import bm25s
+    bm25s = require("bm25s", "eval", "The BM25 baseline")
 
     version = getattr(bm25s, "__version__", "unknown")
     identity = _identity("bm25", f"bm25s-{version}-stopwords-{BM25_STOPWORDS}", f"bm25s {version}")
@@ -110,7 +111,7 @@ def bm25_ranker() -> Ranker:
 
 
 def bm25_scores(groups: Sequence[FacetGroup]) -> np.ndarray:
-    import bm25s
+    bm25s = require("bm25s", "eval", "The BM25 baseline")
 
     from ..teachers import teacher_text
 

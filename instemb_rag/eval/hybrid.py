@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..extras import require
 from ..index import fulltext
 from ..index.fusion import CANDIDATE_DEPTH, check_hybrid, fuse
 
@@ -79,7 +80,7 @@ def lexical_matrix(
 
 
 def _bm25s_matrix(settings: HybridSettings, documents, queries, instructions) -> np.ndarray:
-    import bm25s
+    bm25s = require("bm25s", "eval", "The BM25 baseline")
 
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(list(documents), stopwords="en", show_progress=False), show_progress=False)

@@ -18,6 +18,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..extras import require
+
 DEFAULT_RETRIEVAL_METRICS = ("ndcg@10", "map@10", "mrr@10", "recall@10", "recall@100")
 
 
@@ -27,7 +29,8 @@ def retrieval_metrics(
     metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS,
 ) -> dict[str, float]:
     """nDCG@k, MAP@k, MRR@k, recall@k (any ranx metric name) averaged over the run's queries."""
-    from ranx import Qrels, Run, evaluate
+    ranx = require("ranx", "eval", "IR metrics (nDCG, MAP, MRR, recall)")
+    Qrels, Run, evaluate = ranx.Qrels, ranx.Run, ranx.evaluate
 
     if not run:
         raise ValueError("The run holds no queries; nothing to evaluate.")
@@ -50,7 +53,8 @@ def retrieval_metrics_per_query(
     metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS,
 ) -> dict[str, list[float]]:
     """The same metrics per query (ranx's order of the run's queries), for bootstrap intervals."""
-    from ranx import Qrels, Run, evaluate
+    ranx = require("ranx", "eval", "IR metrics (nDCG, MAP, MRR, recall)")
+    Qrels, Run, evaluate = ranx.Qrels, ranx.Run, ranx.evaluate
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -99,6 +103,6 @@ def pairwise_accuracy(preferred: Sequence[float], other: Sequence[float]) -> flo
 
 
 def spearman(predicted: Sequence[float], gold: Sequence[float]) -> float:
-    from scipy.stats import spearmanr
+    spearmanr = require("scipy.stats", "eval", "Spearman's rho").spearmanr
 
     return float(spearmanr(predicted, gold).statistic)

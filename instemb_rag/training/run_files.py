@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -96,8 +97,17 @@ class MetricsLog:
     def plot(self) -> Path | None:
         if not self.rows:
             return None
-        import matplotlib
-
+        try:
+            import matplotlib
+        except ImportError:  # a training run does not fail over its picture: it says so, once
+            if not getattr(self, "said_no_plot", False):
+                self.said_no_plot = True
+                print(
+                    f"note: {self.path.with_name('loss_curve.png')} is not drawn: matplotlib is not installed "
+                    f"(pip install 'instemb-rag[train]'); the losses are in {self.path.name}.",
+                    file=sys.stderr,
+                )
+            return None
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 

@@ -1,0 +1,26 @@
+"""Optional dependencies, imported where they are used: a missing one is an error that names the
+extra to install, never an ImportError traceback or a silent skip."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from .errors import InstEmbError
+
+__all__ = ["MissingExtraError", "require"]
+
+
+class MissingExtraError(InstEmbError):
+    pass
+
+
+def require(module: str, extra: str, purpose: str) -> ModuleType:
+    """``module`` imported, or an error saying that ``purpose`` needs the ``extra``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(
+            f"{purpose} needs {module.split('.')[0]}, from the {extra} extra: pip install 'instemb-rag[{extra}]' "
+            "(in a checkout: bash scripts/setup.sh --dev)."
+        ) from None
