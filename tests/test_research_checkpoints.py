@@ -25,7 +25,7 @@ def llm_folders(folder: Path) -> list[Path]:
 
     if not is_composed(folder):
         return [folder]
-    return sorted({folder / entry.path for entry in read_spec(folder).parts.values() if entry.type == "llm"})
+    return sorted({folder / entry.path for entry in read_spec(folder).parts.values() if entry.is_llm})
 
 
 @pytest.mark.parametrize("folder", CANDIDATES, ids=lambda path: path.name)

@@ -2,8 +2,8 @@
 
     None, "default"        the shipped default (instemb_rag/default_checkpoint: a symmetric
                            checkpoint or a parts folder), else the untrained default backbone
-    a model folder         any layout (composed/config.py reads format 2; composed/legacy.py
-                           converts every older one): a symmetric checkpoint is its LLM
+    a model folder         any layout (composed/spec.py reads format 2 and a checkpoint;
+                           composed/legacy.py converts every older one): a symmetric checkpoint is its LLM
                            (InstEmbEncoder), any other the encoder of parts its routes make
     concat:[W:]A,B         two models side by side at a fixed weight (composed/concat.py)
     pasted:NAME            a sentence encoder on both sides, the instruction pasted before the
@@ -31,7 +31,6 @@ from .composed.concat import ConcatenatedEncoder, is_concatenated_reference
 from .composed.config import is_composed
 from .composed.effect import InstructionEffectEncoder
 from .composed.encoder import ComposedEncoder, TwoSpacesEncoder
-from .composed.legacy import TOWER_KEY
 from .composed.parts import load_part
 from .composed.pasted import PastedInstructionEncoder, is_pasted_reference
 from .composed.routes import route_from_config
@@ -120,14 +119,6 @@ def check_listed_files(folder: Path, files: list[str] | None) -> None:
         )
 
 
-def tower_identity(spec) -> dict:
-    """A two-tower LLM's fingerprint identity, from the spec alone (an int8 LLM takes it while its
-    weights are still float: routes.LLMQueries.identity is the same entry)."""
-    query = spec.routes["query"]
-    entry = dict(spec.parts[query["tower"]].config or {})
-    return {TOWER_KEY: {**entry, "query_anchor": True} if query["type"] == "anchored" else entry}
-
-
 def load_folder(
     folder: str | os.PathLike, device: str = "auto", precision: str = quantize.DEFAULT_PRECISION, **settings
 ):
@@ -141,10 +132,10 @@ def load_folder(
         return load_checkpoint(folder / (entry.path or "."), device, precision=precision, **settings)
     query = route_from_config("query", spec.routes["query"])
     document = route_from_config("document", spec.routes["document"])
-    identities = (tower_identity(spec),) if query.type in ("llm", "anchored") else ()
+    identities = query.llm_identities(spec)  # a two-tower's: its sentence encoder's entry
     parts, by_path = {}, {}
     for name, entry in spec.parts.items():
-        if entry.type == "llm":
+        if entry.is_llm:
             path = entry.path or "."
             if path not in by_path:
                 by_path[path] = load_checkpoint(
@@ -154,15 +145,15 @@ def load_folder(
     target = str(parts[query.llm].device)
     where = f"{folder}/instemb_parts.json"
     for name, entry in spec.parts.items():
-        if entry.type != "llm":
-            parts[name] = load_part(entry, folder, target, where)
+        if not entry.is_llm:
+            parts[name] = load_part(entry, folder, target, where, name)
     # Saved again as loaded, an LLM part's folder is copied byte for byte (its LoRA unmerged),
     # unless other settings were asked for: then the encoder in memory is what a save must write.
     as_stored = all(value is None for value in settings.values()) and precision == quantize.DEFAULT_PRECISION
     sources = {
         name: folder / entry.path
         for name, entry in spec.parts.items()
-        if as_stored and entry.type == "llm" and (entry.path or ".") != "."
+        if as_stored and entry.is_llm and (entry.path or ".") != "."
     }
     return ComposedEncoder.assemble(parts, query, document, spec.training, sources)
 

@@ -25,6 +25,7 @@ from instemb_rag.errors import CheckpointError, FingerprintMismatchError
 from instemb_rag.teachers.teacher import teacher_text
 
 TEXTS = ["the tent keeps out rain", "the stove boils water fast"]
+ANCHORED = "instemb_rag.encoder.composed.routes.AnchoredQueries"  # the route's class path, as recorded
 
 
 @pytest.fixture()
@@ -47,7 +48,7 @@ def test_a_saved_checkpoint_holds_its_folder_tower_and_loads_the_same_after_a_mo
     text = (tmp_path / "a" / "ckpt" / "instemb_parts.json").read_text()
     config = json.loads(text)
     assert config["parts"]["tower"]["config"]["encoder"] == TOWER_DIR
-    assert config["routes"]["query"]["type"] == "anchored"
+    assert config["routes"]["query"]["type"] == ANCHORED
     assert str(tiny_st_dir) not in text and str(tmp_path) not in text
     assert f"{TOWER_DIR}/modules.json" in config["files"]
     shutil.move(tmp_path / "a" / "ckpt", tmp_path / "b" / "moved")
@@ -85,7 +86,7 @@ def test_export_copies_the_folder_tower_and_keeps_the_anchor(anchored, tiny_st_d
     shutil.rmtree(tmp_path / "ckpt")
     config = json.loads((tmp_path / "out" / "instemb_parts.json").read_text())
     assert config["parts"]["tower"]["config"]["encoder"] == TOWER_DIR
-    assert config["routes"]["query"]["type"] == "anchored"
+    assert config["routes"]["query"]["type"] == ANCHORED
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "out", device="cpu")
     assert same_embeddings(loaded, anchored.with_options(max_length=48))
 
@@ -99,7 +100,7 @@ def test_cli_export_with_a_tower_keeps_the_anchor_and_copies_the_folder(anchored
     text = (tmp_path / "out" / "instemb_parts.json").read_text()
     config = json.loads(text)
     assert config["parts"]["tower"]["config"] == anchored.tower.recorded_config()
-    assert config["routes"]["query"]["type"] == "anchored"
+    assert config["routes"]["query"]["type"] == ANCHORED
     assert str(tiny_st_dir) not in text
     shutil.move(tmp_path / "out", tmp_path / "moved")
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "moved", device="cpu")
@@ -113,7 +114,7 @@ def test_export_adds_a_folder_tower_to_a_symmetric_checkpoint_unanchored(tiny_tw
     export_model(tmp_path / "symmetric", tmp_path / "two_tower", tower=entry)
     config = json.loads((tmp_path / "two_tower" / "instemb_parts.json").read_text())
     assert config["parts"]["tower"]["config"] == {**entry, "encoder": TOWER_DIR}
-    assert config["routes"]["query"]["type"] == "llm"  # not anchored
+    assert config["routes"]["query"]["type"] == "instemb_rag.encoder.composed.routes.LLMQueries"  # not anchored
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "two_tower", device="cpu")
     assert loaded.fingerprint == tiny_two_tower.fingerprint
 

@@ -2,29 +2,36 @@
 
 The shape of sentence-transformers v5's ``modules.json`` + ``Router``: each part is its own
 subfolder with its own config, save and load; a query route and a document route name the parts
-they run and how their vectors combine (routes.py, the math in encoder/combine.py).
+they run and how their vectors combine (routes.py, the math in encoder/combine.py). Every part's
+and route's ``type`` is its class path, imported when the folder loads (class_paths.py: only
+classes of the ``instemb_rag`` package), so a new part or route is a class in its own file.
 
     {"format_version": 2,
-     "parts": {"documents_llm": {"type": "llm", "path": "documents_llm"},
-               "tower": {"type": "sentence_encoder",
+     "parts": {"documents_llm": {"type": "instemb_rag.encoder.model.InstEmbEncoder", "path": "documents_llm"},
+               "tower": {"type": "instemb_rag.encoder.modules.tower.DocumentTower",
                          "config": {"encoder": "minilm", "fingerprint": "...", "dimension": 384}},
-               "tower_head": {"type": "projection", "path": "tower_head"}, ...},
-     "routes": {"query": {"type": "mixed", "llm": "query_llm", "tower": "tower", "head": "tower_head",
-                          "gate": null, "llm_weight": 0.5},
-                "document": {"type": "halves", "llm": "documents_llm", "tower": "tower"}},
+               "effect_map": {"type": "instemb_rag.encoder.composed.effect_map.EffectMap",
+                              "path": "effect_map"}, ...},
+     "routes": {"query": {"type": "instemb_rag.encoder.composed.routes.EffectQueries",
+                          "llm": "documents_llm", "tower": "tower", "effect_map": "effect_map",
+                          "instruction_strength": 1.0, "reference_instruction": "..."},
+                "document": {"type": "instemb_rag.encoder.composed.routes.HalvesDocuments",
+                             "llm": "documents_llm", "tower": "tower"}},
      "training": {...}, "files": [...]}
 
-Part types (parts.py): ``llm`` (an InstEmb checkpoint folder: instemb_config.json and its weights),
-``sentence_encoder`` (an installed teacher by name, or its own folder, modules/tower.py's ``TOWER_DIR``),
-``projection``, ``gate``, ``effect_map`` (each a subfolder with ``config.json`` and its weights).
+Parts (parts.py): the LLM (``LLM_TYPE``: an InstEmb checkpoint folder, instemb_config.json and
+its weights, loaded by encoder/load.py), the sentence encoder (``SENTENCE_ENCODER_TYPE``: an
+installed teacher by name, or its own folder, modules/tower.py's ``TOWER_DIR``), and any module
+part (a torch module with ``load``, ``save``, ``get_config_dict``, ``state_tensors``: the
+projection, the gate, the effect map), each a subfolder with ``config.json`` and its weights.
 ``files`` lists the files of the parts that are not LLM checkpoints (those list their own), so a
 copy that lost one refuses to load. Every part lives inside the folder; an installed sentence
 encoder is the exception, named and checked by fingerprint.
 
-Older folders (a checkpoint's ``instemb_config.json`` with or without a document tower, and
-format 1 of this file, kinds ``two_spaces`` and ``instruction_effect``) are read through the one
-converter (legacy.py) into the same ``ModelSpec``; a symmetric checkpoint is the spec of one part
-(spec.py: ``read_spec`` reads any folder).
+A symmetric model is a checkpoint folder alone (``instemb_config.json``: the spec of one LLM part,
+spec.py). Older folders (a checkpoint with a ``document_tower`` entry, format 1 of this file,
+format 2 with the short type names of before class paths) are read through the one converter
+(legacy.py) into the same ``ModelSpec``.
 """
 
 from __future__ import annotations
@@ -33,20 +40,25 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ...errors import CheckpointError
 
 __all__ = [
     "DOCUMENTS_LLM_DIR",
     "FORMAT_VERSION",
+    "LLM_TYPE",
     "PARTS_FILE",
     "QUERY_LLM_DIR",
+    "SENTENCE_ENCODER_TYPE",
     "TOWER_HEAD_DIR",
+    "TOWER_KEY",
     "ModelSpec",
     "PartEntry",
     "is_composed",
     "read_raw",
+    "symmetric_spec",
+    "uses_class_paths",
     "validated",
     "write_spec",
 ]
@@ -58,16 +70,34 @@ QUERY_LLM_DIR = "query_llm"
 TOWER_HEAD_DIR = "tower_head"
 PART_CONFIG_FILE = "config.json"  # a projection's, gate's or effect map's own config, in its subfolder
 
+# The two parts encoder/load.py builds itself (the LLM at a precision and device, with its settings;
+# the sentence encoder by teacher name or folder and fingerprint), named by their class paths. A
+# route of the LLM itself (``type`` LLM_TYPE on both sides) is a symmetric model: the LLM alone.
+LLM_TYPE = "instemb_rag.encoder.model.InstEmbEncoder"
+SENTENCE_ENCODER_TYPE = "instemb_rag.encoder.modules.tower.DocumentTower"
+# The entry an older two-tower checkpoint's instemb_config.json names its sentence encoder by,
+# and the key of that entry in a two-tower model's fingerprint (routes.py LLMQueries), kept.
+TOWER_KEY = "document_tower"
+
 
 class PartEntry(BaseModel):
-    """One part: its type, its subfolder (None: none, an installed sentence encoder) and its config
-    when the part keeps none of its own in its folder (a sentence encoder; an older folder's parts)."""
+    """One part: its type (a class path), its subfolder (None: none, an installed sentence encoder)
+    and its config when the part keeps none of its own in its folder (a sentence encoder; an older
+    folder's parts)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     type: str
     path: str | None = None
     config: dict | None = None
+
+    @property
+    def is_llm(self) -> bool:
+        return self.type == LLM_TYPE
+
+    @property
+    def is_sentence_encoder(self) -> bool:
+        return self.type == SENTENCE_ENCODER_TYPE
 
 
 class ModelSpec(BaseModel):
@@ -81,18 +111,45 @@ class ModelSpec(BaseModel):
     training: dict = Field(default_factory=dict)  # provenance only
     files: list[str] | None = None
 
+    @field_validator("routes")
+    @classmethod
+    def _two_routes(cls, routes: dict) -> dict:
+        if set(routes) != {"query", "document"}:
+            raise ValueError(f"must be a query route and a document route; found {sorted(routes)}")
+        return routes
+
     @property
     def is_symmetric(self) -> bool:
         """One LLM embeds queries and documents: the model is that part itself."""
-        return self.routes["query"].get("type") == self.routes["document"].get("type") == "llm"
+        return self.routes["query"].get("type") == self.routes["document"].get("type") == LLM_TYPE
 
     def llm_path(self) -> str:
         """The subfolder of the LLM a caller means where it means the LLM (its document space, its
         internals, a training start): the documents' LLM, else the query side's."""
         for name in (self.routes["document"].get("llm"), self.routes["query"].get("llm")):
-            if name is not None and self.parts[name].type == "llm":
+            if name is not None and self.parts[name].is_llm:
                 return self.parts[name].path or "."
         raise CheckpointError("This model has no LLM part.")
+
+
+def symmetric_spec(path: str = ".", training: dict | None = None) -> ModelSpec:
+    """The spec of a symmetric model: one LLM part (a checkpoint folder), both routes the LLM itself."""
+    route = {"type": LLM_TYPE, "llm": "llm"}
+    return ModelSpec(
+        parts={"llm": PartEntry(type=LLM_TYPE, path=path)},
+        routes={"query": route, "document": route},
+        training=training or {},
+    )
+
+
+def uses_class_paths(raw: dict) -> bool:
+    """Every part and route ``type`` of a read instemb_parts.json is a class path (format 2 as
+    written since types are class paths), not a short name of before."""
+    parts, routes = raw.get("parts"), raw.get("routes")
+    if not isinstance(parts, dict) or not isinstance(routes, dict):
+        return False
+    entries = [*parts.values(), *routes.values()]
+    return all(isinstance(entry, dict) and "." in str(entry.get("type", "")) for entry in entries)
 
 
 def is_composed(folder: str | os.PathLike | None) -> bool:

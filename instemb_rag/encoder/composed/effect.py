@@ -32,7 +32,7 @@ from ..combine import (
 )
 from ..modules.tower import DocumentTower
 from .effect_map import EffectMap
-from .encoder import ARRANGEMENTS, ComposedEncoder, of_query_route
+from .encoder import ComposedEncoder, of_query_route
 from .routes import EffectQueries, HalvesDocuments
 
 __all__ = [
@@ -82,6 +82,3 @@ class InstructionEffectEncoder(ComposedEncoder):
             route.llm, route.tower, route.effect_map, instruction_strength, route.reference_instruction
         )
         return self.with_parts(query_route=query)
-
-
-ARRANGEMENTS["effect"] = InstructionEffectEncoder

@@ -10,8 +10,10 @@ compositions of them:
 
 A symmetric model is its LLM part itself (InstEmbEncoder: both routes through it). Those three
 classes only name the parts and routes in their constructors; embedding, identity, saving and
-the query side's LLM (what the server and the indexer count tokens with) are all here. It never
-imports the LLM's module: encoder/load.py loads the LLM parts and assembles the encoder.
+the query side's LLM (what the server and the indexer count tokens with) are all here. Which class
+a loaded folder becomes is its query route's ``arrangement`` (a class path; ComposedEncoder when it
+names none). It never imports the LLM's module: encoder/load.py loads the LLM parts and assembles
+the encoder.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from ...instructions import Instructions
 from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
 from ..modules.tower import DocumentTower
-from .config import DOCUMENTS_LLM_DIR, QUERY_LLM_DIR, ModelSpec, PartEntry, write_spec
+from .class_paths import resolve_class
+from .config import DOCUMENTS_LLM_DIR, LLM_TYPE, QUERY_LLM_DIR, ModelSpec, PartEntry, write_spec
 from .gate import WeightGate
-from .parts import part_files, part_type, save_part
+from .parts import is_llm_part, is_module_part, part_files, save_part
 from .routes import AnchoredQueries, HalvesDocuments, LLMQueries, MixedQueries, TowerDocuments
 
 __all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_weight", "mix_scale"]
@@ -66,8 +69,13 @@ class ComposedEncoder:
 
     @classmethod
     def assemble(cls, parts: dict, query, document, training_info=None, sources=None) -> ComposedEncoder:
-        """The arrangement class the routes make (a loaded folder, a view with other parts)."""
-        arrangement = ARRANGEMENTS.get(query.type, ComposedEncoder)
+        """The arrangement class the routes make (a loaded folder, a view with other parts): the query
+        route's ``arrangement``, else ComposedEncoder."""
+        arrangement = ComposedEncoder
+        if query.arrangement is not None:
+            arrangement = resolve_class(query.arrangement, type(query).__name__, "arrangement")
+            if not issubclass(arrangement, ComposedEncoder):
+                raise InstEmbError(f"{type(query).__name__}.arrangement {query.arrangement} is no ComposedEncoder.")
         encoder = arrangement.__new__(arrangement)
         ComposedEncoder.__init__(encoder, parts, query, document, training_info, sources)
         return encoder
@@ -128,7 +136,7 @@ class ComposedEncoder:
         """The LLM parts, once each."""
         found = []
         for part in self.parts.values():
-            if part_type(part) == "llm" and all(part is not seen for seen in found):
+            if is_llm_part(part) and all(part is not seen for seen in found):
                 found.append(part)
         return found
 
@@ -233,7 +241,7 @@ class ComposedEncoder:
 
     # ------------------------------------------------------------------ modes and devices
     def _modules(self) -> list:
-        return [part for part in self.parts.values() if part_type(part) not in ("llm", "sentence_encoder")]
+        return [part for part in self.parts.values() if is_module_part(part)]
 
     def eval(self) -> ComposedEncoder:
         return self.train(False)
@@ -253,7 +261,7 @@ class ComposedEncoder:
 
     def with_options(self, **settings) -> ComposedEncoder:
         """Every LLM part under other settings (``InstEmbEncoder.with_options``), sharing its weights."""
-        views = {name: part.with_options(**settings) for name, part in self.parts.items() if part_type(part) == "llm"}
+        views = {name: part.with_options(**settings) for name, part in self.parts.items() if is_llm_part(part)}
         return self.with_parts(**views) if any(views[n] is not self.parts[n] for n in views) else self
 
     # ------------------------------------------------------------------ saving
@@ -275,7 +283,7 @@ class ComposedEncoder:
         def fill(staging: Path) -> None:
             entries, written = {}, {}
             for name, part in self.parts.items():
-                if part_type(part) != "llm":
+                if not is_llm_part(part):
                     entries[name] = save_part(name, part, staging)
                     continue
                 path = LLM_DIRS.get(name, name)
@@ -291,7 +299,7 @@ class ComposedEncoder:
                     )
                 else:
                     part.save(staging / path)
-                entries[name], written[name] = PartEntry(type="llm", path=path), part
+                entries[name], written[name] = PartEntry(type=LLM_TYPE, path=path), part
             write_spec(staging, self.spec(entries, part_files(staging, entries)))
             write_sentence_transformers_files(staging)
             if also is not None:
@@ -394,6 +402,3 @@ class TwoSpacesEncoder(ComposedEncoder):
         parts = {name: part for name, part in self.parts.items() if name != self.query_route.gate}
         query = MixedQueries(self.query_route.llm, self.query_route.tower, self.query_route.head, None, llm_weight)
         return ComposedEncoder.assemble(parts, query, self.document_route, self.training_info, self.sources)
-
-
-ARRANGEMENTS: dict[str, type] = {"llm": TwoTowerEncoder, "anchored": TwoTowerEncoder, "mixed": TwoSpacesEncoder}

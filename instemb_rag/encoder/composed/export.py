@@ -8,6 +8,9 @@ export_model(source, target, tower={"encoder": ..., "fingerprint": ..., "dimensi
     into the encoder's space) embeds queries, the sentence encoder documents. An anchored
     source keeps its anchor unless the entry sets ``query_anchor``. A folder encoder is
     checked by fingerprint and copied in (``TOWER_DIR``).
+
+With no options it re-saves a folder of any older layout in the current format (legacy.py reads
+it), its weight files copied byte for byte: ``instemb-rag export OLD NEW``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from ...errors import CheckpointError, FingerprintMismatchError
 from ..checkpoint import export_checkpoint, read_config, write_folder_atomically
 from ..modules.tower import TOWER_DIR
 from ..st_files import write_sentence_transformers_files
-from .config import ModelSpec, PartEntry, write_spec
+from .class_paths import class_path
+from .config import LLM_TYPE, SENTENCE_ENCODER_TYPE, ModelSpec, PartEntry, write_spec
 from .encoder import LLM_DIRS
-from .parts import MODULE_PARTS, load_part, part_files, save_part
+from .parts import load_part, part_files, save_part
+from .routes import AnchoredQueries, LLMQueries, TowerDocuments
 from .spec import read_spec
 
 __all__ = ["export_model"]
@@ -48,20 +53,18 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
     def fill(staging: Path) -> None:
         entries, exported = {}, {}
         for name, entry in spec.parts.items():
-            if entry.type == "llm":
+            if entry.is_llm:
                 path = entry.path or "."
                 if path not in exported:
                     exported[path] = LLM_DIRS.get(name, name)
                     export_checkpoint(source / path, staging / exported[path], **options)
                     if head_checked:
                         check_head(staging / exported[path], spec)
-                entries[name] = PartEntry(type="llm", path=exported[path])
-            elif entry.type == "sentence_encoder":
+                entries[name] = PartEntry(type=LLM_TYPE, path=exported[path])
+            elif entry.is_sentence_encoder:
                 entries[name] = copy_tower(entry, source, staging)
-            elif entry.type in MODULE_PARTS:
-                entries[name] = save_part(name, load_part(entry, source, "cpu", where), staging)
-            else:
-                raise CheckpointError(f"{source}: unknown part type {entry.type!r}.")
+            else:  # a module part: loaded by its class and saved as a part is
+                entries[name] = save_part(name, load_part(entry, source, "cpu", where, name), staging)
         write_spec(
             staging,
             ModelSpec(parts=entries, routes=spec.routes, training=spec.training, files=part_files(staging, entries)),
@@ -75,17 +78,16 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
 def with_tower(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
     """The spec of a two-tower copy of ``spec``'s LLM over the sentence encoder ``entry``."""
     query = spec.routes["query"]
-    if not spec.is_symmetric and query.get("type") not in ("llm", "anchored"):
+    two_tower = {class_path(LLMQueries), class_path(AnchoredQueries)}
+    if not spec.is_symmetric and query.get("type") not in two_tower:
         raise CheckpointError(f"{source} is not a checkpoint of one LLM: a sentence encoder is attached to one.")
-    anchored = entry.get("query_anchor", query.get("type") == "anchored")
+    anchored = entry.get("query_anchor", query.get("type") == class_path(AnchoredQueries))
     llm = spec.parts[query["llm"]]
     config = {key: value for key, value in entry.items() if key != "query_anchor"}
+    route = AnchoredQueries() if anchored else LLMQueries()
     return ModelSpec(
-        parts={"query_llm": llm, "tower": PartEntry(type="sentence_encoder", config=config)},
-        routes={
-            "query": {"type": "anchored" if anchored else "llm", "llm": "query_llm", "tower": "tower"},
-            "document": {"type": "sentence_encoder", "tower": "tower"},
-        },
+        parts={"query_llm": llm, "tower": PartEntry(type=SENTENCE_ENCODER_TYPE, config=config)},
+        routes={"query": route.config(), "document": TowerDocuments().config()},
         training=spec.training,
     )
 
@@ -113,7 +115,7 @@ def copy_tower(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
     config = dict(entry.config or {})
     reference = config.get("encoder")
     if reference in TEACHERS:
-        return PartEntry(type="sentence_encoder", config=config)
+        return PartEntry(type=SENTENCE_ENCODER_TYPE, config=config)
     folder = Path(reference).expanduser()
     folder = folder if folder.is_absolute() else source / folder
     if not (folder / "modules.json").is_file():
@@ -127,4 +129,4 @@ def copy_tower(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
             f"{str(config.get('fingerprint'))[:16]} the config names: it is another sentence encoder."
         )
     shutil.copytree(folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
-    return PartEntry(type="sentence_encoder", config={**config, "encoder": TOWER_DIR})
+    return PartEntry(type=SENTENCE_ENCODER_TYPE, config={**config, "encoder": TOWER_DIR})

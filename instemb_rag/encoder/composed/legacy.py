@@ -1,7 +1,6 @@
-"""The one converter: every model folder written before the parts-and-routes format (config.py,
-format 2) read into the same ``ModelSpec``, so loading knows one layout.
+"""The one converter: every model folder written before the current format (config.py: format 2,
+types as class paths) read into the same ``ModelSpec``, so loading knows one layout.
 
-    instemb_config.json             a symmetric checkpoint: one LLM part, both routes through it
     instemb_config.json + ``document_tower`` entry
                                     a two-tower checkpoint: the checkpoint is the query side's LLM
                                     (its head maps into the sentence encoder's space), the
@@ -11,10 +10,15 @@ format 2) read into the same ``ModelSpec``, so loading knows one layout.
                                     documents_llm/, query_llm/ (optional), tower_head/, gate.safetensors
     instemb_parts.json format 1, kind ``instruction_effect``
                                     documents_llm/, effect_map.safetensors
+    instemb_parts.json format 2 with short type names
+                                    (``llm``, ``effect``, ...: before types were class paths) the
+                                    same parts and routes, each short name its class path
 
-The folders load unchanged: nothing is rewritten on disk, and a save writes format 2. The
-fingerprint of a two-tower model keeps its older recipe (the checkpoint config's identity with
-the tower's entry under ``TOWER_KEY``), so every index built with one searches as it did.
+The folders load unchanged: nothing is rewritten on disk, and a save writes the current format
+(``instemb-rag export OLD NEW`` re-saves a folder without loading its weights). The fingerprint
+of a two-tower model keeps its older recipe (the checkpoint config's identity with the tower's
+entry under ``TOWER_KEY``), so every index built with one searches as it did. The short names
+below are read here and nowhere else.
 """
 
 from __future__ import annotations
@@ -27,15 +31,46 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...errors import CheckpointError
 from ..checkpoint import CONFIG_FILE, read_config
 from ..combine import DEFAULT_INSTRUCTION_STRENGTH, MAX_INSTRUCTION_STRENGTH, REFERENCE_INSTRUCTION
-from .config import DOCUMENTS_LLM_DIR, PARTS_FILE, QUERY_LLM_DIR, TOWER_HEAD_DIR, ModelSpec, read_raw, validated
+from .config import (
+    DOCUMENTS_LLM_DIR,
+    FORMAT_VERSION,
+    LLM_TYPE,
+    PARTS_FILE,
+    QUERY_LLM_DIR,
+    SENTENCE_ENCODER_TYPE,
+    TOWER_HEAD_DIR,
+    TOWER_KEY,
+    ModelSpec,
+    read_raw,
+    validated,
+)
 
-__all__ = ["TOWER_KEY", "convert"]
+__all__ = ["PART_TYPES", "ROUTE_TYPES", "TOWER_KEY", "convert"]
 
-# The entry an older two-tower checkpoint's instemb_config.json names its sentence encoder by,
-# and the key of that entry in a two-tower model's fingerprint (routes.py).
-TOWER_KEY = "document_tower"
 ANCHOR_KEY = "query_anchor"
 KINDS = ("two_spaces", "instruction_effect")
+COMPOSED = "instemb_rag.encoder.composed"
+# The short type names of format 2 before class paths, and each one's class (tests check that
+# every path here imports the class that reads it today).
+PART_TYPES = {
+    "llm": LLM_TYPE,
+    "sentence_encoder": SENTENCE_ENCODER_TYPE,
+    "projection": "instemb_rag.encoder.modules.projection.Projection",
+    "gate": f"{COMPOSED}.gate.WeightGate",
+    "effect_map": f"{COMPOSED}.effect_map.EffectMap",
+}
+ROUTE_TYPES = {
+    "document": {
+        "sentence_encoder": f"{COMPOSED}.routes.TowerDocuments",
+        "halves": f"{COMPOSED}.routes.HalvesDocuments",
+    },
+    "query": {
+        "llm": f"{COMPOSED}.routes.LLMQueries",
+        "anchored": f"{COMPOSED}.routes.AnchoredQueries",
+        "mixed": f"{COMPOSED}.routes.MixedQueries",
+        "effect": f"{COMPOSED}.routes.EffectQueries",
+    },
+}
 
 
 class TwoSpacesV1(BaseModel):
@@ -66,11 +101,51 @@ class EffectV1(BaseModel):
 def convert(folder: str | os.PathLike, raw: dict | None = None) -> ModelSpec:
     """The spec of an older model folder (``raw``: its instemb_parts.json, already read)."""
     folder = Path(folder)
-    if raw is not None or (folder / PARTS_FILE).is_file():
-        return _parts_v1(folder, raw if raw is not None else read_raw(folder / PARTS_FILE))
+    if raw is None and (folder / PARTS_FILE).is_file():
+        raw = read_raw(folder / PARTS_FILE)
+    if raw is not None:
+        path = folder / PARTS_FILE
+        version = raw.get("format_version")
+        if version == FORMAT_VERSION:
+            return validated(ModelSpec, with_class_paths(raw, path), path)
+        return with_class_paths(_parts_v1(folder, raw).model_dump(), path, ModelSpec)
     if (folder / CONFIG_FILE).is_file():
-        return _checkpoint(folder)
+        return with_class_paths(_checkpoint(folder).model_dump(), folder / CONFIG_FILE, ModelSpec)
     raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
+
+
+def with_class_paths(raw: dict, path: Path, model: type[ModelSpec] | None = None):
+    """``raw`` (a spec of short type names) with each part's and route's type its class path; a
+    ModelSpec when ``model`` is given. A name that is already a path stays."""
+    parts = {
+        name: {**entry, "type": _class(PART_TYPES, entry, path, f"part '{name}'")}
+        for name, entry in _entries(raw, "parts", path)
+    }
+    routes = {
+        side: {**route, "type": _class(ROUTE_TYPES.get(side, {}), route, path, f"{side} route")}
+        for side, route in _entries(raw, "routes", path)
+    }
+    converted = {**raw, "parts": parts, "routes": routes}
+    return model(**converted) if model is not None else converted
+
+
+def _entries(raw: dict, key: str, path: Path):
+    entries = raw.get(key)
+    if not isinstance(entries, dict) or not all(isinstance(entry, dict) for entry in entries.values()):
+        raise CheckpointError(f"{path}: '{key}' must map names to objects. The folder is damaged.")
+    return entries.items()
+
+
+def _class(names: dict, entry: dict, path: Path, what: str) -> str:
+    kind = entry.get("type")
+    if isinstance(kind, str) and "." in kind:
+        return kind
+    if kind not in names:
+        raise CheckpointError(
+            f"{path}: unknown {what} type {kind!r}; this version of instemb-rag reads {sorted(names)} "
+            "or class paths. Upgrade instemb-rag."
+        )
+    return names[kind]
 
 
 def _tower_part(entry: dict) -> dict:
@@ -78,11 +153,9 @@ def _tower_part(entry: dict) -> dict:
 
 
 def _checkpoint(folder: Path) -> ModelSpec:
+    """A two-tower checkpoint: instemb_config.json naming its sentence encoder (``TOWER_KEY``)."""
     read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
     entry = read_raw(folder / CONFIG_FILE).get(TOWER_KEY)
-    if entry is None:
-        route = {"type": "llm", "llm": "llm"}
-        return ModelSpec(parts={"llm": {"type": "llm", "path": "."}}, routes={"query": route, "document": route})
     if not isinstance(entry, dict) or not isinstance(entry.get(ANCHOR_KEY, False), bool):
         raise CheckpointError(f"{folder / CONFIG_FILE}: {TOWER_KEY} must be an object, its {ANCHOR_KEY} true or false.")
     query = {"type": "anchored" if entry.get(ANCHOR_KEY) else "llm", "llm": "query_llm", "tower": "tower"}
@@ -97,7 +170,7 @@ def _parts_v1(folder: Path, raw: dict) -> ModelSpec:
     if raw.get("format_version") != 1 or raw.get("kind") not in KINDS:
         raise CheckpointError(
             f"{path}: format {raw.get('format_version')!r}, kind {raw.get('kind')!r}; this version of "
-            f"instemb-rag reads format 2, and format 1 of kinds {', '.join(KINDS)}. Upgrade instemb-rag."
+            f"instemb-rag reads format {FORMAT_VERSION}, and format 1 of kinds {', '.join(KINDS)}. Upgrade instemb-rag."
         )
     parts = {
         "documents_llm": {"type": "llm", "path": DOCUMENTS_LLM_DIR},

@@ -1,19 +1,22 @@
 """The routes of an encoder of parts: what runs a document, what runs a query, over which parts.
 
 A route names the parts it reads (by their names in the model folder) and its settings; its
-methods take the encoder (``enc.parts``) and do the combining with encoder/combine.py.
+methods take the encoder (``enc.parts``) and do the combining with encoder/combine.py. A folder
+records each route by its class path (``config()``; class_paths.py), so a new route is a
+``Route`` subclass in a file of its own: its ``role`` (query or document), the fields that name parts
+(``part_fields``), and the encoder class its query route makes (``arrangement``, a class path).
 
     document routes
-      sentence_encoder  the sentence encoder alone (two-tower); a document instruction is refused
-      halves            [A; B] / sqrt 2: the documents' LLM and the sentence encoder (two spaces,
+      TowerDocuments    the sentence encoder alone (two-tower); a document instruction is refused
+      HalvesDocuments   [A; B] / sqrt 2: the documents' LLM and the sentence encoder (two spaces,
                         the instruction's effect)
     query routes
-      llm               the LLM (through its head, into the sentence encoder's space: two-tower)
-      anchored          the sentence encoder's vector of "instruction + query" plus the LLM's
+      LLMQueries        the LLM (through its head, into the sentence encoder's space: two-tower)
+      AnchoredQueries   the sentence encoder's vector of "instruction + query" plus the LLM's
                         correction, normalised (an anchored two-tower)
-      mixed             [w a; (1 - w) b] normalised: the LLM half, the anchored tower half, the
+      MixedQueries      [w a; (1 - w) b] normalised: the LLM half, the anchored tower half, the
                         weight (the caller's llm_weight, else the gate's, else the configured one)
-      effect            [s h(effect); M(i + q)] normalised: the instruction's effect on the LLM's
+      EffectQueries     [s h(effect); M(i + q)] normalised: the instruction's effect on the LLM's
                         query vector through the effect map, the sentence encoder's vector
 
 The query route decides the whole encoder's fingerprint, each by the recipe it always had (an
@@ -50,30 +53,41 @@ from ..combine import (
     weighted_rows,
 )
 from ..sides import DocumentSide, llm_part, tower_part
-from .legacy import TOWER_KEY
+from .class_paths import class_path, resolve_class
+from .config import TOWER_KEY
 
-__all__ = ["ROUTES", "route_from_config"]
+__all__ = ["Route", "route_from_config"]
+
+COMPOSED = "instemb_rag.encoder.composed"
 
 
 @dataclass(frozen=True)
 class Route:
-    type: ClassVar[str]
+    role: ClassVar[str]  # the side it embeds: "query" or "document"
     knob: ClassVar[str | None] = None  # the query-time knob it takes (protocol.query_knob)
+    # Its fields that name parts of the folder (the encoder checks they exist).
+    part_fields: ClassVar[tuple[str, ...]] = ("llm", "tower", "head", "gate", "effect_map")
+    # The class path of the encoder class a query route makes (None: ComposedEncoder itself);
+    # a path, not the class: the encoder classes import this module.
+    arrangement: ClassVar[str | None] = None
 
     def config(self) -> dict:
-        return {"type": self.type, **asdict(self)}
+        """The route as its folder records it: its class path and its fields."""
+        return {"type": class_path(type(self)), **asdict(self)}
 
     def part_names(self) -> list[str]:
-        return [value for key, value in asdict(self).items() if key in PART_FIELDS and value is not None]
+        return [value for key, value in asdict(self).items() if key in self.part_fields and value is not None]
 
-
-PART_FIELDS = ("llm", "tower", "head", "gate", "effect_map")
+    def llm_identities(self, spec) -> tuple[dict, ...]:
+        """More identity its LLM parts are fingerprinted with, from the folder's spec alone (an
+        int8 LLM takes it while its weights are still float): none but a two-tower's."""
+        return ()
 
 
 # ---------------------------------------------------------------------------- documents
 @dataclass(frozen=True)
 class TowerDocuments(Route):
-    type: ClassVar[str] = "sentence_encoder"
+    role: ClassVar[str] = "document"
     tower: str = "tower"
 
     def dimension(self, enc) -> int:
@@ -94,7 +108,7 @@ class TowerDocuments(Route):
 
 @dataclass(frozen=True)
 class HalvesDocuments(Route):
-    type: ClassVar[str] = "halves"
+    role: ClassVar[str] = "document"
     llm: str = "documents_llm"
     tower: str = "tower"
 
@@ -128,15 +142,21 @@ class HalvesDocuments(Route):
 class LLMQueries(Route):
     """Queries by the LLM alone, its head mapping into the sentence encoder's space."""
 
-    type: ClassVar[str] = "llm"
+    role: ClassVar[str] = "query"
+    arrangement: ClassVar[str] = f"{COMPOSED}.encoder.TwoTowerEncoder"
     anchor: ClassVar[bool] = False
     llm: str = "query_llm"
     tower: str = "tower"
 
     def identity(self, enc) -> dict:
         """What a two-tower fingerprint adds to its LLM's identity: the sentence encoder's entry."""
-        entry = enc.parts[self.tower].recorded_config()
-        return {TOWER_KEY: {**entry, "query_anchor": True} if self.anchor else entry}
+        return self.tower_identity(enc.parts[self.tower].recorded_config())
+
+    def tower_identity(self, entry: dict) -> dict:
+        return {TOWER_KEY: {**entry, "query_anchor": True} if self.anchor else dict(entry)}
+
+    def llm_identities(self, spec) -> tuple[dict, ...]:
+        return (self.tower_identity(spec.parts[self.tower].config or {}),)
 
     def fingerprint(self, enc) -> str:
         return enc.parts[self.llm].fingerprint_with_identity(self.identity(enc))
@@ -157,7 +177,6 @@ class LLMQueries(Route):
 class AnchoredQueries(LLMQueries):
     """The sentence encoder's vector of "instruction + query" plus the LLM's correction."""
 
-    type: ClassVar[str] = "anchored"
     anchor: ClassVar[bool] = True
 
     def tokens(self, enc, query: str, instruction: str | None) -> int:
@@ -192,13 +211,14 @@ class AnchoredQueries(LLMQueries):
 class HalvesQueries(Route):
     """A query route over the documents' two spaces: its LLM and the sentence encoder."""
 
+    role: ClassVar[str] = "query"
     llm: str = "documents_llm"
     tower: str = "tower"
 
 
 @dataclass(frozen=True)
 class MixedQueries(HalvesQueries):
-    type: ClassVar[str] = "mixed"
+    arrangement: ClassVar[str] = f"{COMPOSED}.encoder.TwoSpacesEncoder"
     knob: ClassVar[str] = "llm_weight"
     head: str | None = None
     gate: str | None = None
@@ -271,7 +291,7 @@ class MixedQueries(HalvesQueries):
 # ---------------------------------------------------------------------------- queries: the instruction's effect
 @dataclass(frozen=True)
 class EffectQueries(HalvesQueries):
-    type: ClassVar[str] = "effect"
+    arrangement: ClassVar[str] = f"{COMPOSED}.effect.InstructionEffectEncoder"
     knob: ClassVar[str] = "instruction_strength"
     effect_map: str | None = None
     instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH
@@ -369,18 +389,15 @@ class EffectQueries(HalvesQueries):
         return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale)
 
 
-ROUTES = {
-    "document": {route.type: route for route in (TowerDocuments, HalvesDocuments)},
-    "query": {route.type: route for route in (LLMQueries, AnchoredQueries, MixedQueries, EffectQueries)},
-}
-
-
 def route_from_config(side: str, raw: dict, where: str = "instemb_parts.json") -> Route:
-    """The ``side`` (query or document) route a config entry describes."""
-    kind = raw.get("type")
-    route = ROUTES[side].get(kind)
-    if route is None:
-        raise CheckpointError(f"{where}: unknown {side} route {kind!r}; this version knows {sorted(ROUTES[side])}.")
+    """The ``side`` (query or document) route a config entry describes: its class imported by its
+    path (class_paths.py: instemb-rag's own classes only)."""
+    route = resolve_class(raw.get("type"), where, f"{side} route")
+    if not issubclass(route, Route) or getattr(route, "role", None) != side:
+        raise CheckpointError(
+            f"{where}: {raw.get('type')!r} is not a {side} route (a Route subclass whose role is {side!r}). "
+            "The folder is damaged: copy the whole model folder again."
+        )
     try:
         return route(**{key: value for key, value in raw.items() if key != "type"})
     except TypeError as error:

@@ -1,5 +1,6 @@
-"""The spec (parts and routes) of any model folder: format 2 read as it is (config.py), every
-older layout through the one converter (legacy.py); and the LLM a reference means."""
+"""The spec (parts and routes) of any model folder: format 2 read as it is (config.py), a
+checkpoint folder alone as the spec of one LLM part, every older layout through the one
+converter (legacy.py); and the LLM a reference means."""
 
 from __future__ import annotations
 
@@ -7,27 +8,45 @@ import os
 from pathlib import Path
 
 from ...errors import CheckpointError
-from .config import FORMAT_VERSION, PARTS_FILE, ModelSpec, is_composed, read_raw, validated
-from .legacy import convert
+from . import legacy
+from .config import (
+    FORMAT_VERSION,
+    PARTS_FILE,
+    TOWER_KEY,
+    ModelSpec,
+    is_composed,
+    read_raw,
+    symmetric_spec,
+    uses_class_paths,
+    validated,
+)
 
 __all__ = ["llm_checkpoint_of", "read_spec"]
 
 
 def read_spec(folder: str | os.PathLike) -> ModelSpec:
-    """The parts and routes of any model folder: format 2 read here, every older layout converted
-    (legacy.py: the one converter)."""
+    """The parts and routes of any model folder: format 2 and a checkpoint alone read here, every
+    older layout converted (legacy.py: the one converter)."""
     path = Path(folder) / PARTS_FILE
     if not path.is_file():
-        return convert(folder)
+        return checkpoint_spec(Path(folder))
     raw = read_raw(path)
-    if raw.get("format_version") != FORMAT_VERSION:
-        return convert(folder, raw)
-    spec = validated(ModelSpec, raw, path)
-    if set(spec.routes) != {"query", "document"}:
-        raise CheckpointError(
-            f"{path}: routes must be a query route and a document route; found {sorted(spec.routes)}."
-        )
-    return spec
+    if raw.get("format_version") != FORMAT_VERSION or not uses_class_paths(raw):
+        return legacy.convert(folder, raw)
+    return validated(ModelSpec, raw, path)
+
+
+def checkpoint_spec(folder: Path) -> ModelSpec:
+    """A checkpoint folder alone: a symmetric model (its LLM is the model), or an older two-tower
+    checkpoint that names its sentence encoder (converted)."""
+    from ..checkpoint import CONFIG_FILE, read_config
+
+    if not (folder / CONFIG_FILE).is_file():
+        raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
+    read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
+    if read_raw(folder / CONFIG_FILE).get(TOWER_KEY) is not None:  # older checkpoints wrote null: none
+        return legacy.convert(folder)
+    return symmetric_spec()
 
 
 def llm_checkpoint_of(reference):
