@@ -1,12 +1,14 @@
 """The encoder of parts: a model folder lists its parts and a query route and a document route
 over them (the shape of sentence-transformers v5's modules.json + Router).
 
-config.py   instemb_parts.json (format 2: parts and routes)
+config.py   instemb_parts.json (format 2: parts and routes, each type a class path)
+class_paths.py  a type's class path, imported (instemb-rag's own classes only)
 legacy.py   the one converter of every older layout into the same spec
 spec.py     read_spec: any folder's parts and routes; llm_checkpoint_of
-parts.py    the part types (llm, sentence_encoder, projection, gate, effect_map): config, save, load
-routes.py   the document routes (sentence_encoder, halves) and query routes (llm, anchored,
-            mixed, effect); their math is encoder/combine.py's
+parts.py    the parts (the LLM, the sentence encoder, module parts: Projection, WeightGate,
+            EffectMap, any class with load/save/get_config_dict/state_tensors)
+routes.py   the document routes (TowerDocuments, HalvesDocuments) and query routes (LLMQueries,
+            AnchoredQueries, MixedQueries, EffectQueries); their math is encoder/combine.py's
 encoder.py  ComposedEncoder; TwoTowerEncoder and TwoSpacesEncoder name its parts and routes
 effect.py   InstructionEffectEncoder (the instruction's effect)
 gate.py, effect_map.py   the gate and the effect map (parts)
