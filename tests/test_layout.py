@@ -43,8 +43,9 @@ LAYERS: list[set[str]] = [
     # (interop: sentence-transformers), a query's inputs checked once where they enter (queries)
     {"index", "training", "eval", "interop", "queries"},
     # the HTTP server over an index or an encoder, and what an application embedding through
-    # instemb-rag holds (client: the server's client, the embedder with its caches and limits)
-    {"serve", "client"},
+    # instemb-rag holds (client: the server's client, the embedder with its caches and limits);
+    # exit_codes: an error's exit code, for the CLI and the resident process that answers for it
+    {"serve", "client", "exit_codes"},
     # entry points over everything below (resident: the resident query process behind `query`;
     # agents: an index as MCP tools, `instemb-rag mcp`)
     {"cli", "resident", "agents"},

@@ -16,43 +16,15 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from enum import IntEnum
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from ..choices import Precision
+from ..exit_codes import ExitCode, exit_code_for  # noqa: F401  (the table, one owner: exit_codes.py)
 
 if TYPE_CHECKING:
     from ..encoder import InstEmbEncoder
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    BAD_INPUT = 2
-    BUSY = 3
-    INDEX_FOLDER = 4
-    MODEL = 5
-    RAY_WORKER = 6
-
-
-def exit_code_for(error: Exception) -> int:
-    """The exit code of an error a command reports (most specific class first)."""
-    from ..errors import CheckpointError, InstEmbError, ModelNotFoundError
-    from ..index.errors import IndexBusyError, IndexFolderError, RayWorkerError
-
-    if isinstance(error, RayWorkerError):
-        return ExitCode.RAY_WORKER
-    if isinstance(error, IndexBusyError):
-        return ExitCode.BUSY
-    if isinstance(error, IndexFolderError):
-        return ExitCode.INDEX_FOLDER
-    if isinstance(error, (CheckpointError, ModelNotFoundError)):
-        return ExitCode.MODEL
-    if isinstance(error, (InstEmbError, ValueError)):
-        return ExitCode.BAD_INPUT
-    return ExitCode.FAILED
 
 
 def fail(error: Exception | str, code: int | None = None) -> NoReturn:

@@ -240,8 +240,8 @@ def create_resident_app(state: ResidentState) -> FastAPI:
 
     @app.post("/v1/resident/search", dependencies=[Depends(check_api_key)])
     async def resident_search(body: ResidentSearchRequest) -> JSONResponse:
-        from ..cli.common import exit_code_for
         from ..errors import InstEmbError
+        from ..exit_codes import exit_code_for
 
         try:
             held = await state.index_state(body)
