@@ -11,7 +11,7 @@ takes the file's tensors as they are mapped (``assign``: no copy; a write, such 
 copies only the pages it touches, never the file). Anything else (an unknown architecture, a
 sharded or renamed checkpoint) goes through ``from_pretrained`` as before, of the class imported
 directly where it is known, of the Auto class otherwise. Both give the same tensors
-(tests/encoder/test_hf_models.py).
+(tests/test_hf_models.py).
 """
 
 from __future__ import annotations

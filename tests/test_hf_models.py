@@ -1,4 +1,4 @@
-"""encoder/hf_models.py: a known architecture imported directly and its weights memory-mapped give
+"""instemb_rag/hf_models.py: a known architecture imported directly and its weights memory-mapped give
 the model ``from_pretrained`` gives (tensors, buffers, config, outputs); any other folder goes
 through ``from_pretrained``."""
 
@@ -8,7 +8,7 @@ import shutil
 
 import torch
 
-from instemb_rag.encoder.hf_models import _load_mapped, known_class, load_pretrained, model_class
+from instemb_rag.hf_models import _load_mapped, known_class, load_pretrained, model_class
 
 
 def assert_same_model(ours, theirs):

@@ -26,9 +26,11 @@ ALSO_CAPPED = [CHECKOUT / "integrations", CHECKOUT / "benchmarks", CHECKOUT / "t
 LAYERS: list[set[str]] = [
     # base utilities: no project imports beyond this layer
     # (shipped: the shipped default's own settings, read from its JSON without torch; extras: an
-    # optional dependency imported where it is used, or an error naming the extra)
+    # optional dependency imported where it is used, or an error naming the extra; hf_models:
+    # transformers' model classes imported directly, weights memory-mapped, for the LLM and the
+    # sentence encoders alike)
     {"errors", "paths", "choices", "instructions", "knobs", "hashing", "net", "jsonl", "atomic", "progress"}
-    | {"shipped", "extras"},
+    | {"shipped", "extras", "hf_models"},
     # the data the model is trained and evaluated on (records, embedding items, facet groups,
     # their builders and one source registry): files and text only, no model
     {"datasets"},

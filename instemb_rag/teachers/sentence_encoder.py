@@ -11,9 +11,9 @@ folder says what to run, in its own files, and this reads them:
                                     ``pooling_mode_*_tokens`` flags
     config.json, tokenizer files    transformers' own model class (BertModel, MPNetModel: imported
                                     directly, ``AutoModel`` only for another architecture), its
-                                    weights memory-mapped (encoder/hf_models.py)
+                                    weights memory-mapped (instemb_rag/hf_models.py)
 
-The vectors equal sentence-transformers' (tests/encoder/test_sentence_encoder.py compares both):
+The vectors equal sentence-transformers' (tests/teachers/test_sentence_encoder.py compares both):
 the same tokenizer call, length-sorted batches, pooling and normalisation. A folder with anything
 else (a Dense layer, weighted-mean pooling, tokenizer or model arguments) is not guessed at:
 ``UnsupportedSentenceFolder`` says what, and the caller loads it with sentence-transformers. The
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...errors import InstEmbError
+from ..errors import InstEmbError
 
 __all__ = ["SentenceEncoderModel", "UnsupportedSentenceFolder", "read_pipeline"]
 
@@ -213,7 +213,7 @@ class SentenceEncoderModel(nn.Module):
         texts = list(texts)
         order = np.argsort([-len(text) for text in texts])
         output = torch.zeros((len(texts), self.get_embedding_dimension()), dtype=torch.float32)
-        from ...progress import batches_with_progress  # rich, imported only when a bar may show
+        from ..progress import batches_with_progress  # rich, imported only when a bar may show
 
         starts = range(0, len(texts), batch_size)
         for start in batches_with_progress(starts, show_progress_bar, total_items=len(texts), batch_size=batch_size):
