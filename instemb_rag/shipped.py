@@ -14,16 +14,16 @@ PARTS_FILE = "instemb_parts.json"  # encoder/composed/config.py's PARTS_FILE
 
 
 def shipped_knob(knob: str, folder: Path = SHIPPED_FOLDER) -> float | None:
-    """The folder's own value of a query-time knob (``instruction_strength``, ``llm_weight``), from
-    its instemb_parts.json: the query route's (format 2) or the file's top level (format 1, as
-    encoder/composed/legacy.py reads it); None when it names none or the file cannot be read."""
+    """The folder's own value of a query-time knob (``instruction_strength``, ``llm_weight``): its
+    query route's in instemb_parts.json (format 2, which the shipped default is in; older formats
+    are read by encoder/composed/legacy.py alone); None when it names none or the file cannot be read."""
     try:
         config = json.loads((Path(folder) / PARTS_FILE).read_text())
     except (OSError, ValueError):
         return None
     routes = config.get("routes") if isinstance(config, dict) else None
     query_route = routes.get("query") if isinstance(routes, dict) else None
-    value = query_route.get(knob) if isinstance(query_route, dict) else config.get(knob)
+    value = query_route.get(knob) if isinstance(query_route, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

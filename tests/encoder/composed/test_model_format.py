@@ -44,7 +44,11 @@ def no_converter(monkeypatch):
     """legacy.convert raises: whatever reads a folder now reads it without the converter."""
 
     def refuse(folder, raw=None):
-        raise AssertionError(f"the converter was asked to read {folder}")
+        raise AssertionError(
+            f"the converter was asked to read {folder}: it is in an older format. Re-save it with "
+            f"`instemb-rag export {folder} NEW` (no weights loaded; keep a documents_llm link as a link) "
+            "and put NEW in its place."
+        )
 
     monkeypatch.setattr(legacy, "convert", refuse)
 
