@@ -96,7 +96,7 @@ def _load_mapped(cls, folder: Path, dtype, options: dict):
     if set(tensors) != own:
         return None
     if dtype is not None:
-        tensors = {name: tensor.to(dtype) for name, tensor in tensors.items()}
+        tensors = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor for name, tensor in tensors.items()}
     model.load_state_dict(tensors, strict=False, assign=True)
     model.tie_weights()
     return model.eval()
