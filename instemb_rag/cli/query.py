@@ -256,11 +256,12 @@ def answer_in_process(
                 err=True,
             )
         fail(error)
-    # The process ends after printing: a final collection over the model's ~650k objects would cost
-    # 1.5-1.8 s of exit; frozen, they are left to the process's end.
+    # At exit, Python's final collection walks the model's ~650k objects (1.5-1.8 s): frozen first,
+    # they are left to the process's end. (At exit only: a caller that goes on collects as usual.)
+    import atexit
     import gc
 
-    gc.freeze()
+    atexit.register(gc.freeze)
     return Answer(hits, explanations, knob, notes, getattr(encoder, "quantization_report", None))
 
 
