@@ -133,3 +133,13 @@ def test_a_querys_traps_are_its_negatives_and_a_flat_effect_keeps(setting):
     candidates = torch.randn(5, 8)
     assert float(flat_contribution(torch.zeros(3, 8), candidates, 0.05)) == 0.0
     assert float(flat_contribution(torch.randn(3, 8), candidates, 0.05)) > 0.0
+
+
+def test_the_instruction_contrast_pairs_a_query_with_its_siblings(setting, tmp_path):
+    from instemb_rag.training.trainer import train
+
+    overrides = {"effect.contrast_weight": 1.0, "training.max_steps": 2, "training.save_steps": 2}
+    train(config_for(setting, tmp_path, **overrides), log=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # q0 and q1 ("light tent for rain", group g1) and q4 and q5 ("warm nylon tent", g2) are siblings.
+    assert all(row["contrast"] > 0 and np.isfinite(row["loss"]) for row in rows)

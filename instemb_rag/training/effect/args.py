@@ -39,6 +39,9 @@ class EffectArguments:
     # in group, as the facet harness scores): a bank of same-domain passages ("Review of this
     # laptop") is a decision no instruction can make. Plain queries keep the bank.
     group_negatives_only: bool = False
+    # The instruction contrast: a query's positive scored under its own instruction against under a
+    # sibling's (same text and subject, another positive); 0 = off (training/effect/query_llm.py).
+    contrast_weight: float = 0.0
 
     def checks(self, config) -> list[tuple[bool, str]]:
         """The config checks of this recipe (TrainConfig.validate runs them)."""
@@ -57,5 +60,5 @@ class EffectArguments:
             (0 < e.instruction_strength <= 10, "effect.instruction_strength must lie in (0, 10]"),
             (0 <= e.validation_share < 0.5, "effect.validation_share must lie in [0, 0.5)"),
             (not e.query_llm or e.query_layers > 0, "effect.query_layers must be > 0 with effect.query_llm"),
-            (e.keep_weight >= 0, "effect.keep_weight must be >= 0"),
+            (e.keep_weight >= 0 and e.contrast_weight >= 0, "effect.keep_weight and contrast_weight must be >= 0"),
         ]

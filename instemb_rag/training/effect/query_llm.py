@@ -53,7 +53,7 @@ class EffectLLMObjective(Objective):
 
     @staticmethod
     def term_weights(config) -> dict[str, float]:
-        return {"infonce": 1.0, "keep": config.effect.keep_weight}
+        return {"infonce": 1.0, "keep": config.effect.keep_weight, "contrast": config.effect.contrast_weight}
 
     def prepare(self) -> Prepared:
         from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
@@ -125,12 +125,7 @@ class EffectLLMObjective(Objective):
         """(scores [B, C], positive columns [B], effect half [B, d], LLM candidates [C, d], gain [B])."""
         e, data, device = self.config.effect, self.data, self.student.device
         columns, positives = data.candidates(rows, e.bank_negatives, seed)
-        queries = [data.queries[row] for row in rows]
-        inputs = [(q.text, q.instruction) for q in queries] + [(q.text, REFERENCE_INSTRUCTION) for q in queries]
-        pooled = pooled_embeddings(self.student, self.cache, inputs)
-        vectors = torch.nn.functional.normalize(self.student.project(pooled).float(), dim=-1)
-        under_instruction, under_reference = vectors[: len(rows)], vectors[len(rows) :]
-        effect_half, gain = self.encoder.route_effect(under_instruction, under_reference, e.instruction_strength)
+        effect_half, gain = self.query_effects(rows)
         llm_candidates = data.llm_passages[columns].to(device)
         scores = effect_scores(
             effect_half, data.anchors[rows].to(device), llm_candidates, data.tower_passages[columns].to(device)
@@ -138,6 +133,35 @@ class EffectLLMObjective(Objective):
         if e.group_negatives_only:
             scores = scores.masked_fill(~data.own_columns(rows, columns).to(device), float("-inf"))
         return scores, torch.tensor(positives, device=device), effect_half, llm_candidates, gain
+
+    def query_effects(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``s gain h(D'(q, i) - D'(q, r))`` [B, d], gain [B]) of query rows: the top layers on the
+        cached states of each query under its instruction and under the reference, as at inference."""
+        queries = [self.data.queries[row] for row in rows]
+        inputs = [(q.text, q.instruction) for q in queries] + [(q.text, REFERENCE_INSTRUCTION) for q in queries]
+        pooled = pooled_embeddings(self.student, self.cache, inputs)
+        vectors = torch.nn.functional.normalize(self.student.project(pooled).float(), dim=-1)
+        under_instruction, under_reference = vectors[: len(rows)], vectors[len(rows) :]
+        return self.encoder.route_effect(under_instruction, under_reference, self.config.effect.instruction_strength)
+
+    def instruction_contrast(self, rows: list[int], effect_half: torch.Tensor, step: int) -> torch.Tensor:
+        """The same query text under its sibling's instruction (same subject, another positive) must
+        score the query's positive lower than under its own: cross-entropy over the two
+        instructions. What the instruction does not decide (a shift every instruction gives alike)
+        cancels in this comparison: only what the instruction changes is trained."""
+        data, device = self.data, self.student.device
+        rng = random.Random(f"{self.config.training.seed}:siblings:{step}")
+        pairs = [(b, rng.choice(data.siblings[row])) for b, row in enumerate(rows) if data.siblings[row]]
+        if not pairs:
+            return effect_half.sum() * 0.0
+        batch, siblings = [b for b, _ in pairs], [s for _, s in pairs]
+        sibling_effect, _ = self.query_effects(siblings)
+        passages = [data.positives[rows[b]] for b in batch]
+        llm, tower = data.llm_passages[passages].to(device), data.tower_passages[passages].to(device)
+        own = (data.anchors[[rows[b] for b in batch]].to(device) * tower).sum(-1) + (effect_half[batch] * llm).sum(-1)
+        other = (data.anchors[siblings].to(device) * tower).sum(-1) + (sibling_effect * llm).sum(-1)
+        logits = torch.stack([own, other], dim=1) / self.config.effect.temperature
+        return torch.nn.functional.cross_entropy(logits, torch.zeros(len(pairs), dtype=torch.long, device=device))
 
     def step(self, step: int) -> StepResult:
         e = self.config.effect
@@ -148,7 +172,10 @@ class EffectLLMObjective(Objective):
         generic = torch.tensor([self.data.queries[row].id.endswith(GENERIC_TAG) for row in rows])
         terms = {"infonce": effect_infonce(scores, positives, e.temperature)}
         terms["keep"] = flat_contribution(effect_half[generic], llm_candidates, e.temperature)
-        terms["loss"] = terms["infonce"] + e.keep_weight * terms["keep"]
+        terms["contrast"] = (
+            self.instruction_contrast(rows, effect_half, step) if e.contrast_weight > 0 else effect_half.sum() * 0.0
+        )
+        terms["loss"] = terms["infonce"] + e.keep_weight * terms["keep"] + e.contrast_weight * terms["contrast"]
         terms["loss"].backward()
         extra = {"batch": len(rows), "gain": round(float(gain.detach().mean()), 4)}
         if (step + 1) % self.config.training.save_steps == 0:
@@ -224,6 +251,16 @@ class LLMEffectData:
         self.hard = [
             [r for r in groups.get(q.group or "", []) if r != self.positives[n]]
             + [row_of[p] for p in negatives.get(q.id, [])]
+            for n, q in enumerate(queries)
+        ]
+        # A query's siblings: the same text on the same subject under another instruction with
+        # another positive (a facet group's other aspects, the other stance, the other NLI sentence).
+        by_text: dict[tuple, list[int]] = {}
+        for n, q in enumerate(queries):
+            if q.group:
+                by_text.setdefault((q.group, q.text), []).append(n)
+        self.siblings = [
+            [m for m in by_text.get((q.group, q.text), []) if self.positives[m] != self.positives[n]]
             for n, q in enumerate(queries)
         ]
         self.own_traps = {qid for qid, ids in negatives.items() if ids}
