@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .endpoint import Endpoint, ResidentUnavailable, idle_seconds
+from ..errors import InstEmbError
+from .endpoint import Endpoint, idle_seconds
 from .process import serve_resident
 
 
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         return serve_resident(Endpoint.default(), idle_seconds(options.idle_timeout), options.log_level)
-    except ResidentUnavailable as error:
+    except InstEmbError as error:  # a bad setting, a folder of another user: said in the log
         print(f"error: {error}", file=sys.stderr)
         return 2
 

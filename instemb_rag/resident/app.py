@@ -63,7 +63,7 @@ class HeldIndex:
 class ResidentState:
     """The encoders and indexes the process holds, and its idle clock."""
 
-    def __init__(self, idle_timeout: float, token: str | None = None):
+    def __init__(self, idle_timeout: float, token: str | None = None, threads: int | None = None):
         # Limits of the command line, not of a shared server: any k, any query length.
         self.options = ServeOptions(
             model_id="instemb-resident",
@@ -73,6 +73,7 @@ class ResidentState:
             batching=BatchingOptions(max_wait_ms=2.0),
         )
         self.idle_timeout = idle_timeout
+        self.threads = threads  # torch CPU threads (None: torch's own)
         self.started = time.time()
         self.last_activity = time.monotonic()
         self.in_flight = 0
@@ -128,6 +129,10 @@ class ResidentState:
         if key not in self.encoders:
             from ..encoder import load_model
 
+            if self.threads:
+                import torch
+
+                torch.set_num_threads(self.threads)
             started = time.perf_counter()
             encoder = load_model(reference, device=device)
             self.encoders[key] = (encoder, DynamicBatcher(encoder, self.options.batching).start())

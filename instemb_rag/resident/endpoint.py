@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_IDLE_SECONDS",
     "IDLE_ENV",
     "NO_DAEMON_ENV",
+    "THREADS_ENV",
     "TIMEOUT_ENV",
     "Endpoint",
     "Record",
@@ -40,6 +41,7 @@ __all__ = [
 IDLE_ENV = "INSTEMB_DAEMON_IDLE"  # seconds the process waits for a query before it exits
 NO_DAEMON_ENV = "INSTEMB_NO_DAEMON"  # 1: every query runs in its own process, as before
 TIMEOUT_ENV = "INSTEMB_DAEMON_TIMEOUT"  # seconds a query waits for the process's answer
+THREADS_ENV = "INSTEMB_DAEMON_THREADS"  # torch CPU threads of the process's forward passes
 DEFAULT_IDLE_SECONDS = 600.0
 # AF_UNIX paths are at most 108 bytes on Linux, 104 on macOS: a deeper $INSTEMB_HOME gets a short
 # folder under the temporary directory instead, named by the user and a hash of that home.
@@ -69,6 +71,17 @@ def idle_seconds(value: str | float | None = None) -> float:
         source = "--idle-timeout" if value is not None else IDLE_ENV
         raise InstEmbError(f"{source}={raw!r}: give the idle time as seconds or with a unit, e.g. 600, 90s, 10m, 1h.")
     return seconds
+
+
+def daemon_threads() -> int | None:
+    """$INSTEMB_DAEMON_THREADS: torch CPU threads for the process's forward passes (None: torch's
+    own, one per core)."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise InstEmbError(f"{THREADS_ENV}={raw!r}: give a number of threads, 1 or more (unset: one per core).")
+    return int(raw)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,15 @@ import socket
 import sys
 import time
 
-from .endpoint import UNIX_SOCKETS, Endpoint, Record, ResidentUnavailable, code_location, prepare_folder
+from .endpoint import (
+    UNIX_SOCKETS,
+    Endpoint,
+    Record,
+    ResidentUnavailable,
+    code_location,
+    daemon_threads,
+    prepare_folder,
+)
 
 __all__ = ["serve_resident"]
 
@@ -46,7 +54,7 @@ def _serve_holding_the_folder(endpoint: Endpoint, idle_timeout: float, log_level
     collect_notices()  # a shortened instruction is said to the user with the answer, not in this log
     token = None if UNIX_SOCKETS else secrets.token_urlsafe(32)
     sock, where = bind(endpoint)
-    state = ResidentState(idle_timeout, token)
+    state = ResidentState(idle_timeout, token, daemon_threads())
     record = Record(os.getpid(), __version__, code_location(), time.time(), idle_timeout, token=token, **where)
     run(
         create_resident_app(state),
