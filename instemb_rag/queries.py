@@ -1,34 +1,31 @@
-"""A query as it enters: its text, its instruction and its query-time knob, checked once where
+"""A query as it enters: its text, its instruction and its query-time knobs, checked once where
 they come in, and passed on typed, so that nothing on the way to the encoder checks them again.
 
 The entries: the command line (cli/query.py), ``Index.search`` and ``Index.explain``, the
 server's request bodies (serve/schemas.py validates the knobs; serve/errors.py answers a
 ``KnobError`` with a 400), and the LlamaIndex embedding's fields and calls. The encoder keeps its
-own guards, for code that calls it directly.
+own guard, for code that calls it directly.
 
-    knobs = QueryKnobs.checked(llm_weight=0.7)            # in range, else KnobError
+    knobs = QueryKnobs.checked({name: value})             # declared and in range, else KnobError
     knobs.require(encoder)                                # a knob the model lacks: KnobError
-    encoder.encode_queries(texts, instructions, **knobs.given())
-    query = Query.checked("Which tent?", " ", llm_weight=0.7)   # instruction None: blank is none
+    encoder.encode_queries(texts, instructions, **knobs)
+    query = Query.checked("Which tent?", " ", knobs={name: value})   # instruction None: blank is none
 
-``llm_weight`` is a two-space model's knob (the LLM space's share of a query's score, 0..1),
-``instruction_strength`` an instruction-effect model's (how much the instruction moves a query's
-ranking, 0..10; 0: plain search by its sentence encoder); their ranges are knobs.py's. A model
-declares the knob it takes (encoder/protocol.py ``query_knob``: a RemoteEncoder from its server's
-model card); a knob given to a model without it is refused, since it would silently change
-nothing. Torch-free.
+The knobs, their ranges and their meanings are knobs.py's declarations. A model says which knobs
+it takes (encoder/protocol.py ``query_knobs``: a RemoteEncoder from its server's model card); a
+knob given to a model without it is refused, since it would silently change nothing. Torch-free.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .encoder.protocol import query_knob
+from .encoder.protocol import query_knob, query_knobs
 from .errors import InstEmbError
 from .instructions import normalize_instruction
-from .knobs import MEANING, KnobError, check_instruction_strength, check_llm_weight
+from .knobs import KNOBS, KnobError, check_knobs
 
 __all__ = ["EMPTY_QUERY", "EmptyQueryError", "Query", "QueryKnobs", "check_texts", "model_in_words"]
 
@@ -42,10 +39,8 @@ class EmptyQueryError(InstEmbError):
 def model_in_words(encoder: Any) -> str:
     """What the model is, by the query-time knob it takes (for a refused knob's message)."""
     has = query_knob(encoder)
-    if has == "llm_weight":
-        return "a two-space model, whose knob is llm_weight"
-    if has == "instruction_strength":
-        return "an instruction-effect model, whose knob is instruction_strength"
+    if has is not None:
+        return f"{KNOBS[has].model}, whose knob is {has}"
     return "a model of one space (it embeds in one space, with no query-time knob)"
 
 
@@ -71,49 +66,72 @@ def check_texts(texts: Sequence[object], kind: str = "query") -> None:
             ) from None
 
 
-@dataclass(frozen=True)
-class QueryKnobs:
-    """A query's knobs, each in range or None (the model's own). Build it with ``checked``."""
+class QueryKnobs(Mapping):
+    """A query's knobs: knob name -> value, each declared (knobs.py ``KNOBS``) and in range; a knob
+    left out is the model's own. Build it with ``checked`` (a mapping, or the older keywords); a
+    knob reads as an attribute too (``knobs.<name>``: its value or None)."""
 
-    llm_weight: float | None = None
-    instruction_strength: float | None = None
+    __slots__ = ("_values",)
+
+    def __init__(self, *positional: float | None, **named: float | None):
+        # Positional values in the declarations' order (the older form, one argument per knob).
+        values = {**dict(zip(KNOBS, positional)), **named}
+        self._values = {name: float(value) for name, value in values.items() if value is not None}
 
     @classmethod
-    def checked(cls, llm_weight: Any = None, instruction_strength: Any = None) -> QueryKnobs:
-        return cls(check_llm_weight(llm_weight), check_instruction_strength(instruction_strength))
+    def checked(cls, *positional: Any, **named: Any) -> QueryKnobs:
+        """One mapping (``checked({name: value})``), or values by name or in the declarations' order;
+        in range, else KnobError (knobs.py)."""
+        if len(positional) == 1 and isinstance(positional[0], QueryKnobs) and not named:
+            return positional[0]  # checked where it entered
+        if len(positional) == 1 and (positional[0] is None or isinstance(positional[0], Mapping)):
+            return cls(**check_knobs({**(positional[0] or {}), **named}))
+        return cls(**check_knobs({**dict(zip(KNOBS, positional)), **named}))
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._values.items()))
+
+    def __getattr__(self, name: str) -> float | None:
+        if name in KNOBS:
+            return self._values.get(name)
+        raise AttributeError(f"QueryKnobs has no attribute {name!r} (the knobs are {', '.join(KNOBS)}).")
+
+    def __repr__(self) -> str:
+        return f"QueryKnobs({self._values!r})"
 
     def given(self) -> dict[str, float]:
         """The knobs set, as keyword arguments of ``encode_queries`` and ``explain``."""
-        return {
-            knob: value
-            for knob, value in (("llm_weight", self.llm_weight), ("instruction_strength", self.instruction_strength))
-            if value is not None
-        }
+        return dict(self._values)
 
-    def or_else(self, fallback: QueryKnobs) -> QueryKnobs:
+    def or_else(self, fallback: Mapping[str, float]) -> QueryKnobs:
         """Each knob: this one's, else ``fallback``'s."""
-        weight, strength = self.llm_weight, self.instruction_strength
-        return QueryKnobs(
-            fallback.llm_weight if weight is None else weight,
-            fallback.instruction_strength if strength is None else strength,
-        )
+        return QueryKnobs(**{**fallback, **self._values})
 
     def refused_by(self, encoder: Any) -> str | None:
         """The first knob given that ``encoder`` does not take (None: all taken)."""
-        has = query_knob(encoder)
-        return next((knob for knob in self.given() if knob != has), None)
+        taken = query_knobs(encoder)
+        return next((knob for knob in self._values if knob not in taken), None)
 
     def require(self, encoder: Any) -> QueryKnobs:
         """These knobs, if ``encoder`` takes each one given; else a KnobError naming the model's own."""
-        knob = self.refused_by(encoder)
-        if knob is None:
+        name = self.refused_by(encoder)
+        if name is None:
             return self
-        meaning, kind = MEANING[knob]
+        knob = KNOBS[name]
         raise KnobError(
-            f"{knob}={self.given()[knob]}, but this model is {model_in_words(encoder)}: {knob} ({meaning}) "
-            f"applies to {kind} only. Leave it out.",
-            knob,
-            code=f"{knob}_unsupported",
+            f"{name}={self._values[name]}, but this model is {model_in_words(encoder)}: {name} ({knob.meaning}) "
+            f"applies to {knob.model_long} only. Leave it out.",
+            name,
+            code=f"{name}_unsupported",
         )
 
 
@@ -130,11 +148,15 @@ class Query:
         cls,
         text: Any,
         instruction: Any = None,
-        llm_weight: Any = None,
-        instruction_strength: Any = None,
+        *values: Any,
+        knobs: Mapping[str, Any] | None = None,
         example: str | None = None,
+        **named: Any,
     ) -> Query:
-        """The query as it enters; ``example`` is shown in the refusal of an empty text."""
+        """The query as it enters: its knobs one mapping (``knobs=``; also by name, or the older
+        positional values in the declarations' order); ``example`` is shown in the refusal of an
+        empty text."""
         if not isinstance(text, str) or not text.strip():
             raise EmptyQueryError(f"{EMPTY_QUERY}{f', e.g. {example}' if example else ''}.")
-        return cls(text, normalize_instruction(instruction), QueryKnobs.checked(llm_weight, instruction_strength))
+        given = {**dict(zip(KNOBS, values)), **(knobs or {}), **named}
+        return cls(text, normalize_instruction(instruction), QueryKnobs.checked(given))

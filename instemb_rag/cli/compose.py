@@ -21,6 +21,7 @@ from pathlib import Path
 
 import typer
 
+from ..knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT
 from .common import fail
 
 
@@ -39,10 +40,10 @@ def compose_command(
         help="The sentence encoder: an installed teacher (minilm) or a sentence-transformers folder.",
     ),
     llm_weight: float = typer.Option(
-        0.5,
+        LLM_WEIGHT.default,
         "--llm-weight",
-        min=0.0,
-        max=1.0,
+        min=LLM_WEIGHT.low,
+        max=LLM_WEIGHT.high,
         help="The LLM space's share of the score (the rest: the sentence encoder's).",
     ),
     arrangement: str = typer.Option(
@@ -51,10 +52,10 @@ def compose_command(
         help="mix: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
     ),
     instruction_strength: float = typer.Option(
-        1.5,
+        INSTRUCTION_STRENGTH.default,
         "--instruction-strength",
-        min=0.0,
-        max=10.0,
+        min=INSTRUCTION_STRENGTH.low,
+        max=INSTRUCTION_STRENGTH.high,
         help="With --arrangement effect: the default strength of the instruction's effect.",
     ),
     source: Path | None = typer.Option(None, "--from", help="A parts folder to take the parts of instead."),

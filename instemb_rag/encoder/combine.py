@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InstEmbError
-from ..knobs import MAX_INSTRUCTION_STRENGTH, check_instruction_strength, check_llm_weight
+from ..knobs import INSTRUCTION_STRENGTH, MAX_INSTRUCTION_STRENGTH, check_instruction_strength, check_llm_weight
 
 __all__ = [
     "DEFAULT_INSTRUCTION_STRENGTH",
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 ROOT2 = math.sqrt(2.0)
-DEFAULT_INSTRUCTION_STRENGTH = 1.5
+DEFAULT_INSTRUCTION_STRENGTH = INSTRUCTION_STRENGTH.default  # the declaration's (knobs.py): one default
 # The fixed instruction whose query vector is subtracted: the effect of an instruction is
 # D(q, i) - D(q, REFERENCE_INSTRUCTION).
 REFERENCE_INSTRUCTION = "Find relevant passages."

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from ..instructions import Instructions
+from ..knobs import KNOBS
 
 if TYPE_CHECKING:
     import numpy as np  # annotations only: the query client imports this module
@@ -32,33 +33,27 @@ if TYPE_CHECKING:
     from .modules.pooling import Pooling
     from .modules.template import PromptTemplate
 
-__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder", "query_knob", "takes_instruction_strength", "takes_llm_weight"]
+__all__ = ["Encoder", "ForwardEncoder", "LocalEncoder", "query_knob", "query_knobs"]
 
 
-def takes_llm_weight(encoder: Any) -> bool:
-    """Whether ``encoder`` has the query-time knob ``llm_weight`` (a two-space model: the LLM space's
-    share of the score; ``encode_queries(..., llm_weight=)`` and ``explain``). Encoders declare it
-    (``takes_llm_weight``: TwoSpacesEncoder True, InstEmbEncoder False, a RemoteEncoder from its
-    server's model card); one that says nothing has no knob."""
-    return getattr(encoder, "takes_llm_weight", False) is True
-
-
-def takes_instruction_strength(encoder: Any) -> bool:
-    """Whether ``encoder`` has the query-time knob ``instruction_strength`` (an instruction-effect
-    model: how much the instruction moves the ranking, 0 = plain search by its sentence encoder;
-    ``encode_queries(..., instruction_strength=)`` and ``explain``). Declared as ``takes_llm_weight``
-    (``takes_instruction_strength``: InstructionEffectEncoder True, a RemoteEncoder from its
-    server's model card); one that says nothing has no knob."""
-    return getattr(encoder, "takes_instruction_strength", False) is True
+def query_knobs(encoder: Any) -> tuple[str, ...]:
+    """The query-time knobs ``encoder`` takes (knobs.py's declarations; ``encode_queries(..., name=)``
+    and ``explain``). Encoders declare each by ``takes_<name>`` (a composed encoder from its query
+    route's ``knobs``, a RemoteEncoder from its server's model card); one that says nothing has none."""
+    return tuple(name for name in KNOBS if getattr(encoder, f"takes_{name}", False) is True)
 
 
 def query_knob(encoder: Any) -> str | None:
-    """The query-time knob ``encoder`` takes: "llm_weight", "instruction_strength", or None."""
-    if takes_llm_weight(encoder):
-        return "llm_weight"
-    if takes_instruction_strength(encoder):
-        return "instruction_strength"
-    return None
+    """The query-time knob ``encoder`` takes (its first, where a route takes several), or None."""
+    return next(iter(query_knobs(encoder)), None)
+
+
+def __getattr__(name: str):
+    # The older per-knob tests (takes_<name>(encoder)), read from the declarations.
+    if name.startswith("takes_") and name[len("takes_") :] in KNOBS:
+        knob = name[len("takes_") :]
+        return lambda encoder: knob in query_knobs(encoder)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @runtime_checkable

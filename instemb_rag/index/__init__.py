@@ -17,20 +17,13 @@ Search (what the LlamaIndex retriever uses)::
             print(hit.score, hit.source, hit.text)       # chunk_id, extra (e.g. PDF page)
     index.search(vector)                                 # a precomputed query vector works too
 
-A two-space model (documents in the LLM's space and a sentence encoder's, side by side) takes
-the LLM space's share of the score per call, with the same stored vectors::
+A model with a query-time knob (knobs.py's declarations: a two-space model's LLM share of the
+score, an instruction-effect model's instruction strength) takes it per call as one mapping, with
+the same stored vectors; ``explain`` says what each hit's score is made of::
 
-        hits = index.search("Which tent?", "focus on packed weight", llm_weight=0.7)
-        index.explain("Which tent?", "focus on packed weight", hits, llm_weight=0.7)
-        # per hit: {"llm": cos, "tower": cos, "llm_weight": 0.7, "score": 0.7 * llm + 0.3 * tower}
-
-An instruction-effect model (the sentence encoder's plain score plus what the instruction changes
-in the LLM's space) takes how much the instruction moves the ranking (0..10; 0: plain search)::
-
-        hits = index.search("Which tent?", "focus on packed weight", instruction_strength=2.0)
-        index.explain("Which tent?", "focus on packed weight", hits, instruction_strength=2.0)
-        # per hit: {"plain": cos, "instruction": its contribution, "instruction_strength": 2.0,
-        #           "combined": plain + instruction (what ranks), "score": the search's score}
+        knobs = {name: value}                            # e.g. the knob GET /v1/models lists
+        hits = index.search("Which tent?", "focus on packed weight", knobs=knobs)
+        index.explain("Which tent?", "focus on packed weight", hits, knobs=knobs)
 
 `Index.open(dir, encoder=enc)` reuses an encoder already loaded; its document side's fingerprint
 must match the manifest's (another query side over the same documents searches the index as it is). An index folder holds manifest.json, catalog.sqlite (the source of truth:

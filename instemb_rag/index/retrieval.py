@@ -97,13 +97,14 @@ class IndexRetriever:
         filter: Mapping[str, Any] | None = None,
         hybrid: str | None = None,
         hybrid_weight: float | None = None,
-        knobs: QueryKnobs | None = None,
+        knobs: Mapping[str, float | None] | None = None,
         query_vector: Any = None,
     ) -> list[SearchHit]:
         """The best ``k`` chunks for ``query`` under ``instruction`` (None: none), best first.
 
         ``k``, ``filter`` and ``hybrid`` (with ``hybrid_weight``) default to the retriever's own.
-        ``knobs``: the model's query-time knob (queries.py), when the retriever embeds the query.
+        ``knobs``: the model's query-time knobs, name -> value (knobs.py; a ``QueryKnobs`` as checked
+        where it entered), when the retriever embeds the query.
         ``query_vector``: the query already embedded (then no knob): a dense search needs no text;
         a hybrid one reads the text and instruction on its full-text side."""
         self._require_open()
@@ -116,8 +117,8 @@ class IndexRetriever:
             given = as_query(query, instruction, knobs)
         if query_vector is None:
             query_vector = self._embed(given)
-        elif knobs is not None and knobs.given():
-            knob = next(iter(knobs.given()))
+        elif given_knobs := QueryKnobs.checked(knobs):
+            knob = next(iter(given_knobs))
             raise BadInputError(f"{knob} applies when the retriever embeds the query; this query comes embedded.")
         vector = np.asarray(query_vector, np.float32)
         k = self.k if k is None else k
@@ -157,11 +158,11 @@ class IndexRetriever:
         self.close()
 
 
-def as_query(query: str | Query | None, instruction: str | None, knobs: QueryKnobs | None) -> Query:
-    """The query as it enters (queries.py: its text not blank, its instruction normalised)."""
+def as_query(query: str | Query | None, instruction: str | None, knobs: Mapping[str, Any] | None) -> Query:
+    """The query as it enters (queries.py: its text not blank, its instruction normalised, its knobs checked)."""
     if isinstance(query, Query):
         return query
-    return replace(Query.checked(query, instruction), knobs=knobs or QueryKnobs())
+    return replace(Query.checked(query, instruction), knobs=QueryKnobs.checked(knobs))
 
 
 def hit_metadata(hit: SearchHit) -> dict[str, Any]:

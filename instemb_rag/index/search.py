@@ -9,11 +9,13 @@ their best ``CANDIDATE_DEPTH`` chunks (fusion.py), reading everything from one c
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ..encoder.protocol import Encoder, query_knob
+from ..knobs import KNOBS, LLM_WEIGHT
 from ..queries import EmptyQueryError, Query, QueryKnobs
 from . import fulltext
 from .catalog import Catalog
@@ -26,21 +28,6 @@ from .options import StoreOptions
 from .stores import open_store
 
 __all__ = ["FILTER_KEYS", "Index", "SearchHit", "parse_filters"]
-
-# The query-time knobs (encoder/protocol.py's query_knob): the option that sets it, what it does,
-# and the kind of model that has it.
-KNOBS = {
-    "llm_weight": (
-        "llm_weight (--llm-weight)",
-        "sets the share of the score between a two-space model's two spaces",
-        "a two-space model",
-    ),
-    "instruction_strength": (
-        "instruction_strength (--instruction-strength)",
-        "sets how much the instruction moves an instruction-effect model's ranking (0: plain search)",
-        "an instruction-effect model",
-    ),
-}
 
 
 def require_manifest(index_dir: Path) -> Manifest:
@@ -136,12 +123,12 @@ class Index:
         self,
         query: str | Query,
         instruction: str | None = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> np.ndarray:
-        """The query's vector; ``llm_weight`` (two-space models only) fixes the LLM space's share,
-        ``instruction_strength`` (instruction-effect models only) how much the instruction moves it."""
-        return self._embed(self._require(self._query(query, instruction, llm_weight, instruction_strength)))
+        """The query's vector under its query-time ``knobs`` (name -> value, knobs.py; each also
+        taken by name), each one the model takes (``query_knob``)."""
+        return self._embed(self._require(self._query(query, instruction, {**(knobs or {}), **named_knobs})))
 
     def _embed(self, query: Query) -> np.ndarray:
         if self.encoder is None:
@@ -150,26 +137,26 @@ class Index:
 
     @property
     def query_knob(self) -> str | None:
-        """The query-time knob of the index's encoder: "llm_weight" (a two-space model),
-        "instruction_strength" (an instruction-effect model) or None (encoder/protocol.py)."""
+        """The query-time knob of the index's encoder (knobs.py's declarations), or None
+        (encoder/protocol.py)."""
         return None if self.encoder is None else query_knob(self.encoder)
 
     @property
     def two_spaces(self) -> bool:
         """Whether the encoder ranks by two spaces with a query-time weight (a two-space model:
         encoder/composed/), rather than by one cosine."""
-        return self.query_knob == "llm_weight"
+        return self.query_knob is not None and KNOBS[self.query_knob] is LLM_WEIGHT
 
     @staticmethod
-    def _query(query: str | Query, instruction: str | None, llm_weight, instruction_strength) -> Query:
+    def _query(query: str | Query, instruction: str | None, knobs: Mapping[str, float | None]) -> Query:
         """The query as it enters search and explain: a Query as given (checked where it was made:
         the command line, the server), or a text checked here (queries.py)."""
         if isinstance(query, Query):
-            if instruction is not None or llm_weight is not None or instruction_strength is not None:
+            if instruction is not None or any(value is not None for value in knobs.values()):
                 raise BadInputError("A Query carries its instruction and knobs: give them in it, not beside it.")
             return query
         try:
-            return Query.checked(query, instruction, llm_weight, instruction_strength)
+            return Query.checked(query, instruction, knobs=knobs)
         except EmptyQueryError as error:
             raise BadInputError(str(error)) from None
 
@@ -178,36 +165,31 @@ class Index:
         knob = query.knobs.refused_by(self.encoder)
         if knob is None:
             return query
-        has = self.query_knob
-        option, what, kind = KNOBS[knob]
+        asked, has = KNOBS[knob], self.query_knob
         if has is not None:
-            other = KNOBS[has][0]
-            model = f"{KNOBS[has][2]}, whose query-time knob is {other}. Drop the option, or set {other} instead"
+            other = f"{has} ({KNOBS[has].option})"
+            model = f"{KNOBS[has].model}, whose query-time knob is {other}. Drop the option, or set {other} instead"
         else:
             side = getattr(self.encoder, "document_side", None)
             space = f" (documents embedded by {side.description})" if side is not None else ""
-            model = f"not {kind}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
-        raise BadInputError(f"{option} {what}, but the model of this index is {model}.")
+            model = f"not {asked.model}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
+        raise BadInputError(f"{knob} ({asked.option}) {asked.sets}, but the model of this index is {model}.")
 
     def explain(
         self,
         query: str | Query,
         instruction: str | None,
         hits: list[SearchHit],
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> list[dict]:
-        """Per hit, what its dense score is made of. A two-space model: each space's cosine (``llm``,
-        ``tower``), the weight (``llm_weight``), ``weighted`` = llm_weight * llm + (1 - llm_weight) *
-        tower (what ranks) and the ``score`` (weighted * mix_scale: the unit query's cosine), from the
-        encoder's ``explain`` over the hits' stored chunk texts. An instruction-effect model: the
-        ``plain`` score (the sentence encoder's cosine), the ``instruction``'s contribution, the
-        ``instruction_strength`` it was taken at, ``combined`` = plain + instruction (what ranks) and
-        the ``score`` (the unit query's cosine), the same way.
+        """Per hit, what its dense score is made of. A model with a query-time knob: the encoder's
+        ``explain`` over the hits' stored chunk texts (encoder/combine.py's rows: each space's part,
+        the knob it was taken at, what ranks and the ``score``, the unit query's cosine).
         A model of one space, from the search itself (nothing computed twice): its ``cosine``, the
         hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``.
         ``query`` may be a ``Query`` (queries.py) carrying its instruction and knobs."""
-        given = self._require(self._query(query, instruction, llm_weight, instruction_strength))
+        given = self._require(self._query(query, instruction, {**(knobs or {}), **named_knobs}))
         if not hits:
             return []
         if self.query_knob is not None:
@@ -230,19 +212,17 @@ class Index:
         hybrid: str | None = None,
         hybrid_weight: float | None = None,
         query_vector: np.ndarray | None = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> list[SearchHit]:
         """Top-k chunks for a query text (embedded with one prefill) or a query vector.
 
         ``hybrid`` ("rrf" or "z") fuses the dense ranking with the full-text index's ranking of
         the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
         ``query_vector`` is the text's embedding when the caller has it already (the server).
-        ``llm_weight`` (two-space models only, 0..1) is the LLM space's share of the dense score, the
-        rest the sentence encoder's; None: the model's own (per-query) weight.
-        ``instruction_strength`` (instruction-effect models only, 0..10) is how much the instruction
-        moves the ranking (0: plain search by the sentence encoder); None: the model's default. The
-        stored vectors are the same for every weight and strength: nothing is re-indexed.
+        ``knobs``: the query-time knobs (name -> value, knobs.py's declarations; each also taken by
+        name), only those the model takes; one left out is the model's own. The stored vectors are
+        the same for every value: nothing is re-indexed.
         ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made)."""
         if k < 1:
             raise BadInputError(f"k must be at least 1, got {k}.")
@@ -252,8 +232,9 @@ class Index:
             raise BadInputError(
                 "Hybrid search needs the query text (its words go to the full-text index), not a vector."
             )
-        given = self._query(query, instruction, llm_weight, instruction_strength) if text else None
-        for knob in (QueryKnobs(llm_weight, instruction_strength) if given is None else given.knobs).given():
+        knobs = {**(knobs or {}), **named_knobs}
+        given = self._query(query, instruction, knobs) if text else None
+        for knob in QueryKnobs.checked(knobs) if given is None else given.knobs:
             if query_vector is not None or given is None:
                 raise BadInputError(
                     f"{knob} applies when the index embeds the query text; a query vector is already "

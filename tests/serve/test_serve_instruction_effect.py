@@ -50,8 +50,8 @@ def test_queries_take_the_strength_and_the_card_says_so(effect):
         np.testing.assert_allclose(default, effect.encode_queries(QUERIES, INSTRUCTIONS), atol=1e-5)
 
         for body, words in (
-            ({"input": QUERIES, "instruction_strength": 10.5}, "outside [0, 10]"),
-            ({"input": QUERIES, "instruction_strength": -1}, "outside [0, 10]"),
+            ({"input": QUERIES, "instruction_strength": 10.5}, "between 0 and 10"),
+            ({"input": QUERIES, "instruction_strength": -1}, "between 0 and 10"),
             ({"input": DOCUMENTS, "input_type": "document", "instruction_strength": 1.0}, "documents"),
             ({"input": QUERIES, "llm_weight": 0.5}, "instruction-effect model"),
         ):

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
+from ...knobs import KNOBS, check_knobs
 from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
 from ..modules.tower import DocumentTower
@@ -45,6 +46,12 @@ def of_query_llm(name: str) -> property:
     """An attribute of the query side's LLM, read through: what the server and the indexer count
     tokens with (LocalEncoder), and the LLM's own attributes a two-tower encoder shows as its own."""
     return property(lambda self: getattr(self.query_llm, name), doc=f"The query LLM's ``{name}``.")
+
+
+def checked_knobs(kwargs: dict) -> dict:
+    """Keyword arguments with the query-time knobs among them checked (declared, in range; None left out)."""
+    given = {name: kwargs.pop(name) for name in list(kwargs) if name in KNOBS}
+    return {**kwargs, **check_knobs(given)}
 
 
 def of_query_route(name: str) -> property:
@@ -170,12 +177,15 @@ class ComposedEncoder:
         return self.documents_llm.dimension
 
     @property
-    def takes_llm_weight(self) -> bool:
-        return self.query_route.knob == "llm_weight"
+    def query_knobs(self) -> tuple[str, ...]:
+        """The query-time knobs its query route takes (knobs.py's declarations)."""
+        return tuple(knob.name for knob in self.query_route.knobs)
 
-    @property
-    def takes_instruction_strength(self) -> bool:
-        return self.query_route.knob == "instruction_strength"
+    def __getattr__(self, name: str):
+        # takes_<knob> (encoder/protocol.py query_knobs), for each declared knob.
+        if name.startswith("takes_") and name[len("takes_") :] in KNOBS:
+            return name[len("takes_") :] in self.query_knobs
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
     tokenizer = of_query_llm("tokenizer")
@@ -200,9 +210,9 @@ class ComposedEncoder:
 
     # ------------------------------------------------------------------ embedding
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
-        """One instruction per query (or one for all, or None); the route's knob as a keyword
-        (``llm_weight``, ``instruction_strength``)."""
-        return self.query_route.encode(self, queries, instructions, **kwargs)
+        """One instruction per query (or one for all, or None); the route's knobs as keywords,
+        checked here, where they enter (knobs.py)."""
+        return self.query_route.encode(self, queries, instructions, **checked_knobs(kwargs))
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         return self.document_route.encode(self, documents, instruction, **kwargs)
@@ -228,7 +238,7 @@ class ComposedEncoder:
         """Per document, what each space gives and what ranks (routes.py: the knob's routes only)."""
         if not hasattr(self.query_route, "explain"):
             raise InstEmbError("This encoder embeds each side in one space: there is nothing to explain.")
-        return self.query_route.explain(self, query, instruction, documents, **knob)
+        return self.query_route.explain(self, query, instruction, documents, **checked_knobs(knob))
 
     def route_halves(self, pooled, embedded, anchors):
         return self.query_route.route_halves(self, pooled, embedded, anchors)

@@ -36,12 +36,10 @@ import torch
 
 from ...errors import CheckpointError
 from ...instructions import Instructions, normalize_instruction, per_item_instructions
+from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from ..combine import (
-    DEFAULT_INSTRUCTION_STRENGTH,
     REFERENCE_INSTRUCTION,
     anchored,
-    check_instruction_strength,
-    check_llm_weight,
     document_halves,
     effect_half,
     effect_query,
@@ -64,7 +62,9 @@ COMPOSED = "instemb_rag.encoder.composed"
 @dataclass(frozen=True)
 class Route:
     role: ClassVar[str]  # the side it embeds: "query" or "document"
-    knob: ClassVar[str | None] = None  # the query-time knob it takes (protocol.query_knob)
+    # The query-time knobs it takes (knobs.py's declarations); a query route holds the folder's own
+    # value of each in its field of the knob's name, and its encode/explain take them by name.
+    knobs: ClassVar[tuple[Knob, ...]] = ()
     # Its fields that name parts of the folder (the encoder checks they exist).
     part_fields: ClassVar[tuple[str, ...]] = ("llm", "tower", "head", "gate", "effect_map")
     # The class path of the encoder class a query route makes (None: ComposedEncoder itself);
@@ -219,13 +219,13 @@ class HalvesQueries(Route):
 @dataclass(frozen=True)
 class MixedQueries(HalvesQueries):
     arrangement: ClassVar[str] = f"{COMPOSED}.encoder.TwoSpacesEncoder"
-    knob: ClassVar[str] = "llm_weight"
+    knobs: ClassVar[tuple[Knob, ...]] = (LLM_WEIGHT,)
     head: str | None = None
     gate: str | None = None
-    llm_weight: float = 0.5
+    llm_weight: float = LLM_WEIGHT.default
 
     def __post_init__(self):
-        object.__setattr__(self, "llm_weight", float(check_llm_weight(self.llm_weight)))
+        object.__setattr__(self, "llm_weight", float(LLM_WEIGHT.check(self.llm_weight)))
 
     def fingerprint(self, enc) -> str:
         """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
@@ -273,7 +273,7 @@ class MixedQueries(HalvesQueries):
         return llm_half, tower_half, weights, correction
 
     def encode(self, enc, queries, instructions=None, llm_weight: float | None = None, **kwargs) -> np.ndarray:
-        llm_weight = check_llm_weight(llm_weight)
+        """``llm_weight`` as checked where it entered (ComposedEncoder.encode_queries); None: the model's own."""
         batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
         llm_half, tower_half, weights = self.query_halves(enc, queries, instructions, batch_size, show_progress)
         if llm_weight is not None:
@@ -281,7 +281,6 @@ class MixedQueries(HalvesQueries):
         return mixed_query(llm_half, tower_half, weights)
 
     def explain(self, enc, query: str, instruction: str | None, documents, llm_weight: float | None = None):
-        llm_weight = check_llm_weight(llm_weight)
         llm_half, tower_half, weights = self.query_halves(enc, [query], [instruction])
         weight = float(weights[0]) if llm_weight is None else llm_weight
         llm_docs, tower_docs = enc.document_route.halves(enc, documents)
@@ -292,13 +291,13 @@ class MixedQueries(HalvesQueries):
 @dataclass(frozen=True)
 class EffectQueries(HalvesQueries):
     arrangement: ClassVar[str] = f"{COMPOSED}.effect.InstructionEffectEncoder"
-    knob: ClassVar[str] = "instruction_strength"
+    knobs: ClassVar[tuple[Knob, ...]] = (INSTRUCTION_STRENGTH,)
     effect_map: str | None = None
-    instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH
+    instruction_strength: float = INSTRUCTION_STRENGTH.default
     reference_instruction: str = REFERENCE_INSTRUCTION
 
     def __post_init__(self):
-        object.__setattr__(self, "instruction_strength", float(check_instruction_strength(self.instruction_strength)))
+        object.__setattr__(self, "instruction_strength", float(INSTRUCTION_STRENGTH.check(self.instruction_strength)))
 
     def fingerprint(self, enc) -> str:
         """The document side's, with the reference instruction and the effect map (the strength is
@@ -344,9 +343,9 @@ class EffectQueries(HalvesQueries):
     @torch.inference_mode()
     def query_halves(self, enc, queries, instructions=None, instruction_strength=None, batch_size: int = 16):
         """(effect half ``s h(effect)`` [N, d_llm], sentence-encoder half ``M(i + q)`` [N, d_m]
-        (normalised), ``s`` [N]); a query without an instruction has a zero effect half."""
-        strength = check_instruction_strength(instruction_strength)
-        strength = self.instruction_strength if strength is None else strength
+        (normalised), ``s`` [N]); a query without an instruction has a zero effect half.
+        ``instruction_strength`` as checked where it entered; None: the model's own."""
+        strength = self.instruction_strength if instruction_strength is None else instruction_strength
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
         tower = enc.parts[self.tower]
@@ -384,8 +383,7 @@ class EffectQueries(HalvesQueries):
         effects, tower_half, effective = self.query_halves(enc, [query], [instruction], instruction_strength)
         llm_docs, tower_docs = enc.document_route.halves(enc, documents)
         scale = float(effect_scale(effects)[0])
-        knob = check_instruction_strength(instruction_strength)
-        knob = self.instruction_strength if knob is None else knob  # as given, or the model's own
+        knob = self.instruction_strength if instruction_strength is None else instruction_strength  # given, or own
         return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale)
 
 

@@ -14,7 +14,6 @@ import asyncio
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
 import llama_index.core.instrumentation as instrument
@@ -139,7 +138,7 @@ class InstEmbEmbedding(BaseEmbedding):
             if not remote:  # (a server's model refuses one itself: 400)
                 loaded.document_side.refuse_instruction(document_instruction)
             kwargs.setdefault("model_name", loaded.model_id if remote else model_path or DEFAULT_MODEL_NAME)
-            fields.update(settings, fingerprint=loaded.fingerprint, **asdict(knobs.require(loaded)))
+            fields.update(settings, fingerprint=loaded.fingerprint, **knobs.require(loaded))
             super().__init__(**fields, **kwargs)  # the settings and the fingerprint as the encoder runs them
         except BaseException:
             if remote:
