@@ -57,3 +57,18 @@ def test_a_knob_given_to_a_model_without_it_is_refused_in_the_declarations_words
         f"({knob.meaning}) applies to {knob.model_long} only. Leave it out."
     )
     assert caught.value.code == f"{knob.name}_unsupported"
+
+
+@pytest.mark.parametrize("knob", list(KNOBS.values()), ids=list(KNOBS))
+def test_the_model_card_and_the_request_schema_list_the_knobs_from_the_declarations(knob):
+    from instemb_rag.serve.routes import knob_cards
+    from instemb_rag.serve.schemas import ModelCard, SearchRequest
+
+    model = SimpleNamespace(**{f"takes_{knob.name}": True}, knob_default=lambda name: 0.25)
+    cards = knob_cards(model)
+    assert set(cards) == set(KNOBS) and cards[knob.name] == {"default": 0.25, "minimum": knob.low, "maximum": knob.high}
+    assert all(card is None for name, card in cards.items() if name != knob.name)
+    assert knob.meaning in ModelCard.model_fields[knob.name].description
+    assert knob.meaning in SearchRequest.model_fields[knob.name].description
+    with pytest.raises(ValueError, match=f"between {knob.low:g} and {knob.high:g}"):
+        SearchRequest(query="which tent?", **{knob.name: knob.high + 1})

@@ -2,9 +2,7 @@
 (LlamaIndex's ``BaseKVStore`` interface: ``get(key, collection=)``, ``put_all(pairs, collection=)``).
 
 An InstEmb query embedding depends on the query text, its instruction and the encoder's
-weights (and, for a two-space model, the ``llm_weight`` it was asked under, for an
-instruction-effect model the ``instruction_strength``), so all of them make
-up the key: the same question asked under two instructions must never share an entry, and a
+weights (and the query-time knobs it was asked under, knobs.py), so all of them make up the key: the same question asked under two instructions must never share an entry, and a
 reloaded or retrained encoder must never reuse old ones.
 Document embeddings are keyed the same way (the encoder that embeds documents, the document
 instruction, the text).
@@ -23,8 +21,8 @@ class QueryKey(NamedTuple):
     fingerprint: str
     instruction: str | None
     text: str
-    llm_weight: float | None = None  # a two-space model's LLM share (None: the model's own)
-    instruction_strength: float | None = None  # an instruction-effect model's strength (None: its own)
+    # The query-time knobs given, (name, value) sorted by name (a knob left out: the model's own).
+    knobs: tuple[tuple[str, float], ...] = ()
 
 
 class QueryEmbeddingCache:

@@ -75,21 +75,21 @@ class Embedder:
         """The cache, then one encoder call per distinct knobs for what it lacks, in order. ``str()``
         drops what a str subclass carries (the LlamaIndex integration's InstructedText)."""
         keys = [
-            QueryKey(self.encoder.fingerprint, instruction, str(query), knob.llm_weight, knob.instruction_strength)
+            QueryKey(self.encoder.fingerprint, instruction, str(query), tuple(sorted(knob.items())))
             for query, instruction, knob in zip(queries, instructions, knobs)
         ]
         results: list[Vector | None] = [self.query_cache.get(key) for key in keys]
         missing = [position for position, found in enumerate(results) if found is None]
         if missing:
             self.warn_if_truncated([queries[i] for i in missing], [instructions[i] for i in missing], "query")
-        for knob in dict.fromkeys(knobs[i] for i in missing):  # one call per weight and strength, in order
+        for knob in dict.fromkeys(knobs[i] for i in missing):  # one call per distinct knobs, in order
             group = [i for i in missing if knobs[i] == knob]
             with self.lock:
                 fresh = self.encoder.encode_queries(
                     [str(queries[i]) for i in group],
                     [instructions[i] for i in group],
                     batch_size=batch_size,
-                    **knob.given(),  # only a model with that knob gets one (checked where it entered)
+                    **knob,  # only a model with that knob gets one (checked where it entered)
                 )
             for position, vector in zip(group, fresh.tolist()):
                 self.query_cache.put(keys[position], vector)

@@ -4,27 +4,27 @@ answered by a running `instemb-rag serve` over HTTP, so an app embeds without to
 
     encoder = RemoteEncoder("http://127.0.0.1:8000", api_key=None)   # INSTEMB_API_KEY by default
     encoder.encode_queries(["Which tent?"], ["focus on weight"])      # np.ndarray [1, d], L2-normed
-    encoder.encode_queries(["Which tent?"], None, llm_weight=0.8)     # a two-space model's knob
-    encoder.encode_queries(["Which tent?"], "focus on weight", instruction_strength=2)  # an effect model's
+    encoder.encode_queries(["Which tent?"], "focus on weight", **knobs)  # the model's query-time knob
 
 It is an ``Encoder`` (encoder/protocol.py): the LlamaIndex integration's ``base_url`` embeds through
 it, and any code written for an encoder runs against a server with it. What the server's model
 card reports is kept: the document side's fingerprint (what the document
-cache keys on) and limits, and whether the model takes ``llm_weight`` or ``instruction_strength`` (a
-server older than the knob reports none, and a value is then refused here rather than silently
-ignored there).
+cache keys on) and limits, and which query-time knobs the model takes (knobs.py; a server older
+than a knob reports none, and a value is then refused here rather than silently ignored there).
 """
 
 from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Mapping
 from typing import Sequence
 
 import httpx
 import numpy as np
 
 from ..errors import InstEmbError
+from ..knobs import KNOBS
 from ..queries import QueryKnobs
 
 # The server's wire contract (bodies, the API-key variable, the vector codec): one definition on
@@ -59,8 +59,8 @@ class RemoteEncoder:
         # The document side (a server older than these fields: the model's own fingerprint).
         self.document_fingerprint: str = card.get("document_fingerprint") or self.fingerprint
         self.document_token_limit: int | None = card.get("document_token_limit")
-        self.takes_llm_weight: bool = card.get("llm_weight") is not None
-        self.takes_instruction_strength: bool = card.get("instruction_strength") is not None
+        for knob in KNOBS:  # takes_<knob> (encoder/protocol.py query_knobs): the card lists the knobs taken
+            setattr(self, f"takes_{knob}", card.get(knob) is not None)
 
     def _call(self, method: str, path: str, payload: dict | None = None) -> dict:
         if self.closed:
@@ -89,9 +89,9 @@ class RemoteEncoder:
         instructions: Sequence[str | None],
         input_type: str,
         batch_size: int = 64,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float] | None = None,
     ) -> np.ndarray:
+        """``knobs``: a query's query-time knobs, checked (sent as the request's fields of their names)."""
         texts, instructions = list(texts), list(instructions)
         output = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), max(batch_size, 1)):
@@ -102,11 +102,8 @@ class RemoteEncoder:
                 "instruction": instructions[start:stop],
                 "input_type": input_type,
                 "encoding_format": "base64",
+                **(knobs or {}),
             }
-            if llm_weight is not None:
-                payload["llm_weight"] = llm_weight
-            if instruction_strength is not None:
-                payload["instruction_strength"] = instruction_strength
             body = self._call("POST", "/v1/embeddings", payload)
             for item in body["data"]:
                 output[start + item["index"]] = decode_vector(item["embedding"])
@@ -117,20 +114,17 @@ class RemoteEncoder:
         queries: Sequence[str],
         instructions=None,
         batch_size: int = 64,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
-        **_,
+        **kwargs,
     ) -> np.ndarray:
-        """``llm_weight``: a two-space model's LLM share (0..1; None: the model's own);
-        ``instruction_strength``: an instruction-effect model's (0..10; None: its own); each refused
-        here when the server's model has no such knob (this encoder's own guard, as a local
-        encoder's: callers that checked them where they entered pass them on as they are)."""
-        knobs = QueryKnobs.checked(llm_weight, instruction_strength).require(self)
+        """The query-time knobs as keywords (knobs.py; None: the model's own), each refused here
+        when the server's model has no such knob (this encoder's own guard, as a local encoder's:
+        callers that checked them where they entered pass them on as they are)."""
+        knobs = QueryKnobs.checked({name: value for name, value in kwargs.items() if name in KNOBS}).require(self)
         queries = list(queries)
         if instructions is None or isinstance(instructions, str):
             instructions = [instructions or None] * len(queries)
         per_item = [item or None for item in instructions]
-        return self.embed(queries, per_item, "query", batch_size, knobs.llm_weight, knobs.instruction_strength)
+        return self.embed(queries, per_item, "query", batch_size, knobs)
 
     def encode_documents(
         self, documents: Sequence[str], instruction: str | None = None, batch_size: int = 64, **_

@@ -2,13 +2,12 @@
 
 Every embedding (and search query) becomes a job on one bounded queue. A single worker
 thread owns the encoder: it takes the oldest job, then for up to ``max_wait_ms`` gathers
-more jobs of the same kind (query or document, and for queries the same ``llm_weight`` and
-``instruction_strength``) until
+more jobs of the same kind (query or document, and for queries the same query-time knobs) until
 ``max_batch_size`` inputs are waiting, and embeds them all with one ``encode_queries``
 (per-input instructions, so queries under different instructions share the pass) or
-``encode_documents`` call per instruction. A two-space model's ``llm_weight`` is one per
-``encode_queries`` call, so queries asked under different weights never share a call (they
-would get one weight); so is an instruction-effect model's ``instruction_strength``. With batching off every job runs on its own. The asyncio side awaits a future
+``encode_documents`` call per instruction. A knob (knobs.py) is one per ``encode_queries`` call,
+so queries asked under different values never share a call (they would get one value). With
+batching off every job runs on its own. The asyncio side awaits a future
 that the worker resolves through ``loop.call_soon_threadsafe``.
 """
 
@@ -70,8 +69,8 @@ class _Job:
     kind: Kind
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
-    # Queries: a two-space model's llm_weight, an instruction-effect model's instruction_strength
-    # (None: the model's own). Jobs share an encoder call only when these are equal.
+    # Queries: the query-time knobs given (knobs.py; one left out: the model's own). Jobs share an
+    # encoder call only when these are equal.
     knobs: QueryKnobs = field(default_factory=QueryKnobs)
     enqueued: float = field(default_factory=time.monotonic)
 
@@ -139,21 +138,17 @@ class DynamicBatcher:
         texts: Sequence[str],
         instructions: Sequence[str | None],
         kind: Kind = "query",
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: QueryKnobs | None = None,
     ) -> EncodeResult:
         """Embed texts (one instruction per text) in the next batch of their kind (queries: and of
-        their ``llm_weight`` and ``instruction_strength``; the caller checks that the encoder takes
-        the knob)."""
+        their ``knobs``, as checked where they entered; the caller checks that the encoder takes them)."""
         texts, instructions = list(texts), list(instructions)
         if len(texts) != len(instructions):
             raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions.")
-        if llm_weight is not None and kind != "query":
-            raise ValueError("llm_weight weighs a query's two spaces; documents take none.")
-        if instruction_strength is not None and kind != "query":
-            raise ValueError("instruction_strength moves a query; documents take none.")
+        knobs = QueryKnobs() if knobs is None else knobs
+        for knob in knobs if kind != "query" else ():
+            raise ValueError(f"{knob} is a query's knob; documents take none.")
         loop = asyncio.get_running_loop()
-        knobs = QueryKnobs(llm_weight, instruction_strength)  # as the route checked them (queries.py)
         job = _Job(texts, instructions, kind, loop, loop.create_future(), knobs)
         with self._condition:
             if self._closed:
@@ -245,8 +240,7 @@ class DynamicBatcher:
         return [self.encoder.query_tokens(text, instruction) for text, instruction in zip(texts, instructions)]
 
     def _encode(self, kind: Kind, texts: list[str], instructions: list[str | None], **knobs: float) -> np.ndarray:
-        """``knobs``: a query's ``llm_weight`` or ``instruction_strength`` (only a model with that
-        knob is given one)."""
+        """``knobs``: a query's query-time knobs (only a model that takes them is given them)."""
         batch_size = self.options.max_batch_size  # a job larger than this is split into several passes
         if kind == "query":
             return self.encoder.encode_queries(texts, instructions, batch_size=batch_size, **knobs)

@@ -1,7 +1,7 @@
 """The endpoints of `instemb-rag serve` and the checks of their requests.
 
-    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, `llm_weight`,
-                          `instruction_strength`
+    POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, the model's
+                          query-time knob (knobs.py)
     POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, llm_weight,
                           instruction_strength, explain} over the index (= `instemb-rag query
                           --json [--hybrid]`)
@@ -24,13 +24,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..encoder.protocol import query_knob
+from ..encoder.protocol import query_knobs
 from ..errors import InstEmbError
 from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
 from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
 from ..instructions import normalize_instruction, per_item_instructions
-from ..knobs import MAX_INSTRUCTION_STRENGTH
+from ..knobs import KNOBS
 from ..queries import Query, QueryKnobs
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
@@ -93,7 +93,7 @@ async def encode(
     knobs: QueryKnobs = QueryKnobs(),
 ):
     try:
-        return await state.batcher.submit(texts, instructions, kind, **knobs.given())
+        return await state.batcher.submit(texts, instructions, kind, knobs)
     except (QueueFullError, BatcherClosedError) as error:
         raise unavailable(str(error)) from None
     except InstEmbError as error:
@@ -109,8 +109,7 @@ async def encode(
 )
 async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends(server_state)) -> JSONResponse:
     """Embed `input` (a string or a list) under `instruction` (one for all, or one per input);
-    a two-space model's queries under `llm_weight` (the LLM space's share of the score), an
-    instruction-effect model's under `instruction_strength` (how much the instruction moves them)."""
+    queries under the model's query-time knob (GET /v1/models lists it)."""
     options = state.options
     check_model(state.options, body.model)
     texts = input_texts(body.input, options)
@@ -124,15 +123,14 @@ async def create_embeddings(body: EmbeddingRequest, state: ServerState = Depends
         )
     if body.input_type == "document":
         check_document_instructions(state.encoder, instructions)
-        for knob in ("llm_weight", "instruction_strength"):
-            if getattr(body, knob) is not None:
-                raise bad_request(
-                    f"{knob} is a query's knob; documents are stored with both halves and take none. "
-                    'Send it with "input_type": "query" (or leave it out).',
-                    param=knob,
-                )
+        for knob in body_knobs(body):
+            raise bad_request(
+                f"{knob} is a query's knob; documents are stored with both halves and take none. "
+                'Send it with "input_type": "query" (or leave it out).',
+                param=knob,
+            )
     # In range (the request schema); a knob the model lacks: KnobError, a 400 (errors.py).
-    knobs = QueryKnobs(body.llm_weight, body.instruction_strength).require(state.encoder)
+    knobs = body_knobs(body).require(state.encoder)
     result = await encode(state, texts, instructions, body.input_type, knobs)
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, body.encoding_format)}
@@ -176,7 +174,7 @@ async def search_document(body: SearchRequest, state: ServerState, notes: list[s
     check_search(body, options)
     # The query as it entered, typed: "" and whitespace are no instruction, as everywhere; the knobs
     # in range (the request schema) and the model's own (a KnobError is a 400: errors.py).
-    knobs = QueryKnobs(body.llm_weight, body.instruction_strength).require(state.encoder)
+    knobs = body_knobs(body).require(state.encoder)
     query = Query(body.query, normalize_instruction(body.instruction), knobs)
     instruction = query.instruction
     result = await encode(state, [query.text], [instruction], "query", knobs)
@@ -287,26 +285,30 @@ def model_card(state: ServerState) -> dict:
         "document_model": side.description,
         "document_instruction": side.reads_instruction,
         "query_max_length": encoder.max_length,
-        "llm_weight": llm_weight_knob(encoder),
-        "instruction_strength": instruction_strength_knob(encoder),
+        **knob_cards(encoder),
     }
 
 
-def llm_weight_knob(encoder: Any) -> dict | None:
-    """The model card's ``llm_weight``: None without the knob, else the weight a query gets when a
-    request gives none (None: the model's gate sets one per query)."""
-    if query_knob(encoder) != "llm_weight":
-        return None
-    default = None if getattr(encoder, "gate", None) is not None else getattr(encoder, "llm_weight", None)
-    return {"default": default}
+def knob_cards(encoder: Any) -> dict[str, dict | None]:
+    """The model card's knobs, from their declarations (knobs.py): None for one the model lacks, else
+    the value a query gets when a request gives none (None: the model sets one per query, e.g. a
+    two-space model's gate) and the range."""
+    taken, default_of = query_knobs(encoder), getattr(encoder, "knob_default", None)
+    return {
+        knob.name: {
+            "default": default_of(knob.name) if default_of else getattr(encoder, knob.name, None),
+            "minimum": knob.low,
+            "maximum": knob.high,
+        }
+        if knob.name in taken
+        else None
+        for knob in KNOBS.values()
+    }
 
 
-def instruction_strength_knob(encoder: Any) -> dict | None:
-    """The model card's ``instruction_strength``: None without the knob, else the strength a query
-    gets when a request gives none, and the largest one taken."""
-    if query_knob(encoder) != "instruction_strength":
-        return None
-    return {"default": encoder.instruction_strength, "maximum": MAX_INSTRUCTION_STRENGTH}
+def body_knobs(body: Any) -> QueryKnobs:
+    """A request's knobs, as its schema checked them (schemas.py)."""
+    return QueryKnobs(**{name: getattr(body, name) for name in KNOBS})
 
 
 def check_model(options: ServeOptions, model: str | None) -> None:

@@ -1,8 +1,8 @@
 """Request and response bodies of `instemb-rag serve` (pydantic models, shown in /docs).
 
 `/v1/embeddings` follows OpenAI's embeddings schema, so an OpenAI client works unchanged;
-`instruction`, `input_type`, (two-space models) `llm_weight` and (instruction-effect models)
-`instruction_strength` are the additions. `/v1/search` answers with the same
+`instruction`, `input_type` and the model's query-time knob (knobs.py's declarations; GET
+/v1/models lists the one the model takes) are the additions. `/v1/search` answers with the same
 JSON as `instemb-rag query --json`. Errors use OpenAI's shape: {"error": {message, type,
 param, code}}.
 """
@@ -13,9 +13,9 @@ import base64
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
-from ..knobs import check_instruction_strength, check_llm_weight
+from ..knobs import KNOBS
 
 __all__ = [
     "API_KEY_ENV",
@@ -28,6 +28,7 @@ __all__ = [
     "Health",
     "IndexInfo",
     "InstructionStrengthKnob",
+    "KnobCard",
     "LLMWeightKnob",
     "ModelCard",
     "ModelList",
@@ -45,13 +46,27 @@ API_KEY_ENV = "INSTEMB_API_KEY"
 # ------------------------------------------------------------------ /v1/embeddings
 
 
-# A query's knobs, checked here, where a request enters (knobs.py): a value out of range is a
-# KnobError, answered with a 400 that names the field (errors.py); the routes take them as given.
-LLMWeight = Annotated[float | None, AfterValidator(check_llm_weight)]
-InstructionStrength = Annotated[float | None, AfterValidator(check_instruction_strength)]
+def knob_fields(annotation: Any = None, describe: str = "{help}; null = the model's own.") -> dict[str, Any]:
+    """One optional field per declared query-time knob (knobs.py), its help read from the declaration.
+    A request's are checked here, where it enters: a value out of range is a KnobError, answered
+    with a 400 that names the field (errors.py); the routes take them as given."""
+    return {
+        knob.name: (
+            Annotated[float | None, AfterValidator(knob.check)] if annotation is None else annotation,
+            Field(None, description=describe.format(help=knob.help, name=knob.name, meaning=knob.meaning)),
+        )
+        for knob in KNOBS.values()
+    }
 
 
-class EmbeddingRequest(BaseModel):
+# The knobs of a request, of a search's answer (those given) and of a model card (those it takes).
+RequestKnobs = create_model(
+    "RequestKnobs",
+    **knob_fields(describe="{help}; null = the model's own (GET /v1/models lists the knob the model takes)."),
+)
+
+
+class EmbeddingRequest(RequestKnobs):
     """OpenAI's embeddings request, plus `instruction` and `input_type`."""
 
     model_config = ConfigDict(
@@ -86,18 +101,6 @@ class EmbeddingRequest(BaseModel):
         "document: documents (encode_documents; a model whose documents a sentence encoder embeds takes no "
         "instruction for them: GET /v1/models, document_instruction).",
     )
-    llm_weight: LLMWeight = Field(
-        None,
-        description="Queries of a two-space model (GET /v1/models gives llm_weight): the LLM space's share of "
-        "the score, 0..1 (1: the LLM alone, 0: the sentence encoder alone); null = the model's own. Documents "
-        "are stored with both halves, so any weight searches the same index.",
-    )
-    instruction_strength: InstructionStrength = Field(
-        None,
-        description="Queries of an instruction-effect model (GET /v1/models gives instruction_strength): how much "
-        "the instruction moves the ranking, 0..10 (0: plain search by the sentence encoder, about 1-3: the "
-        "instruction decides between passages on the same topic); null = the model's own. Nothing is re-indexed.",
-    )
 
 
 class EmbeddingObject(BaseModel):
@@ -123,7 +126,7 @@ class EmbeddingResponse(BaseModel):
 # ------------------------------------------------------------------ /v1/search
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(RequestKnobs):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -152,16 +155,6 @@ class SearchRequest(BaseModel):
     )
     hybrid_weight: float | None = Field(
         None, description="With hybrid: the full-text side's share, 0..1 (null = the default, 0.5)."
-    )
-    llm_weight: LLMWeight = Field(
-        None,
-        description="A two-space model's query: the LLM space's share of the dense score, 0..1 (null = the "
-        "model's own); see /v1/embeddings.",
-    )
-    instruction_strength: InstructionStrength = Field(
-        None,
-        description="An instruction-effect model's query: how much the instruction moves the ranking, 0..10 "
-        "(0: plain search; null = the model's own); see /v1/embeddings.",
     )
     explain: bool = Field(
         False,
@@ -192,34 +185,32 @@ class HybridSettings(BaseModel):
     weight: float
 
 
-class SearchResponse(BaseModel):
+class SearchResponse(create_model("GivenKnobs", **knob_fields(float | None, "Present when the request gave {name}."))):
     """Exactly what `instemb-rag query --json` prints."""
 
     query: str
     instruction: str | None
     hits: list[SearchHitModel]
     hybrid: HybridSettings | None = Field(None, description="Present when the request asked for hybrid search.")
-    llm_weight: float | None = Field(None, description="Present when the request gave llm_weight.")
-    instruction_strength: float | None = Field(None, description="Present when the request gave instruction_strength.")
 
 
 # ------------------------------------------------------------------ models, health, errors
 
 
-class LLMWeightKnob(BaseModel):
+class KnobCard(BaseModel):
+    """A query-time knob the model takes (knobs.py's declaration, the folder's default)."""
+
     default: float | None = Field(
-        ...,
-        description="The LLM space's share a query gets when a request gives no llm_weight (null: the "
-        "model's gate sets one per query).",
+        ..., description="The value a query gets when a request gives none (null: the model sets one per query)."
     )
+    minimum: float = Field(..., description="The least value taken.")
+    maximum: float = Field(..., description="The largest value taken.")
 
 
-class InstructionStrengthKnob(BaseModel):
-    default: float = Field(..., description="The strength a query gets when a request gives no instruction_strength.")
-    maximum: float = Field(..., description="The largest strength taken (the least is 0: plain search).")
+LLMWeightKnob = InstructionStrengthKnob = KnobCard  # the older names
 
 
-class ModelCard(BaseModel):
+class ModelCard(create_model("CardKnobs", **knob_fields(KnobCard | None, "{help}; null: the model has none."))):
     id: str
     object: Literal["model"] = "model"
     created: int
@@ -242,14 +233,6 @@ class ModelCard(BaseModel):
         None, description="Whether a document instruction is read (false: sent with documents, it is refused)."
     )
     query_max_length: int | None = Field(None, description="Tokens a query (with its instruction) is read in at most.")
-    llm_weight: LLMWeightKnob | None = Field(
-        None, description="A two-space model's knob (the LLM space's share of the score); null: the model has none."
-    )
-    instruction_strength: InstructionStrengthKnob | None = Field(
-        None,
-        description="An instruction-effect model's knob (how much the instruction moves the ranking); null: the "
-        "model has none.",
-    )
 
 
 class ModelList(BaseModel):

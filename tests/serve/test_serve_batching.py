@@ -9,6 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from instemb_rag.queries import QueryKnobs
 from instemb_rag.serve.batching import BatchingOptions, DynamicBatcher, QueueFullError
 
 
@@ -93,7 +94,9 @@ def test_queries_under_different_llm_weights_never_share_a_call():
 
     async def scenario():
         jobs = [(["a"], 0.2), (["bb"], None), (["ccc"], 0.9), (["dddd"], 0.2), (["eeeee"], None), (["ffffff"], 0.9)]
-        return await asyncio.gather(*(batcher.submit(texts, [None], "query", weight) for texts, weight in jobs))
+        return await asyncio.gather(
+            *(batcher.submit(texts, [None], "query", QueryKnobs(llm_weight=weight)) for texts, weight in jobs)
+        )
 
     batcher.start()
     try:

@@ -41,7 +41,10 @@ def vectors_of(response) -> np.ndarray:
 def test_queries_take_the_strength_and_the_card_says_so(effect):
     with TestClient(create_app(ServerState(effect, ServeOptions()))) as client:
         card = client.get("/v1/models").json()["data"][0]
-        assert card["instruction_strength"] == {"default": 2.0, "maximum": 10.0} and card["llm_weight"] is None
+        assert (
+            card["instruction_strength"] == {"default": 2.0, "minimum": 0.0, "maximum": 10.0}
+            and card["llm_weight"] is None
+        )
         for strength in (0.0, 1.0, 4.5):
             body = {"input": QUERIES, "instruction": INSTRUCTIONS, "instruction_strength": strength}
             expected = effect.encode_queries(QUERIES, INSTRUCTIONS, instruction_strength=strength)

@@ -72,7 +72,11 @@ def test_documents_queries_usage_and_the_model_card(two_spaces):
         assert card["query_max_length"] == 64 and card["dimension"] == two_spaces.dimension
         assert card["fingerprint"] == two_spaces.fingerprint
         assert card["document_fingerprint"] == two_spaces.document_fingerprint != two_spaces.fingerprint
-        assert card["document_instruction"] is False and card["llm_weight"] == {"default": 0.5}
+        assert card["document_instruction"] is False and card["llm_weight"] == {
+            "default": 0.5,
+            "minimum": 0.0,
+            "maximum": 1.0,
+        }
 
 
 @pytest.mark.parametrize("instruction", ["focus on weight", [None, "focus on weight"]])

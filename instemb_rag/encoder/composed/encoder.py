@@ -181,6 +181,10 @@ class ComposedEncoder:
         """The query-time knobs its query route takes (knobs.py's declarations)."""
         return tuple(knob.name for knob in self.query_route.knobs)
 
+    def knob_default(self, name: str) -> float | None:
+        """The value of knob ``name`` a query gets when it gives none (None: set per query)."""
+        return self.query_route.knob_default(name)
+
     def __getattr__(self, name: str):
         # takes_<knob> (encoder/protocol.py query_knobs), for each declared knob.
         if name.startswith("takes_") and name[len("takes_") :] in KNOBS:

@@ -75,6 +75,10 @@ class Route:
         """The route as its folder records it: its class path and its fields."""
         return {"type": class_path(type(self)), **asdict(self)}
 
+    def knob_default(self, name: str) -> float | None:
+        """The value a query gets when it gives no ``name`` (the folder's own; None: set per query)."""
+        return getattr(self, name)
+
     def part_names(self) -> list[str]:
         return [value for key, value in asdict(self).items() if key in self.part_fields and value is not None]
 
@@ -226,6 +230,9 @@ class MixedQueries(HalvesQueries):
 
     def __post_init__(self):
         object.__setattr__(self, "llm_weight", float(LLM_WEIGHT.check(self.llm_weight)))
+
+    def knob_default(self, name: str) -> float | None:
+        return None if self.gate is not None else super().knob_default(name)  # a gate weighs each query
 
     def fingerprint(self, enc) -> str:
         """The document side's, with the query side's parts (the weight is a query-time knob: not in it)."""
