@@ -59,6 +59,8 @@ class Knob:
     model: str  # the kind of model that has it, e.g. "a two-space model"
     model_long: str  # the same, said in full (a refusal of a knob the model lacks)
     sets: str  # what giving it does, e.g. "sets the share of the score between ... two spaces"
+    label: str  # its name in a results table's title, e.g. "LLM weight"
+    note: str = ""  # more for the command-line help (what --explain shows of it)
 
     @property
     def option(self) -> str:
@@ -98,6 +100,7 @@ LLM_WEIGHT = Knob(
     model="a two-space model",
     model_long="a two-space model (an LLM and a sentence encoder side by side)",
     sets="sets the share of the score between a two-space model's two spaces",
+    label="LLM weight",
 )
 INSTRUCTION_STRENGTH = Knob(
     name="instruction_strength",
@@ -110,6 +113,8 @@ INSTRUCTION_STRENGTH = Knob(
     model="an instruction-effect model",
     model_long="an instruction-effect model",
     sets="sets how much the instruction moves an instruction-effect model's ranking (0: plain search)",
+    label="instruction strength",
+    note="--explain shows it and the effective strength (it times the model's gain for the query).",
 )
 KNOBS: dict[str, Knob] = {knob.name: knob for knob in (LLM_WEIGHT, INSTRUCTION_STRENGTH)}
 

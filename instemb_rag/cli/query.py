@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from ..choices import HybridMode, Precision
+from ..knobs import INSTRUCTION_STRENGTH, KNOBS, LLM_WEIGHT, Knob
 from ..resident.client import resident_wanted
 from ..shipped import shipped_knob_words
 from .common import (
@@ -40,6 +41,18 @@ class HybridOptionalValueCommand(TyperCommand):
         return super().parse_args(ctx, fixed)
 
 
+def knob_option(knob: Knob):
+    """A query-time knob's typed option: its range and help from the declaration (knobs.py)."""
+    return typer.Option(
+        None,
+        knob.option,
+        min=knob.low,
+        max=knob.high,
+        help=f"{knob.meaning[0].upper()}{knob.meaning[1:]} ({knob.low:g}-{knob.high:g}): {knob.scale}. Default: "
+        f"{shipped_knob_words(knob.name)}. {knob.note + ' ' if knob.note else ''}Only for {knob.model}.",
+    )
+
+
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
     instruction: str | None = typer.Option(
@@ -60,25 +73,8 @@ def query_command(
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
     ),
-    llm_weight: float | None = typer.Option(
-        None,
-        "--llm-weight",
-        min=0.0,
-        max=1.0,
-        help="Share of the score from the LLM's space, which reads the instruction (0-1); the rest comes from the "
-        "sentence encoder's space (plain search). Default: the model's own per-query weight. Two-space models only.",
-    ),
-    instruction_strength: float | None = typer.Option(
-        None,
-        "--instruction-strength",
-        min=0.0,
-        max=10.0,
-        help="How much the instruction moves the ranking (0-10): 0 = plain search by the sentence encoder, about "
-        "1-3 = the instruction decides between passages on the same topic. Default: "
-        f"{shipped_knob_words('instruction_strength')}. --explain shows it and the effective strength (it times "
-        "the model's gain for the query). "
-        "Instruction-effect models only.",
-    ),
+    llm_weight: float | None = knob_option(LLM_WEIGHT),
+    instruction_strength: float | None = knob_option(INSTRUCTION_STRENGTH),
     explain: bool = typer.Option(
         False,
         "--explain",
@@ -124,9 +120,8 @@ def query_command(
     console = Console(stderr=as_json)
     try:
         # Checked once, here: a blank instruction is none, the knobs in range (typer bounds them too).
-        query = Query.checked(
-            text, instruction, llm_weight, instruction_strength, example='instemb-rag query "light tent"'
-        )
+        knobs = {name: value for name, value in locals().items() if name in KNOBS}
+        query = Query.checked(text, instruction, knobs=knobs, example='instemb-rag query "light tent"')
         parsed = parse_filters(filters)
     except InstEmbError as error:
         fail(error)
@@ -271,7 +266,7 @@ def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: 
 
     hits, explanations = answer.hits, answer.explanations
     spaces = 2 if answer.query_knob is not None else 1
-    explained = EXPLAINED_EFFECT if answer.query_knob == "instruction_strength" else EXPLAINED[spaces]
+    explained = EXPLAINED_EFFECT if KNOBS.get(answer.query_knob) is INSTRUCTION_STRENGTH else EXPLAINED[spaces]
     if spaces == 1 and hybrid is not None:
         explained = EXPLAINED_ONE_SPACE_HYBRID
     knobs = query.knobs.given()
@@ -293,10 +288,8 @@ def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: 
     from ..index.display import hits_table
 
     title = f"{query.text!r}" + (f" — instruction: {query.instruction!r}" if query.instruction else "")
-    if "llm_weight" in knobs:
-        title += f" — LLM weight {knobs['llm_weight']}"
-    if "instruction_strength" in knobs:
-        title += f" — instruction strength {knobs['instruction_strength']}"
+    for name, value in knobs.items():
+        title += f" — {KNOBS[name].label} {value}"
     if hybrid is not None:
         title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
     if explanations is not None:

@@ -2,8 +2,8 @@
 
     POST /v1/embeddings   OpenAI's embeddings schema + `instruction`, `input_type`, the model's
                           query-time knob (knobs.py)
-    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, llm_weight,
-                          instruction_strength, explain} over the index (= `instemb-rag query
+    POST /v1/search       {query, instruction, k, filter, hybrid, hybrid_weight, the knob,
+                          explain} over the index (= `instemb-rag query
                           --json [--hybrid]`)
     GET  /v1/models       the one model served (id, dimension, fingerprints, the documents' limits)
     GET  /health          status, model, batching counters (no API key needed)

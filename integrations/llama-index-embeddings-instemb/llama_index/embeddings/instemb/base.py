@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,7 @@ from instemb_rag.client.embedder import Embedder
 from instemb_rag.client.limits import chunk_settings
 from instemb_rag.client.sources import open_encoder
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction, per_item_instructions
+from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs, check_texts
 
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
@@ -84,11 +85,12 @@ class InstEmbEmbedding(BaseEmbedding):
     lookahead_length: int | None = Field(default=None, ge=0, frozen=True, description="None: the model's.")
     max_length: int | None = Field(default=None, ge=8, frozen=True, description="Tokens per input; None: the model's.")
     precision: str | None = Field(default=None, frozen=True, description="fp32 (None) or int8 (CPU only).")
+    # The query-time knobs (instemb_rag.knobs), their help from the declarations; None: the model's own.
     llm_weight: float | None = Field(
-        default=None, frozen=True, description="A two-space model's LLM share of a query's score, 0..1; None: its own."
+        default=None, frozen=True, description=f"{KNOBS['llm_weight'].help}; None: its own."
     )
     instruction_strength: float | None = Field(
-        default=None, frozen=True, description="An instruction-effect model's strength, 0..10; None: its own."
+        default=None, frozen=True, description=f"{KNOBS['instruction_strength'].help}; None: its own."
     )
     fingerprint: str | None = Field(default=None, frozen=True, description="The encoder's; another is refused.")
     query_cache_size: int = Field(default=1024, ge=0, description="Query embeddings kept (LRU); 0 disables it.")
@@ -167,11 +169,11 @@ class InstEmbEmbedding(BaseEmbedding):
         return self._view(query_instruction=instruction)
 
     def with_llm_weight(self, llm_weight: float | None) -> InstEmbEmbedding:
-        """A view whose queries are weighed with ``llm_weight`` (a two-space model's, 0..1)."""
+        """A view whose queries are weighed with ``llm_weight`` (a two-space model's; instemb_rag.knobs)."""
         return self._view(llm_weight=QueryKnobs.checked(llm_weight).require(self.encoder).llm_weight)
 
     def with_instruction_strength(self, instruction_strength: float | None) -> InstEmbEmbedding:
-        """A view whose queries are read at ``instruction_strength`` (an instruction-effect model's, 0..10)."""
+        """A view whose queries are read at ``instruction_strength`` (an instruction-effect model's; instemb_rag.knobs)."""
         knobs = QueryKnobs.checked(instruction_strength=instruction_strength).require(self.encoder)
         return self._view(instruction_strength=knobs.instruction_strength)
 
@@ -254,14 +256,14 @@ class InstEmbEmbedding(BaseEmbedding):
         self,
         queries: Sequence[str],
         instructions: str | None | Sequence[str | None] = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> list[Embedding]:
         """Queries, each under its instruction (one for all, or one each; None: ``query_instruction``),
-        in as few forward passes as the cache leaves. A knob (``llm_weight``: a two-space model's, 0..1;
-        ``instruction_strength``: an instruction-effect model's, 0..10) is this call's, else the query
-        string's own, else the field's, else the model's."""
-        queries, per_query, knobs = self._query_inputs(queries, instructions, llm_weight, instruction_strength)
+        in as few forward passes as the cache leaves. A query-time knob (``knobs``, name -> value, or
+        by name; instemb_rag.knobs) is this call's, else the query string's own, else the field's,
+        else the model's."""
+        queries, per_query, knobs = self._query_inputs(queries, instructions, {**(knobs or {}), **named_knobs})
         with self._reported(queries, per_query, "query") as result:
             result.append(self._embedder.embed_queries(queries, per_query, knobs, self.embed_batch_size))
         return result[0]
@@ -270,32 +272,32 @@ class InstEmbEmbedding(BaseEmbedding):
         self,
         query: str,
         instruction: str | None = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> Embedding:
         """One query under its instruction (None: ``query_instruction``; "": none) and knobs."""
-        return self.get_query_embeddings([query], [instruction], llm_weight, instruction_strength)[0]
+        return self.get_query_embeddings([query], [instruction], knobs, **named_knobs)[0]
 
     def query_bundle(
         self,
         query: str,
         instruction: str | None = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> InstructionQueryBundle:
         """A QueryBundle whose embedding already reflects ``instruction`` (and knobs), for any LlamaIndex
         retriever or query engine; its ``instruction`` is the one applied ("" for none)."""
         applied = self.resolve_instruction(instruction) or ""
-        embedding = self.get_query_embedding_for(query, applied, llm_weight, instruction_strength)
-        knobs = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
-        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **knobs)
+        asked = QueryKnobs.checked({**(knobs or {}), **named_knobs})
+        embedding = self.get_query_embedding_for(query, applied, asked)
+        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **asked)
 
-    def _query_inputs(self, queries: Sequence[str], instructions: Any, llm_weight: Any, instruction_strength: Any):
+    def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Mapping[str, Any]):
         queries = list(queries)
         check_texts(queries, "query")
         per_query = per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
-        asked = QueryKnobs.checked(llm_weight, instruction_strength)
-        own = QueryKnobs(self.llm_weight, self.instruction_strength)  # checked when the fields were set
+        asked = QueryKnobs.checked(knobs)
+        own = QueryKnobs(**{name: getattr(self, name) for name in KNOBS})  # checked when the fields were set
         knobs = [asked.or_else(knobs_of(query)).or_else(own) for query in queries]
         for distinct in set(knobs):
             distinct.require(self.encoder)

@@ -2,13 +2,13 @@
 
 LlamaIndex's retrievers hand an embedding model a bundle's strings only, so the instruction rides on
 them: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, which InstEmbEmbedding embeds
-under the instruction and knobs (a two-space model's ``llm_weight``, an instruction-effect model's
-``instruction_strength``) each carries; a stock retriever or query engine thus embeds a bundle as
+under the instruction and query-time knobs (instemb_rag.knobs) each carries; a stock retriever or query engine thus embeds a bundle as
 asked. Both check what they carry when made (instemb_rag.queries); the embedding adds the model's check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from instemb_rag import normalize_instruction
 from instemb_rag.errors import InstEmbError
+from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
 _UNSET: Any = object()  # an instruction not given (None is one: the embedding's query_instruction)
@@ -29,18 +30,20 @@ class InstructedText(str):
         cls,
         text: str,
         instruction: str | None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> InstructedText:
         made = super().__new__(cls, text)
-        made.instruction, made.knobs = instruction, QueryKnobs.checked(llm_weight, instruction_strength)
+        made.instruction, made.knobs = instruction, QueryKnobs.checked({**(knobs or {}), **named_knobs})
         return made
 
-    llm_weight = property(lambda self: self.knobs.llm_weight)
-    instruction_strength = property(lambda self: self.knobs.instruction_strength)
+    def __getattr__(self, name: str) -> float | None:
+        if name in KNOBS:  # a knob by its name: its value or None
+            return getattr(self.knobs, name)
+        raise AttributeError(f"InstructedText has no attribute {name!r}")
 
     def __reduce__(self):
-        return InstructedText, (str(self), self.instruction, self.llm_weight, self.instruction_strength)
+        return InstructedText, (str(self), self.instruction, dict(self.knobs))
 
 
 def instruction_of(text: str) -> str | None:
@@ -66,12 +69,12 @@ class InstructionQueryBundle(QueryBundle):
     def __post_init__(self) -> None:
         if self.instruction is not None:
             normalize_instruction(self.instruction)  # refuses a non-string with a clear message
-        knobs = QueryKnobs.checked(self.llm_weight, self.instruction_strength)
-        self.llm_weight, self.instruction_strength = knobs.llm_weight, knobs.instruction_strength
+        for name, value in QueryKnobs.checked({name: getattr(self, name) for name in KNOBS}).items():
+            setattr(self, name, value)  # in range, as a float
 
     @property
     def knobs(self) -> QueryKnobs:
-        return QueryKnobs(self.llm_weight, self.instruction_strength)
+        return QueryKnobs(**{name: getattr(self, name) for name in KNOBS})
 
     @property
     def embedding_strs(self) -> list[str]:
@@ -95,7 +98,7 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
     if query.embedding is not None:
         raise InstEmbError(
             f"The QueryBundle already carries an embedding, so {' and '.join(given)} cannot change it. Pass the "
-            "query string with instruction=... (and llm_weight=... or instruction_strength=...), or a bundle "
+            f"query string with instruction=... (and knobs={{{', '.join(map(repr, KNOBS))}: ...}}), or a bundle "
             "without an embedding."
         )
     own = {"instruction": query.instruction, **query.knobs.given()} if isinstance(query, InstructionQueryBundle) else {}
@@ -106,25 +109,23 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
 
 class TakesInstructions:
     """``retrieve`` / ``aretrieve`` of a LlamaIndex retriever that also take an instruction (None: the
-    embedding's ``query_instruction``; "": none) and knobs (``llm_weight``: a two-space model's LLM
-    share, 0..1; ``instruction_strength``: an instruction-effect model's, 0..10), for this call."""
+    embedding's ``query_instruction``; "": none) and query-time knobs (``knobs``, name -> value, or
+    by name; instemb_rag.knobs), for this call."""
 
     def retrieve(
         self,
         query: str | QueryBundle,
         instruction: str | None = _UNSET,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> list[NodeWithScore]:
-        knobs = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
-        return super().retrieve(bundle_with_instruction(query, instruction, **knobs))
+        return super().retrieve(bundle_with_instruction(query, instruction, **(knobs or {}), **named_knobs))
 
     async def aretrieve(
         self,
         query: str | QueryBundle,
         instruction: str | None = _UNSET,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
     ) -> list[NodeWithScore]:
-        knobs = {"llm_weight": llm_weight, "instruction_strength": instruction_strength}
-        return await super().aretrieve(bundle_with_instruction(query, instruction, **knobs))
+        return await super().aretrieve(bundle_with_instruction(query, instruction, **(knobs or {}), **named_knobs))

@@ -1,7 +1,7 @@
 """LlamaIndex retrievers that take an instruction with every call.
 
     retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
-    retriever.retrieve("best tent for storms", instruction="Focus on durability.", llm_weight=0.8)
+    retriever.retrieve("best tent for storms", instruction="Focus on durability.", knobs={name: value})
     with InstEmbRetriever.from_instemb_index(".instemb", hybrid="rrf") as retriever:   # a folder
         await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
 
