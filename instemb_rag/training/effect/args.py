@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...knobs import INSTRUCTION_STRENGTH
+
 
 @dataclass
 class EffectArguments:
@@ -22,7 +24,7 @@ class EffectArguments:
     max_queries: int | None = None
     validation_share: float = 0.1  # queries held out of training, for the run's own validation metric
     rank: int = 32  # the low-rank part of h
-    instruction_strength: float = 1.5  # the default strength (the knob's default in the saved model)
+    instruction_strength: float = INSTRUCTION_STRENGTH.default  # the saved model's own (knobs.py: one default)
     temperature: float = 0.05
     bank_negatives: int = 1024
     map_learning_rate: float = 1.0e-3
@@ -57,7 +59,10 @@ class EffectArguments:
             ),
             (e.temperature > 0 and e.bank_negatives >= 0, "effect.temperature must be > 0, bank_negatives >= 0"),
             (0 <= e.rank, "effect.rank must be >= 0"),
-            (0 < e.instruction_strength <= 10, "effect.instruction_strength must lie in (0, 10]"),
+            (
+                0 < e.instruction_strength <= INSTRUCTION_STRENGTH.high,
+                f"effect.instruction_strength must lie in (0, {INSTRUCTION_STRENGTH.high:g}]",
+            ),
             (0 <= e.validation_share < 0.5, "effect.validation_share must lie in [0, 0.5)"),
             (not e.query_llm or e.query_layers > 0, "effect.query_layers must be > 0 with effect.query_llm"),
             (e.keep_weight >= 0 and e.contrast_weight >= 0, "effect.keep_weight and contrast_weight must be >= 0"),
