@@ -79,6 +79,7 @@ def serve_command(
     from ..errors import InstEmbError
     from ..serve import API_KEY_ENV, BatchingOptions, ServeOptions, ServerState, create_app
     from ..serve.server import bind_socket, run
+    from ..serve.state import settle_the_heap
 
     api_key = os.environ.get(API_KEY_ENV) or None
     try:
@@ -108,6 +109,7 @@ def serve_command(
             ),
         )
         state = ServerState.open(options, model=model, index_dir=index_dir, device=device)
+        settle_the_heap()
         if model_name is None:
             options.model_id = served_model_id(model, state.index)
     except InstEmbError as error:

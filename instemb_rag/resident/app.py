@@ -35,7 +35,7 @@ from ..serve.batching import BatchingOptions, DynamicBatcher
 from ..serve.errors import APIError
 from ..serve.routes import check_api_key, search_document
 from ..serve.schemas import SearchRequest
-from ..serve.state import ServeOptions, ServerState
+from ..serve.state import ServeOptions, ServerState, settle_the_heap
 
 __all__ = ["ResidentSearchRequest", "ResidentState", "create_resident_app"]
 
@@ -97,6 +97,7 @@ class ResidentState:
             held = await asyncio.to_thread(self._open, body, stamp)
             if not held.transient:
                 self.indexes[key] = held
+            settle_the_heap()
             return held
 
     def _open(self, body: ResidentSearchRequest, stamp: tuple) -> HeldIndex:

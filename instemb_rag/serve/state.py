@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..encoder.protocol import LocalEncoder
 from .batching import BatchingOptions, DynamicBatcher
 
-__all__ = ["ServeOptions", "ServerState"]
+__all__ = ["ServeOptions", "ServerState", "settle_the_heap"]
 
 
 @dataclass
@@ -79,3 +79,14 @@ class ServerState:
         if self.index is not None:
             self.index_thread.submit(self.index.close).result()
         self.index_thread.shutdown()
+
+
+def settle_the_heap() -> None:
+    """After a model or an index is loaded (a server, the resident query process): collect once,
+    then freeze what is left (the model's hundreds of thousands of objects), so that the
+    collections a query's allocations trigger do not walk them again: an unfrozen heap made some
+    warm queries wait 0.3-0.5 s for a collection."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
