@@ -1,6 +1,6 @@
 """Issue 61's candidates under research/checkpoints/ keep only what they trained.
 
-    python research/effect/candidate_files.py pack NAME     # before committing the candidate
+    python research/effect/candidate_files.py pack NAME [--half]   # before committing the candidate
     python research/effect/candidate_files.py unpack NAME   # before loading it (--model research/checkpoints/NAME)
 
 A candidate's ``query_llm/`` is the shipped LLM with its LoRA trained on in the top layers only
@@ -10,7 +10,9 @@ tensors equal the shipped adapter's byte for byte. ``pack`` writes the tensors t
 (``trained_layers.json``) and removes the adapter file, so the repository's working tree stays
 under the 64 MiB device transfer; ``unpack`` rebuilds it from the shipped adapter
 (``instemb_rag/default_checkpoint/documents_llm``, which ``documents_llm`` links to) and checks the
-digest. ``documents_llm/`` is a link to the shipped LLM, as for effect-r1.
+digest. ``documents_llm/`` is a link to the shipped LLM, as for effect-r1. ``--half`` keeps the
+trained tensors in float16 (half the bytes; the digest is then the rounded adapter's, and
+``trained_layers.json`` says so): the candidate committed is the scored one rounded to float16.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def digest(tensors: dict) -> str:
     return hasher.hexdigest()
 
 
-def pack(name: str) -> None:
+def pack(name: str, *options: str) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -46,10 +48,16 @@ def pack(name: str) -> None:
     if set(tensors) != set(shipped):
         raise SystemExit(f"{lora / ADAPTER} and the shipped adapter name different tensors: not a query-side LoRA.")
     trained = {key: tensor for key, tensor in tensors.items() if not torch.equal(tensor, shipped[key])}
+    if options not in ((), ("--half",)):
+        raise SystemExit(f"unknown options {options}: the only one is --half")
+    half = options == ("--half",)
+    if half:  # the rebuilt adapter is float32 again, with these tensors rounded
+        trained = {key: tensor.half() for key, tensor in trained.items()}
+        tensors = tensors | {key: tensor.float() for key, tensor in trained.items()}
     save_file(trained, str(lora / TRAINED))
-    (lora / DIGEST).write_text(
-        json.dumps({"tensors": len(tensors), "trained": len(trained), "sha256": digest(tensors)})
-    )
+    record = {"tensors": len(tensors), "trained": len(trained), "sha256": digest(tensors)}
+    record["stored"] = "float16 (the scored float32 tensors, rounded)" if half else "float32 (as scored)"
+    (lora / DIGEST).write_text(json.dumps(record))
     (lora / ADAPTER).unlink()
     print(f"{name}: {len(trained)} of {len(tensors)} tensors kept in {lora / TRAINED}")
 
@@ -59,7 +67,8 @@ def unpack(name: str) -> None:
 
     lora = ROOT / "research" / "checkpoints" / name / "query_llm" / "lora"
     expected = json.loads((lora / DIGEST).read_text())
-    tensors = load_file(str(SHIPPED)) | load_file(str(lora / TRAINED))
+    trained = {key: tensor.float() for key, tensor in load_file(str(lora / TRAINED)).items()}
+    tensors = load_file(str(SHIPPED)) | trained
     if digest(tensors) != expected["sha256"]:
         raise SystemExit(
             f"{name}: the rebuilt adapter differs from the one scored (the shipped adapter changed?); "
@@ -70,4 +79,4 @@ def unpack(name: str) -> None:
 
 
 if __name__ == "__main__":
-    {"pack": pack, "unpack": unpack}[sys.argv[1]](sys.argv[2])
+    {"pack": pack, "unpack": unpack}[sys.argv[1]](*sys.argv[2:])
