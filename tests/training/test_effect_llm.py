@@ -143,3 +143,20 @@ def test_the_instruction_contrast_pairs_a_query_with_its_siblings(setting, tmp_p
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     # q0 and q1 ("light tent for rain", group g1) and q4 and q5 ("warm nylon tent", g2) are siblings.
     assert all(row["contrast"] > 0 and np.isfinite(row["loss"]) for row in rows)
+
+
+def test_a_resumed_run_ends_where_an_unbroken_run_ends(setting, tmp_path):
+    import shutil
+
+    from instemb_rag import InstEmbEncoder
+    from instemb_rag.training.trainer import train
+
+    queries, instructions = ["light tent for rain", "warm nylon tent"], ["focus on durability", "cold night"]
+    whole = train(config_for(setting, tmp_path), log=lambda _: None)
+    expected = InstEmbEncoder.from_pretrained(whole, device="cpu").encode_queries(queries, instructions)
+    # As a run killed after step 10: its last checkpoint is checkpoint-10.
+    shutil.rmtree(tmp_path / "run" / "checkpoint-20")
+    shutil.rmtree(whole)
+    resumed = train(config_for(setting, tmp_path, **{"training.resume": True}), log=lambda _: None)
+    got = InstEmbEncoder.from_pretrained(resumed, device="cpu").encode_queries(queries, instructions)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
