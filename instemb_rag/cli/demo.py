@@ -85,13 +85,13 @@ def ask(target: Path, instruction: str, k: int, model, device: str, encoder, fir
     from ..index import Index
     from ..queries import Query
     from ..resident.client import resident_wanted
-    from .query import answer_through_resident
+    from .query import Asked, answer_through_resident
 
     query = Query(DEMO_QUERY, instruction)
     started = time.perf_counter()
     answer = None
     if resident_wanted():
-        answer = answer_through_resident(query, k, target, {}, None, None, False, model, device)
+        answer = answer_through_resident(Asked(query, k, target, {}, None, None, False, model, device))
     if answer is not None:
         seconds = time.perf_counter() - started
         start = " (it started and loaded the model: later queries reuse them)" if first else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperCommand
@@ -13,6 +14,9 @@ from ..choices import HybridMode, Precision
 from ..knobs import INSTRUCTION_STRENGTH, KNOBS, LLM_WEIGHT, Knob
 from ..resident.client import resident_wanted
 from ..shipped import shipped_knob_words
+
+if TYPE_CHECKING:
+    from ..queries import Query
 from .common import (
     compile_option,
     device_option,
@@ -125,28 +129,45 @@ def query_command(
         parsed = parse_filters(filters)
     except InstEmbError as error:
         fail(error)
-    through_resident = precision == "fp32" and not compile and qdrant_url is None and qdrant_api_key is None
+    asked = Asked(query, k, index_dir, parsed, hybrid, hybrid_weight, explain, model, device)
+    here_only = HereOnly(precision, compile, strict_precision, qdrant_url, qdrant_api_key)
     answer = None
-    if through_resident and resident_wanted(no_daemon):
-        answer = answer_through_resident(query, k, index_dir, parsed, hybrid, hybrid_weight, explain, model, device)
+    if here_only.default and resident_wanted(no_daemon):
+        answer = answer_through_resident(asked)
     if answer is None:
-        answer = answer_in_process(
-            query,
-            k,
-            index_dir,
-            parsed,
-            hybrid,
-            hybrid_weight,
-            explain,
-            model,
-            device,
-            precision,
-            compile,
-            strict_precision,
-            qdrant_url,
-            qdrant_api_key,
-        )
+        answer = answer_in_process(asked, here_only)
     show_answer(answer, query, hybrid, hybrid_weight, explain, as_json, console)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One query as the command was given it, whichever process answers."""
+
+    query: Query
+    k: int
+    index_dir: Path
+    filters: dict[str, str]
+    hybrid: HybridMode | None
+    hybrid_weight: float | None
+    explain: bool
+    model: str | None
+    device: str
+
+
+@dataclass(frozen=True)
+class HereOnly:
+    """Options only the command's own process honours (the model loaded at another precision or
+    compiled, another Qdrant server): any of them set, the query is answered in-process."""
+
+    precision: Precision
+    compile: bool
+    strict_precision: bool
+    qdrant_url: str | None
+    qdrant_api_key: str | None
+
+    @property
+    def default(self) -> bool:
+        return self.precision == "fp32" and not self.compile and self.qdrant_url is None and self.qdrant_api_key is None
 
 
 @dataclass
@@ -160,9 +181,7 @@ class Answer:
     precision_report: dict | None = None
 
 
-def answer_through_resident(
-    query, k, index_dir, filters, hybrid, hybrid_weight, explain, model, device
-) -> Answer | None:
+def answer_through_resident(asked: Asked) -> Answer | None:
     """The resident process's answer (resident/client.py), or None when it cannot answer: then a
     one-line note, and the caller answers in this process."""
     from rich.console import Console
@@ -171,17 +190,17 @@ def answer_through_resident(
     from ..resident.client import ResidentAnswerError, ResidentClient, ResidentUnavailable
 
     request = {
-        "index_dir": str(index_dir.resolve()),
-        "model": _absolute_if_path(model),
-        "device": device,
-        "query": query.text,
-        "instruction": query.instruction,
-        "k": k,
-        "filter": filters or None,
-        "hybrid": hybrid and hybrid.value,
-        "hybrid_weight": hybrid_weight,
-        "explain": explain,
-        **query.knobs.given(),
+        "index_dir": str(asked.index_dir.resolve()),
+        "model": _absolute_if_path(asked.model),
+        "device": asked.device,
+        "query": asked.query.text,
+        "instruction": asked.query.instruction,
+        "k": asked.k,
+        "filter": asked.filters or None,
+        "hybrid": asked.hybrid and asked.hybrid.value,
+        "hybrid_weight": asked.hybrid_weight,
+        "explain": asked.explain,
+        **asked.query.knobs.given(),
     }
     try:
         reply = ResidentClient().search(request)
@@ -195,26 +214,11 @@ def answer_through_resident(
         )
         return None
     found = reply["answer"]["hits"]
-    explanations = [hit.pop("explain") for hit in found] if explain else None
+    explanations = [hit.pop("explain") for hit in found] if asked.explain else None
     return Answer([SearchHit(**hit) for hit in found], explanations, reply["query_knob"], reply["notes"])
 
 
-def answer_in_process(
-    query,
-    k,
-    index_dir,
-    filters,
-    hybrid,
-    hybrid_weight,
-    explain,
-    model,
-    device,
-    precision,
-    compile,
-    strict_precision,
-    qdrant_url,
-    qdrant_api_key,
-) -> Answer:
+def answer_in_process(asked: Asked, here_only: HereOnly) -> Answer:
     """Load the model and open the index here (the path of --no-daemon, int8, --compile, Qdrant options)."""
     from ..errors import InstEmbError
     from ..index import Index
@@ -222,24 +226,28 @@ def answer_in_process(
     from ..index.manifest import model_label
 
     try:
-        encoder = None
-        if precision != "fp32" or compile:  # the index's own encoder reference, loaded at this precision
+        encoder, model, device = None, asked.model, asked.device
+        if here_only.precision != "fp32" or here_only.compile:  # the index's own encoder, at this precision
             from ..index.manifest import read_manifest
 
-            manifest = read_manifest(index_dir)
+            manifest = read_manifest(asked.index_dir)
             reference = model if manifest is None else manifest.encoder_model(model)
-            encoder = load_encoder(reference, device, precision, compile, strict_precision)
+            precision, compile = here_only.precision, here_only.compile
+            encoder = load_encoder(reference, device, precision, compile, here_only.strict_precision)
         index = Index.open(
-            index_dir,
+            asked.index_dir,
             encoder=encoder,
             model=model and model_label(model),
-            qdrant_url=qdrant_url,
-            qdrant_api_key=qdrant_api_key,
+            qdrant_url=here_only.qdrant_url,
+            qdrant_api_key=here_only.qdrant_api_key,
             device=device,
         )
+        hybrid = asked.hybrid and asked.hybrid.value
         with index:
-            hits = index.search(query, k=k, filter=filters, hybrid=hybrid and hybrid.value, hybrid_weight=hybrid_weight)
-            explanations = index.explain(query, None, hits) if explain else None
+            hits = index.search(
+                asked.query, k=asked.k, filter=asked.filters, hybrid=hybrid, hybrid_weight=asked.hybrid_weight
+            )
+            explanations = index.explain(asked.query, None, hits) if asked.explain else None
             notes = [note for note in (index.placement_note, index.fallback_reason) if note]
             knob = index.query_knob
     except InstEmbError as error:
