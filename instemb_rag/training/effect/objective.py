@@ -44,17 +44,9 @@ class EffectObjective(Objective):
         return {"infonce": 1.0}
 
     def prepare(self) -> Prepared:
-        from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-        from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.modules.tower import DocumentTower
-
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect
-        source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
-        # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
-        lookahead = None if is_checkpoint(source) else config.model.lookahead_length
-        llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
-        tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
+        llm, tower, documents_source = documents_llm_and_tower(config)
         data = load_effect_data(
             e.texts_file, e.max_queries, e.validation_share, t.seed, e.embedding_dir, llm, tower, log
         )
@@ -68,7 +60,7 @@ class EffectObjective(Objective):
         training_queries = [data.queries.queries[row] for row in data.training_rows]
         order = BatchOrder.items(training_queries, [len(q.text) for q in training_queries], t.batch_size, t.seed)
         encoder = InstructionEffectEncoder(
-            llm, tower, effect_map, e.instruction_strength, documents_source=source if is_checkpoint(source) else None
+            llm, tower, effect_map, e.instruction_strength, documents_source=documents_source
         )
         data_info = {
             "texts_file": str(e.texts_file),
@@ -128,3 +120,20 @@ class EffectObjective(Objective):
             for row, hit in zip(chunk, (scores.argmax(dim=1) == positives).tolist()):
                 hits["group" if self.data.queries.queries[row].group else "plain"].append(hit)
         return {kind: round(sum(found) / len(found), 4) for kind, found in hits.items() if found}
+
+
+def documents_llm_and_tower(config):
+    """The fixed documents' side an effect run trains against: its LLM (the shipped one for
+    "default"), its sentence encoder, as the recipe names them, and the LLM's checkpoint folder
+    (None for a bare model folder), which the saved encoder records."""
+    from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
+    from ...encoder.checkpoint import is_checkpoint
+    from ...encoder.modules.tower import DocumentTower
+
+    e = config.effect
+    source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
+    # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
+    lookahead = None if is_checkpoint(source) else config.model.lookahead_length
+    llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
+    tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
+    return llm, tower, (source if is_checkpoint(source) else None)

@@ -56,17 +56,11 @@ class EffectLLMObjective(Objective):
         return {"infonce": 1.0, "keep": config.effect.keep_weight, "contrast": config.effect.contrast_weight}
 
     def prepare(self) -> Prepared:
-        from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-        from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.modules.tower import DocumentTower
+        from .objective import documents_llm_and_tower
 
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect
-        source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
-        # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
-        lookahead = None if is_checkpoint(source) else config.model.lookahead_length
-        documents_llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
-        tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
+        documents_llm, tower, documents_source = documents_llm_and_tower(config)
         self.data = load_llm_effect_data(e, t.seed, documents_llm, tower, log)
         student = load_student(config, device)
         parts = make_trainable(student, config)
@@ -98,7 +92,7 @@ class EffectLLMObjective(Objective):
             tower,
             effect_map,
             e.instruction_strength,
-            documents_source=source if is_checkpoint(source) else None,
+            documents_source=documents_source,
         )
         self.student, self.cache, self.effect_map = student, cache, effect_map
         data_info = {
