@@ -1,8 +1,9 @@
 """Embedder: an encoder as an application embeds through it, whatever the framework around it.
 
-    embedder = Embedder(encoder, query_cache_size=1024, document_store=None)
-    embedder.embed_queries(["Which tent?"], ["focus on weight"], [QueryKnobs()], batch_size=16)
-    embedder.embed_documents(["The Ridgeline 2 weighs ..."], None, batch_size=16)
+    embedder = Embedder(encoder, query_cache_size=1024, document_store=None, document_instruction=None)
+    queries, instructions, knobs = embedder.query_inputs(["Which tent?"], "focus on weight", None, [{}])
+    embedder.embed_queries(queries, instructions, knobs, batch_size=16)
+    embedder.embed_documents(embedder.document_inputs(["The Ridgeline 2 weighs ..."]), batch_size=16)
 
 The encoder is local (an ``InstEmbEncoder`` or any ``LocalEncoder``) or a ``RemoteEncoder``
 (remote.py). Local: one forward pass at a time (a lock, so threads and event loops may share it);
@@ -11,19 +12,23 @@ on the encoder's fingerprint, the instruction, the text and the knobs; document 
 a key-value store, on the document side's fingerprint, the document instruction and the text
 (caches.py). A text longer than the encoder reads gives one TruncationWarning per call (limits.py).
 
-The inputs come checked where they entered (queries.py): instructions normalised (None is
-none), knobs in range and taken by the model; texts are strings. Vectors are lists of floats.
+The inputs enter through ``query_inputs`` and ``document_inputs`` (texts checked by
+queries.check_texts, instructions normalised, knobs in range and taken by the model); documents
+are read under the one document instruction the embedder was made with (refused here by a local
+document side that reads none; a server's refuses it itself). Vectors are lists of floats.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..queries import QueryKnobs
+from ..instructions import Instructions, normalize_instruction, per_item_instructions
+from ..queries import QueryKnobs, check_texts
 from .caches import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
-from .limits import DOCUMENT_ADVICE, can_count, document_token_limit, require_local, warn_if_truncated
+from .limits import DOCUMENT_ADVICE, can_count, chunk_settings, document_token_limit, require_local, warn_if_truncated
 
 __all__ = ["Embedder"]
 
@@ -40,12 +45,16 @@ class Embedder:
         document_store: Any = None,
         remote: bool = False,
         document_advice: str = DOCUMENT_ADVICE,
+        document_instruction: str | None = None,
     ):
         self.encoder = encoder
         self.query_cache = QueryEmbeddingCache(query_cache_size)
         self.document_cache = None if document_store is None else DocumentEmbeddingCache(document_store)
         self.document_advice = document_advice  # the truncation warning's advice ({limit}: tokens read)
+        self.document_instruction = normalize_instruction(document_instruction)
         self.lock = contextlib.nullcontext() if remote else threading.Lock()
+        if self.local:  # (a server's model refuses one itself: 400)
+            encoder.document_side.refuse_instruction(self.document_instruction)
 
     @property
     def local(self) -> bool:
@@ -61,13 +70,43 @@ class Embedder:
             return self.encoder.document_side.fingerprint
         return self.encoder.document_fingerprint
 
-    def document_token_limit(self, instruction: str | None) -> int:
-        """Tokens of a document's text the document side reads under ``instruction`` (local only)."""
+    @property
+    def document_token_limit(self) -> int:
+        """Tokens of a document's text the document side reads under the document instruction (local only)."""
         require_local(self.encoder, "document_token_limit")
-        return document_token_limit(self.encoder, instruction)
+        return document_token_limit(self.encoder, self.document_instruction)
+
+    def chunk_settings(self, chunk_size: int | None = None, chunk_overlap: int | None = None) -> tuple:
+        """(chunk size, overlap, a text's token ids) for chunks the document side reads whole (limits.py)."""
+        return chunk_settings(self.encoder, self.document_instruction, chunk_size, chunk_overlap)
 
     def warn_if_truncated(self, texts: list[str], instructions: list[str | None], kind: str) -> None:
         warn_if_truncated(self.encoder, texts, instructions, kind, self.document_advice)
+
+    def query_inputs(
+        self,
+        queries: Sequence[Any],
+        instructions: Instructions,
+        default_instruction: str | None,
+        knobs: Sequence[Mapping[str, float | None]],
+    ) -> tuple[list[str], list[str | None], list[QueryKnobs]]:
+        """What ``embed_queries`` takes, checked as it enters: each query a text (check_texts), its
+        instruction (one for all, or one each; None: ``default_instruction``) and its knobs (one
+        mapping per query), each distinct set taken by the model."""
+        queries = list(queries)
+        check_texts(queries, "query")
+        per_query = per_item_instructions(instructions, len(queries), texts="queries", default=default_instruction)
+        checked = [QueryKnobs.checked(knob) for knob in knobs]
+        for distinct in set(checked):
+            distinct.require(self.encoder)
+        return queries, per_query, checked
+
+    def document_inputs(self, texts: Sequence[Any]) -> list[str]:
+        """Documents as a call gives them, checked (check_texts), with one TruncationWarning for the call."""
+        texts = list(texts)
+        check_texts(texts, "document")
+        self.warn_if_truncated(texts, [self.document_instruction] * len(texts), "document")
+        return texts
 
     def embed_queries(
         self, queries: list[str], instructions: list[str | None], knobs: list[QueryKnobs], batch_size: int
@@ -96,8 +135,9 @@ class Embedder:
                 results[position] = vector
         return results  # type: ignore[return-value]
 
-    def embed_documents(self, texts: list[str], instruction: str | None, batch_size: int) -> list[Vector]:
-        """Documents under one instruction, through the document cache when there is one."""
+    def embed_documents(self, texts: list[str], batch_size: int) -> list[Vector]:
+        """Documents under the document instruction, through the document cache when there is one."""
+        instruction = self.document_instruction
         if self.document_cache is None:
             return self._encode_documents(texts, instruction, batch_size)
         keys = [DocumentEmbeddingCache.key(self.document_fingerprint, instruction, text) for text in texts]

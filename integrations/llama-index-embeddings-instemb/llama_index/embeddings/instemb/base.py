@@ -2,18 +2,16 @@
 
 The work is instemb_rag's: ``open_encoder`` (client/sources.py) loads the model, takes one loaded, or
 reaches ``instemb-rag serve`` (``base_url``: no torch here); an ``Embedder`` (client/embedder.py) holds
-it with its lock, caches and truncation warning; inputs are checked as they enter (queries.py). This
-class adds LlamaIndex's fields, views, calls and serialisation (``to_dict``, pickling: the same
-encoder). A query is read under ``query_instruction``, an ``InstructedText``'s own or a call's; every
-call is reported once, with its instructions, to the dispatcher and the callback manager.
+it with its lock, caches and truncation warning, and checks the inputs as they enter. This class adds
+LlamaIndex's fields, views, calls, events and serialisation (``to_dict``, pickling: the same encoder).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import llama_index.core.instrumentation as instrument
@@ -24,11 +22,10 @@ from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent,
 
 from instemb_rag.client.caches import DocumentEmbeddingCache, QueryEmbeddingCache
 from instemb_rag.client.embedder import Embedder
-from instemb_rag.client.limits import chunk_settings
-from instemb_rag.client.sources import open_encoder
-from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction, per_item_instructions
+from instemb_rag.client.sources import ENCODER_SETTINGS, open_encoder
+from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction
 from instemb_rag.knobs import KNOBS
-from instemb_rag.queries import QueryKnobs, check_texts
+from instemb_rag.queries import QueryKnobs
 
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructionQueryBundle, instruction_of, knobs_of
@@ -37,6 +34,13 @@ if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
 
 dispatcher = instrument.get_dispatcher(__name__)
+Knobs = Mapping[str, float | None] | None  # query-time knobs by name (instemb_rag.knobs)
+
+DEFAULT_MODEL_NAME = "instemb-default"
+DOCUMENT_ADVICE = (  # the truncation warning's advice for documents (instemb_rag/client/limits.py)
+    "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
+    "(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
+)
 
 
 class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
@@ -51,8 +55,8 @@ class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
 
 
 def in_worker_thread(name: str) -> Callable[..., Any]:
-    """The async twin of the sync call ``name``: it runs in a worker thread (the encoder runs one
-    forward pass at a time anyway), so the event loop is never blocked."""
+    """The async twin of the sync call ``name``, in a worker thread: the encoder runs one forward
+    pass at a time anyway, and the event loop is never blocked."""
 
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(getattr(self, name), *args, **kwargs)
@@ -60,11 +64,14 @@ def in_worker_thread(name: str) -> Callable[..., Any]:
     return call
 
 
-DEFAULT_MODEL_NAME = "instemb-default"
-DOCUMENT_ADVICE = (  # the truncation warning's advice for documents (instemb_rag/client/limits.py)
-    "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
-    "(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
-)
+def view_with_knob(name: str) -> Callable[[InstEmbEmbedding, float | None], InstEmbEmbedding]:
+    """``with_<name>``: a view whose queries take the knob ``name`` (None: the model's own)."""
+
+    def view(self: InstEmbEmbedding, value: float | None) -> InstEmbEmbedding:
+        return self._view(**{name: QueryKnobs.checked({name: value}).require(self.encoder).get(name)})
+
+    view.__name__ = view.__qualname__ = f"with_{name}"
+    return view
 
 
 class InstEmbEmbedding(BaseEmbedding):
@@ -85,7 +92,7 @@ class InstEmbEmbedding(BaseEmbedding):
     lookahead_length: int | None = Field(default=None, ge=0, frozen=True, description="None: the model's.")
     max_length: int | None = Field(default=None, ge=8, frozen=True, description="Tokens per input; None: the model's.")
     precision: str | None = Field(default=None, frozen=True, description="fp32 (None) or int8 (CPU only).")
-    # The query-time knobs (instemb_rag.knobs), their help from the declarations; None: the model's own.
+    # The query-time knobs, their help from the declarations (instemb_rag.knobs); None: the model's own.
     llm_weight: float | None = Field(
         default=None, frozen=True, description=f"{KNOBS['llm_weight'].help}; None: its own."
     )
@@ -101,7 +108,6 @@ class InstEmbEmbedding(BaseEmbedding):
     timeout: float = Field(default=60.0, gt=0, description="Seconds the server may take to answer (base_url).")
 
     _embedder: Embedder = PrivateAttr()  # the encoder, its lock and caches, shared by the with_* views
-    _document_instruction: str | None = PrivateAttr(default=None)
     _owns_remote: bool = PrivateAttr(default=False)
 
     def __init__(
@@ -109,44 +115,36 @@ class InstEmbEmbedding(BaseEmbedding):
         model_path: str | os.PathLike | None = None,
         device: str = "auto",
         query_instruction: str | None = DEFAULT_QUERY_INSTRUCTION,
-        text_instruction: str | None = None,
-        embed_batch_size: int = 16,
-        query_cache_size: int = 1024,
+        *,
         encoder: InstEmbEncoder | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        pooling: str | None = None,
-        lookahead_length: int | None = None,
-        max_length: int | None = None,
-        precision: str | None = None,
-        fingerprint: str | None = None,
-        llm_weight: float | None = None,
-        instruction_strength: float | None = None,
-        **kwargs: Any,
+        **fields: Any,
     ):
-        model_path = None if model_path is None else str(model_path)
+        """``fields``: the pydantic fields (and BaseEmbedding's); the encoder's settings and the
+        knobs are checked before any model loads, and set as the encoder runs them."""
         normalize_instruction(query_instruction)  # refuses a non-string, naming it
-        fields = {name: value for name, value in locals().items() if name in InstEmbEmbedding.model_fields}
-        knobs = QueryKnobs.checked(llm_weight, instruction_strength)  # in range, before any model loads
-        asked = {"pooling": pooling, "lookahead_length": lookahead_length, "max_length": max_length}
-        loaded, settings = open_encoder(
-            model_path, encoder, base_url, api_key, timeout, device, fingerprint, precision=precision, **asked
-        )
-        remote = base_url is not None
+        knobs = QueryKnobs.checked({name: fields.pop(name, None) for name in KNOBS})
+        model_path = None if model_path is None else str(model_path)
+        asked = {name: fields.pop(name, None) for name in (*ENCODER_SETTINGS, "fingerprint")}
+        server = {name: fields[name] for name in ("base_url", "api_key", "timeout") if name in fields}
+        loaded, settings = open_encoder(model_path, encoder, device=device, **server, **asked)
+        base_url = server.get("base_url")
         try:
-            embedder = Embedder(loaded, query_cache_size, kwargs.get("embeddings_cache"), remote, DOCUMENT_ADVICE)
-            document_instruction = normalize_instruction(text_instruction)
-            if not remote:  # (a server's model refuses one itself: 400)
-                loaded.document_side.refuse_instruction(document_instruction)
-            kwargs.setdefault("model_name", loaded.model_id if remote else model_path or DEFAULT_MODEL_NAME)
+            fields.setdefault("model_name", loaded.model_id if base_url else model_path or DEFAULT_MODEL_NAME)
             fields.update(settings, fingerprint=loaded.fingerprint, **knobs.require(loaded))
-            super().__init__(**fields, **kwargs)  # the settings and the fingerprint as the encoder runs them
+            super().__init__(model_path=model_path, device=device, query_instruction=query_instruction, **fields)
+            self._embedder = Embedder(
+                loaded,
+                self.query_cache_size,
+                self.embeddings_cache,
+                self.is_remote,
+                DOCUMENT_ADVICE,
+                self.text_instruction,
+            )
         except BaseException:
-            if remote:
+            if base_url is not None:
                 loaded.close()
             raise
-        self._embedder, self._document_instruction, self._owns_remote = embedder, document_instruction, remote
+        self._owns_remote = self.is_remote
 
     @classmethod
     def from_encoder(
@@ -168,14 +166,8 @@ class InstEmbEmbedding(BaseEmbedding):
         normalize_instruction(instruction)
         return self._view(query_instruction=instruction)
 
-    def with_llm_weight(self, llm_weight: float | None) -> InstEmbEmbedding:
-        """A view whose queries are weighed with ``llm_weight`` (a two-space model's; instemb_rag.knobs)."""
-        return self._view(llm_weight=QueryKnobs.checked(llm_weight).require(self.encoder).llm_weight)
-
-    def with_instruction_strength(self, instruction_strength: float | None) -> InstEmbEmbedding:
-        """A view whose queries are read at ``instruction_strength`` (an instruction-effect model's; instemb_rag.knobs)."""
-        knobs = QueryKnobs.checked(instruction_strength=instruction_strength).require(self.encoder)
-        return self._view(instruction_strength=knobs.instruction_strength)
+    with_llm_weight = view_with_knob("llm_weight")
+    with_instruction_strength = view_with_knob("instruction_strength")
 
     def _view(self, **update: Any) -> InstEmbEmbedding:
         view = self.model_copy(update=update)
@@ -224,12 +216,12 @@ class InstEmbEmbedding(BaseEmbedding):
     @property
     def document_token_limit(self) -> int:
         """Tokens of a document (its text and the metadata LlamaIndex embeds with it) the model reads."""
-        return self._embedder.document_token_limit(self._document_instruction)
+        return self._embedder.document_token_limit
 
     @property
     def recommended_chunk_size(self) -> int:
         """The node parser's chunk size: the CLI's (256), or the document limit if that is smaller."""
-        return chunk_settings(self.encoder, self._document_instruction)[0]
+        return self._embedder.chunk_settings()[0]
 
     def node_parser(
         self,
@@ -238,10 +230,10 @@ class InstEmbEmbedding(BaseEmbedding):
         excluded_embed_metadata_keys: Sequence[str] = FILE_METADATA_KEYS,
         **kwargs: Any,
     ) -> InstEmbNodeParser:
-        """LlamaIndex's SentenceSplitter on the model's own tokens, sized as ``instemb-rag index`` chunks
-        (instemb_rag.client.limits.chunk_settings), its nodes keeping ``excluded_embed_metadata_keys``
-        out of the embedded text: pass ``transformations=[embed_model.node_parser()]``."""
-        size, overlap, tokens = chunk_settings(self.encoder, self._document_instruction, chunk_size, chunk_overlap)
+        """LlamaIndex's SentenceSplitter on the model's own tokens, sized as ``instemb-rag index`` chunks,
+        its nodes keeping ``excluded_embed_metadata_keys`` out of the embedded text: pass
+        ``transformations=[embed_model.node_parser()]``."""
+        size, overlap, tokens = self._embedder.chunk_settings(chunk_size, chunk_overlap)
         return InstEmbNodeParser(
             excluded_embed_metadata_keys, chunk_size=size, chunk_overlap=overlap, tokenizer=tokens, **kwargs
         )
@@ -253,37 +245,23 @@ class InstEmbEmbedding(BaseEmbedding):
 
     @dispatcher.span
     def get_query_embeddings(
-        self,
-        queries: Sequence[str],
-        instructions: str | None | Sequence[str | None] = None,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
+        self, queries: Sequence[str], instructions: Any = None, knobs: Knobs = None, **named_knobs: float | None
     ) -> list[Embedding]:
         """Queries, each under its instruction (one for all, or one each; None: ``query_instruction``),
-        in as few forward passes as the cache leaves. A query-time knob (``knobs``, name -> value, or
-        by name; instemb_rag.knobs) is this call's, else the query string's own, else the field's,
-        else the model's."""
+        in as few forward passes as the cache leaves. A query-time knob (``knobs``, or by name) is this
+        call's, else the query string's own, else the field's, else the model's."""
         queries, per_query, knobs = self._query_inputs(queries, instructions, {**(knobs or {}), **named_knobs})
-        with self._reported(queries, per_query, "query") as result:
-            result.append(self._embedder.embed_queries(queries, per_query, knobs, self.embed_batch_size))
-        return result[0]
+        embed = partial(self._embedder.embed_queries, queries, per_query, knobs, self.embed_batch_size)
+        return self._reported("query", queries, per_query, embed)
 
     def get_query_embedding_for(
-        self,
-        query: str,
-        instruction: str | None = None,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
+        self, query: str, instruction: str | None = None, knobs: Knobs = None, **named_knobs: float | None
     ) -> Embedding:
         """One query under its instruction (None: ``query_instruction``; "": none) and knobs."""
         return self.get_query_embeddings([query], [instruction], knobs, **named_knobs)[0]
 
     def query_bundle(
-        self,
-        query: str,
-        instruction: str | None = None,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
+        self, query: str, instruction: str | None = None, knobs: Knobs = None, **named_knobs: float | None
     ) -> InstructionQueryBundle:
         """A QueryBundle whose embedding already reflects ``instruction`` (and knobs), for any LlamaIndex
         retriever or query engine; its ``instruction`` is the one applied ("" for none)."""
@@ -292,16 +270,11 @@ class InstEmbEmbedding(BaseEmbedding):
         embedding = self.get_query_embedding_for(query, applied, asked)
         return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **asked)
 
-    def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Mapping[str, Any]):
-        queries = list(queries)
-        check_texts(queries, "query")
-        per_query = per_item_instructions(instructions, len(queries), texts="queries", default=self.query_instruction)
-        asked = QueryKnobs.checked(knobs)
-        own = QueryKnobs(**{name: getattr(self, name) for name in KNOBS})  # checked when the fields were set
-        knobs = [asked.or_else(knobs_of(query)).or_else(own) for query in queries]
-        for distinct in set(knobs):
-            distinct.require(self.encoder)
-        return queries, per_query, knobs
+    def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Knobs) -> tuple:
+        queries, asked = list(queries), QueryKnobs.checked(knobs)
+        own = {name: getattr(self, name) for name in KNOBS}  # checked when the fields were set
+        per_query = [{**own, **knobs_of(query), **asked} for query in queries]
+        return self._embedder.query_inputs(queries, instructions, self.query_instruction, per_query)
 
     @dispatcher.span
     def get_query_embedding(self, query: str) -> Embedding:  # LlamaIndex's paths: strings only
@@ -312,7 +285,7 @@ class InstEmbEmbedding(BaseEmbedding):
         return (agg_fn or mean_agg)(self.get_query_embeddings(queries, [instruction_of(query) for query in queries]))
 
     def _get_query_embedding(self, query: str) -> Embedding:  # LlamaIndex's hook: reported by its caller
-        inputs = self._query_inputs([query], [instruction_of(query)], None, None)
+        inputs = self._query_inputs([query], [instruction_of(query)], None)
         return self._embedder.embed_queries(*inputs, self.embed_batch_size)[0]
 
     # ------------------------------------------------------------------ documents
@@ -322,14 +295,12 @@ class InstEmbEmbedding(BaseEmbedding):
         slices, so queries from other threads are not held up by a long ingestion)."""
         from tqdm.auto import tqdm  # the bar LlamaIndex shows for show_progress=True
 
-        texts, vectors, size = list(texts), [], self.embed_batch_size
-        check_texts(texts, "document")
-        self._embedder.warn_if_truncated(texts, [self._document_instruction] * len(texts), "document")
+        texts, vectors, size = self._embedder.document_inputs(texts), [], self.embed_batch_size
+        instruction = self._embedder.document_instruction
         with tqdm(total=len(texts), desc="Generating embeddings", disable=not show_progress) as progress:
             for batch in (texts[start : start + size] for start in range(0, len(texts), size)):
-                with self._reported(batch, [self._document_instruction] * len(batch), "document") as result:
-                    result.append(self._embedder.embed_documents(batch, self._document_instruction, size))
-                vectors += result[0]
+                embed = partial(self._embedder.embed_documents, batch, size)
+                vectors += self._reported("document", batch, [instruction] * len(batch), embed)
                 progress.update(len(batch))
         return vectors
 
@@ -341,20 +312,21 @@ class InstEmbEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:  # LlamaIndex's hook: reported by its caller
-        check_texts(texts, "document")
-        return self._embedder.embed_documents(texts, self._document_instruction, self.embed_batch_size)
+        return self._embedder.embed_documents(self._embedder.document_inputs(texts), self.embed_batch_size)
 
-    @contextmanager
-    def _reported(self, texts: Sequence[str], instructions: list[str | None], side: str) -> Iterator[list]:
-        """One call on both channels: start events, the body (appends its vectors to ``result``), end events."""
+    def _reported(
+        self, side: str, texts: Sequence[str], instructions: list[str | None], embed: Callable[[], list[Embedding]]
+    ) -> list[Embedding]:
+        """One call on both channels (the dispatcher's events, the callback manager's): ``embed()`` between."""
         payload = {**self.to_payload(), "input_type": side, "instructions": instructions}
         dispatcher.event(InstructionEmbeddingStartEvent(model_dict=payload, input_type=side, instructions=instructions))
-        result, chunks = [], [str(text) for text in texts]  # plain strings, whatever str subclass came in
+        chunks = [str(text) for text in texts]  # plain strings, whatever str subclass came in
         start = {EventPayload.SERIALIZED: payload, "instructions": instructions}
         with self.callback_manager.event(CBEventType.EMBEDDING, payload=start) as event:
-            yield result
-            event.on_end(payload={EventPayload.CHUNKS: chunks, EventPayload.EMBEDDINGS: result[0]})
-        dispatcher.event(EmbeddingEndEvent(chunks=chunks, embeddings=result[0]))
+            vectors = embed()
+            event.on_end(payload={EventPayload.CHUNKS: chunks, EventPayload.EMBEDDINGS: vectors})
+        dispatcher.event(EmbeddingEndEvent(chunks=chunks, embeddings=vectors))
+        return vectors
 
     aget_query_embeddings = in_worker_thread("get_query_embeddings")
     aget_query_embedding_for = in_worker_thread("get_query_embedding_for")
@@ -368,7 +340,7 @@ class InstEmbEmbedding(BaseEmbedding):
     _aget_text_embeddings = in_worker_thread("_get_text_embeddings")
 
     def to_payload(self) -> dict[str, Any]:
-        names = ("fingerprint", "query_instruction", "text_instruction", "llm_weight", "instruction_strength")
+        names = ("fingerprint", "query_instruction", "text_instruction", *KNOBS)
         return {**super().to_payload(), **{name: getattr(self, name) for name in names}}
 
     def __getstate__(self) -> dict[str, Any]:
