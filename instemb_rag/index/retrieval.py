@@ -128,6 +128,14 @@ class IndexRetriever:
             given.text, given.instruction, k=k, filter=where, hybrid=mode, hybrid_weight=weight, query_vector=vector
         )
 
+    @property
+    def encoder_reference(self) -> str | None:
+        """Where the encoder loads again (None: the default model): what the folder records, if it
+        is a folder here (recorded.reloadable_reference), e.g. for a framework's saved embedding."""
+        from .recorded import reloadable_reference
+
+        return reloadable_reference(self.index)
+
     async def aretrieve(self, *args: Any, **kwargs: Any) -> list[SearchHit]:
         """``retrieve`` in a worker thread (the catalog read and the search stay off the event loop)."""
         return await asyncio.to_thread(self.retrieve, *args, **kwargs)

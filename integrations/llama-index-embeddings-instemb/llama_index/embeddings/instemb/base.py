@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,13 +28,12 @@ from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
 from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
-from .query import InstructionQueryBundle, instruction_of, knobs_of
+from .query import InstructionQueryBundle, Knobs, instruction_of, knobs_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
 
 dispatcher = instrument.get_dispatcher(__name__)
-Knobs = Mapping[str, float | None] | None  # query-time knobs by name (instemb_rag.knobs)
 
 DEFAULT_MODEL_NAME = "instemb-default"
 DOCUMENT_ADVICE = (  # the truncation warning's advice for documents (instemb_rag/client/limits.py)

@@ -2,14 +2,14 @@
 
 LlamaIndex's retrievers hand an embedding model a bundle's strings only, so the instruction rides on
 them: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, which InstEmbEmbedding embeds
-under the instruction and query-time knobs (instemb_rag.knobs) each carries; a stock retriever or query engine thus embeds a bundle as
-asked. Both check what they carry when made (instemb_rag.queries); the embedding adds the model's check.
+under the instruction and query-time knobs (instemb_rag.knobs) each carries; a stock retriever or
+query engine thus embeds a bundle as asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -20,26 +20,21 @@ from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
 _UNSET: Any = object()  # an instruction not given (None is one: the embedding's query_instruction)
+Knobs = Mapping[str, float | None] | None  # query-time knobs by name (instemb_rag.knobs)
 
 
 class InstructedText(str):
     """A query string carrying its instruction (None: the embedding's ``query_instruction``; "": none)
     and knobs (None: the embedding's own) through code that passes plain strings."""
 
-    def __new__(
-        cls,
-        text: str,
-        instruction: str | None,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
-    ) -> InstructedText:
+    def __new__(cls, text: str, instruction: str | None, knobs: Knobs = None, **named_knobs: float | None):
         made = super().__new__(cls, text)
         made.instruction, made.knobs = instruction, QueryKnobs.checked({**(knobs or {}), **named_knobs})
         return made
 
     def __getattr__(self, name: str) -> float | None:
         if name in KNOBS:  # a knob by its name: its value or None
-            return getattr(self.knobs, name)
+            return self.knobs.get(name)
         raise AttributeError(f"InstructedText has no attribute {name!r}")
 
     def __reduce__(self):
@@ -51,9 +46,9 @@ def instruction_of(text: str) -> str | None:
     return text.instruction if isinstance(text, InstructedText) else None
 
 
-def knobs_of(text: str) -> QueryKnobs:
+def knobs_of(text: str) -> Mapping[str, float]:
     """The knobs a query string carries (none: the embedding's)."""
-    return text.knobs if isinstance(text, InstructedText) else QueryKnobs()
+    return text.knobs if isinstance(text, InstructedText) else {}
 
 
 @dataclass
@@ -69,28 +64,41 @@ class InstructionQueryBundle(QueryBundle):
     def __post_init__(self) -> None:
         if self.instruction is not None:
             normalize_instruction(self.instruction)  # refuses a non-string with a clear message
-        for name, value in QueryKnobs.checked({name: getattr(self, name) for name in KNOBS}).items():
-            setattr(self, name, value)  # in range, as a float
+        checked = QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
+        for name in KNOBS:
+            setattr(self, name, checked.get(name))  # in range, as a float
 
     @property
     def knobs(self) -> QueryKnobs:
-        return QueryKnobs(**{name: getattr(self, name) for name in KNOBS})
+        return QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
 
     @property
     def embedding_strs(self) -> list[str]:
         strings = super().embedding_strs
-        if self.instruction is None and not self.knobs.given():
+        if self.instruction is None and not self.knobs:
             return strings
-        return [InstructedText(text, self.instruction, **self.knobs.given()) for text in strings]
+        return [InstructedText(text, self.instruction, self.knobs) for text in strings]
+
+
+def carried_instruction(bundle: QueryBundle) -> str | None:
+    """A bundle's instruction, else the one its query string carries (None: the embedding's default)."""
+    own = bundle.instruction if isinstance(bundle, InstructionQueryBundle) else None
+    return instruction_of(bundle.query_str) if own is None else own
+
+
+def carrying(bundle: QueryBundle) -> QueryBundle:
+    """The bundle with its instruction and knobs on its query string too (for code that reads that only)."""
+    if not isinstance(bundle, InstructionQueryBundle):
+        return bundle  # its query string carries what it carries
+    knobs = {**knobs_of(bundle.query_str), **bundle.knobs}
+    return replace(bundle, query_str=InstructedText(bundle.query_str, carried_instruction(bundle), knobs))
 
 
 def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: float | None) -> QueryBundle:
     """The query with a call's instruction and knobs; what the call gives wins over the bundle's own."""
     if not isinstance(query, (str, QueryBundle)):
         raise InstEmbError(f"query must be a string or a QueryBundle, got {type(query).__name__}.")
-    given = {name: value for name, value in knobs.items() if value is not None}
-    if instruction is not _UNSET:
-        given["instruction"] = instruction
+    given = {**QueryKnobs.checked(knobs), **({} if instruction is _UNSET else {"instruction": instruction})}
     if isinstance(query, str):
         return InstructionQueryBundle(query_str=query, **given)
     if not given:
@@ -101,7 +109,7 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
             f"query string with instruction=... (and knobs={{{', '.join(map(repr, KNOBS))}: ...}}), or a bundle "
             "without an embedding."
         )
-    own = {"instruction": query.instruction, **query.knobs.given()} if isinstance(query, InstructionQueryBundle) else {}
+    own = {"instruction": query.instruction, **query.knobs} if isinstance(query, InstructionQueryBundle) else {}
     return InstructionQueryBundle(
         query.query_str, custom_embedding_strs=query.custom_embedding_strs, **{**own, **given}
     )
@@ -109,23 +117,14 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
 
 class TakesInstructions:
     """``retrieve`` / ``aretrieve`` of a LlamaIndex retriever that also take an instruction (None: the
-    embedding's ``query_instruction``; "": none) and query-time knobs (``knobs``, name -> value, or
-    by name; instemb_rag.knobs), for this call."""
+    embedding's ``query_instruction``; "": none) and query-time knobs (``knobs``, or by name), for this call."""
 
     def retrieve(
-        self,
-        query: str | QueryBundle,
-        instruction: str | None = _UNSET,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
+        self, query: str | QueryBundle, instruction: Any = _UNSET, knobs: Knobs = None, **named_knobs: float | None
     ) -> list[NodeWithScore]:
         return super().retrieve(bundle_with_instruction(query, instruction, **(knobs or {}), **named_knobs))
 
     async def aretrieve(
-        self,
-        query: str | QueryBundle,
-        instruction: str | None = _UNSET,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
+        self, query: str | QueryBundle, instruction: Any = _UNSET, knobs: Knobs = None, **named_knobs: float | None
     ) -> list[NodeWithScore]:
         return await super().aretrieve(bundle_with_instruction(query, instruction, **(knobs or {}), **named_knobs))

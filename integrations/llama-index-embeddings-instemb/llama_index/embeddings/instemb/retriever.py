@@ -1,19 +1,14 @@
 """LlamaIndex retrievers that take an instruction with every call.
 
-    retriever = InstEmbRetriever.from_vector_store_index(index, similarity_top_k=5)
-    retriever.retrieve("best tent for storms", instruction="Focus on durability.", knobs={name: value})
-    with InstEmbRetriever.from_instemb_index(".instemb", hybrid="rrf") as retriever:   # a folder
-        await retriever.aretrieve("best tent for storms", instruction="Focus on weight.")
-
 InstEmbRetriever embeds the query under the instruction (InstEmbEmbedding: cached, reported) and
-searches the embedding with LlamaIndex's retriever, or instemb_rag's over a folder (IndexRetriever:
-its encoder, filters, hybrid search). InstructionFusionRetriever's sub-queries keep the instruction.
+searches the embedding with LlamaIndex's retriever, or instemb_rag's over an index folder
+(IndexRetriever: its encoder, filters, hybrid search). InstructionFusionRetriever's sub-queries keep
+the instruction.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -26,10 +21,9 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from instemb_rag.errors import InstEmbError
 from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
-from instemb_rag.queries import QueryKnobs
 
 from .base import InstEmbEmbedding
-from .query import InstructionQueryBundle, TakesInstructions, instruction_of, knobs_of
+from .query import InstructedText, InstructionQueryBundle, TakesInstructions, carried_instruction, carrying
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
 RECORDED_ADVICE = (
@@ -97,27 +91,17 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         (``{"source": "tents/*"}``) or ``filters`` (MetadataFilters on ``source``: ==, in; AND, OR);
         ``hybrid`` ("rrf", "z") and ``hybrid_weight`` as ``instemb-rag query --hybrid``. Thread-safe."""
         if filter is not None and filters is not None:
-            raise InstEmbError(
-                "Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters= (LlamaIndex MetadataFilters), "
-                "not both."
-            )
+            raise InstEmbError("Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters=, not both.")
+        encoder = None if embed_model is None else embed_model.encoder
+        where = filter if filters is None else filters.model_dump(mode="json")  # a tree IndexRetriever reads
+        options = {"k": similarity_top_k, "filter": where, "hybrid": hybrid, "hybrid_weight": hybrid_weight}
         backend = IndexRetriever.open(
-            index,
-            None if embed_model is None else embed_model.encoder,
-            device,
-            RECORDED_ADVICE,
-            k=similarity_top_k,
-            filter=filter if filters is None else filters.model_dump(mode="json"),
-            hybrid=hybrid,
-            hybrid_weight=hybrid_weight,
-            reopen="InstEmbRetriever.from_instemb_index(...)",
+            index, encoder, device, RECORDED_ADVICE, reopen="InstEmbRetriever.from_instemb_index(...)", **options
         )
         if embed_model is None:
-            from instemb_rag.index.recorded import reloadable_reference
-
             if backend.encoder is None:
                 raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
-            embed_model = InstEmbEmbedding.from_encoder(backend.encoder, model_path=reloadable_reference(backend.index))
+            embed_model = InstEmbEmbedding.from_encoder(backend.encoder, model_path=backend.encoder_reference)
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
@@ -135,22 +119,15 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         if query_bundle.embedding is None:
             embedding = self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
             query_bundle = replace(query_bundle, embedding=embedding)
-        return self._search(query_bundle)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if query_bundle.embedding is None:
-            embedding = await self.embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
-            query_bundle = replace(query_bundle, embedding=embedding)
-        return await asyncio.to_thread(self._search, query_bundle)  # every store, sync-only ones too
-
-    def _search(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not isinstance(self.backend, IndexRetriever):
             return self.backend.retrieve(query_bundle)  # LlamaIndex's: the bundle's embedding as given
         # A hybrid search's full-text side reads the instruction the query was embedded under.
-        carried = query_bundle.instruction if isinstance(query_bundle, InstructionQueryBundle) else None
-        instruction = self.embed_model.resolve_instruction(carried)
+        instruction = self.embed_model.resolve_instruction(carried_instruction(query_bundle))
         hits = self.backend.retrieve(query_bundle.query_str, instruction, query_vector=query_bundle.embedding)
         return [NodeWithScore(node=hit_node(hit), score=float(hit.score)) for hit in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._retrieve, query_bundle)  # every store, sync-only ones too
 
 
 def hit_node(hit: Any) -> TextNode:
@@ -166,48 +143,29 @@ def hit_node(hit: Any) -> TextNode:
     )
 
 
-# The instruction and knobs of the query being fused: _get_queries receives the query string only,
-# so _retrieve / _aretrieve set them first; a context variable keeps concurrent calls apart.
-_FUSED: ContextVar[tuple[str | None, QueryKnobs]] = ContextVar("instemb_fusion_query", default=(None, QueryKnobs()))
-
-
 class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
     """QueryFusionRetriever (same prompt, modes, weights, async) whose LLM-made sub-queries keep the
-    original query's instruction and knobs (LlamaIndex's are plain bundles, embedded under the default)."""
+    original query's instruction and knobs (LlamaIndex's are plain bundles, embedded under the default).
+    ``_get_queries`` is given the query string only, so the string carries them (query.carrying)."""
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        token = _FUSED.set(_carried(query_bundle))
-        try:
-            return super()._retrieve(query_bundle)
-        finally:
-            _FUSED.reset(token)
+        return super()._retrieve(carrying(query_bundle))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        token = _FUSED.set(_carried(query_bundle))
-        try:
-            return await super()._aretrieve(query_bundle)
-        finally:
-            _FUSED.reset(token)
+        return await super()._aretrieve(carrying(query_bundle))
 
     def _get_queries(self, original_query: str) -> list[QueryBundle]:
-        return _carry(super()._get_queries(original_query))
+        return sub_queries(original_query, super()._get_queries(original_query))
 
     async def _aget_queries(self, original_query: str) -> list[QueryBundle]:
-        return _carry(await super()._aget_queries(original_query))
+        return sub_queries(original_query, await super()._aget_queries(original_query))
 
 
-def _carried(bundle: QueryBundle) -> tuple[str | None, QueryKnobs]:
-    """A bundle's instruction and knobs, else those its query string carries."""
-    text = bundle.query_str
-    if not isinstance(bundle, InstructionQueryBundle):
-        return instruction_of(text), knobs_of(text)
-    return instruction_of(text) if bundle.instruction is None else bundle.instruction, bundle.knobs.or_else(
-        knobs_of(text)
-    )
-
-
-def _carry(generated: list[QueryBundle]) -> list[QueryBundle]:
-    instruction, knobs = _FUSED.get()
-    if instruction is None and not knobs.given():  # the original's defaults: so are these
+def sub_queries(original: str, generated: list[QueryBundle]) -> list[QueryBundle]:
+    """The LLM's sub-queries under the instruction and knobs the original query string carries."""
+    if not isinstance(original, InstructedText):  # the embedding's defaults: so are these
         return generated
-    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, **knobs.given()) for bundle in generated]
+    return [
+        InstructionQueryBundle(bundle.query_str, instruction=original.instruction, **original.knobs)
+        for bundle in generated
+    ]
