@@ -1,68 +1,87 @@
-"""The Qdrant store ``qdrant_vector_store()`` returns: stock async retrieval, and a close that closes.
+"""The Qdrant store ``qdrant_vector_store()`` returns: LlamaIndex's async calls work, and close() closes.
 
 LlamaIndex's ``QdrantVectorStore`` runs its async methods on an ``AsyncQdrantClient`` only ("Async
-client is not initialized!" without one). A Qdrant server gets qdrant-client's own beside the sync
-client. Qdrant's local mode (``:memory:``, a path) cannot have two clients on one storage, so there
-the async methods run the sync client's in a worker thread, one at a time, never blocking the loop.
+client is not initialized!" without one). A Qdrant server gets qdrant-client's own. Qdrant's local
+mode (``:memory:``, a path) cannot have two clients on one storage, so there the async client runs
+the sync client's calls in a worker thread, one at a time, never blocking the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable
+from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
-from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import AsyncQdrantClient, QdrantClient
+from qdrant_client.local.qdrant_local import QdrantLocal
+
+from instemb_rag.errors import InstEmbError
 
 
-def _local_in_a_thread(async_name: str, sync_name: str) -> Callable[..., Any]:
-    """The store's ``async_name``: qdrant-client's async call on a server, else ``sync_name`` in a thread."""
+class SyncInAThread:
+    """A local QdrantClient as an async one: each call runs the sync call in a worker thread, under a
+    lock (the local storage takes one call at a time)."""
 
-    async def method(self: InstEmbQdrantVectorStore, *args: Any, **kwargs: Any) -> Any:
-        if not self.is_local:
-            return await getattr(super(InstEmbQdrantVectorStore, self), async_name)(*args, **kwargs)
+    def __init__(self, client: QdrantClient):
+        self.client, self.lock = client, threading.Lock()
 
-        def call() -> Any:
-            with self._local_lock:
-                return getattr(self, sync_name)(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
 
-        return await asyncio.to_thread(call)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                return method(*args, **kwargs)
 
-    method.__name__ = async_name
-    return method
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(locked, *args, **kwargs)
+
+        return call
 
 
 class InstEmbQdrantVectorStore(QdrantVectorStore):
-    """A QdrantVectorStore whose async methods work in local mode, and which closes its clients."""
+    """A QdrantVectorStore whose async methods work in local mode too, and which closes its clients."""
 
-    _local_lock: Any = PrivateAttr(default_factory=threading.Lock)  # local mode: one call at a time
-
-    aquery = _local_in_a_thread("aquery", "query")
-    async_add = _local_in_a_thread("async_add", "add")
-    adelete = _local_in_a_thread("adelete", "delete")
-    adelete_nodes = _local_in_a_thread("adelete_nodes", "delete_nodes")
-    aget_nodes = _local_in_a_thread("aget_nodes", "get_nodes")
-    aclear = _local_in_a_thread("aclear", "clear")
+    @classmethod
+    def open(cls, collection_name: str, **client_options: Any) -> InstEmbQdrantVectorStore:
+        """A store on ``QdrantClient(**client_options)``; LlamaIndex makes the collection."""
+        try:
+            client = QdrantClient(**client_options)
+        except RuntimeError as error:
+            if "already accessed" not in str(error):
+                raise
+            raise InstEmbError(
+                f"The Qdrant folder {client_options.get('path') or client_options.get('location')} is still open "
+                "by another client (in this process, or another one). Close the store that opened it first "
+                "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
+                "Qdrant server (url=...) for concurrent access."
+            ) from None
+        try:
+            store = cls(collection_name=collection_name, client=client)
+        except BaseException:
+            client.close()
+            raise
+        # Local mode keeps its points in this one client: a second (async) one would not see them.
+        local = isinstance(client._client, QdrantLocal)
+        store._aclient = SyncInAThread(client) if local else AsyncQdrantClient(**client_options)
+        return store
 
     @property
     def is_local(self) -> bool:
         """True in Qdrant's local mode (":memory:" or a path): async calls run the sync client."""
-        return self._aclient is None
+        return isinstance(self._aclient, SyncInAThread)
 
     def close(self) -> None:
         """Close the clients (a local path is then free for another client); twice is harmless."""
-        try:
-            if self._aclient is not None:
-                asyncio_run(self._aclient.close())  # LlamaIndex's runner also works inside a running loop
-        finally:
+        if self.is_local:
             self._client.close()
+        else:
+            asyncio_run(self.aclose())  # LlamaIndex's runner also works inside a running loop
 
     async def aclose(self) -> None:
         try:
-            if self._aclient is not None:
-                await self._aclient.close()
+            await self._aclient.close()
         finally:
             self._client.close()
 

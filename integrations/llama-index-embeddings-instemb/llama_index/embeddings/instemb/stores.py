@@ -37,30 +37,6 @@ def qdrant_vector_store(collection_name: str, **client_options: Any) -> Any:
     ``url=...``) whose async calls work and whose ``close()`` / ``aclose()`` (or a ``with`` block)
     closes its clients, freeing a local ``path`` (qdrant_store.py); LlamaIndex makes the collection."""
     require_extra("qdrant")
-    from qdrant_client import AsyncQdrantClient, QdrantClient
-    from qdrant_client.local.qdrant_local import QdrantLocal
-
     from .qdrant_store import InstEmbQdrantVectorStore
 
-    try:
-        client = QdrantClient(**client_options)
-    except RuntimeError as error:
-        if "already accessed" not in str(error):
-            raise
-        raise InstEmbError(
-            f"The Qdrant folder {client_options.get('path') or client_options.get('location')} is still open "
-            "by another client (in this process, or another one). Close the store that opened it first "
-            "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
-            "Qdrant server (url=...) for concurrent access."
-        ) from None
-    # Local mode (":memory:" or a path) keeps its points in this one client: a second would not see them.
-    aclient = None if isinstance(client._client, QdrantLocal) else AsyncQdrantClient(**client_options)
-    try:
-        return InstEmbQdrantVectorStore(collection_name=collection_name, client=client, aclient=aclient)
-    except BaseException:
-        client.close()
-        if aclient is not None:
-            from llama_index.core.async_utils import asyncio_run
-
-            asyncio_run(aclient.close())
-        raise
+    return InstEmbQdrantVectorStore.open(collection_name, **client_options)
