@@ -1,15 +1,15 @@
 """A query that says which instruction (and knobs) it is to be read under, through LlamaIndex.
 
-LlamaIndex's retrievers hand an embedding model a bundle's strings only, so the instruction rides on
-them: ``InstructionQueryBundle.embedding_strs`` are ``InstructedText``s, which InstEmbEmbedding embeds
-under the instruction and query-time knobs (instemb_rag.knobs) each carries; a stock retriever or
-query engine thus embeds a bundle as asked.
+LlamaIndex hands an embedding model (and a fusion retriever its LLM) a bundle's strings only, so the
+instruction rides on them: an ``InstructionQueryBundle``'s query and embedding strings are
+``InstructedText``s, which InstEmbEmbedding embeds under the instruction and query-time knobs
+(instemb_rag.knobs) each carries; a stock retriever or query engine thus embeds a bundle as asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -20,7 +20,7 @@ from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
 _UNSET: Any = object()  # an instruction not given (None is one: the embedding's query_instruction)
-Knobs = Mapping[str, float | None] | None  # query-time knobs by name (instemb_rag.knobs)
+Knobs = Mapping[str, float | None] | None  # query-time knobs by name
 
 
 class InstructedText(str):
@@ -67,6 +67,8 @@ class InstructionQueryBundle(QueryBundle):
         checked = QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
         for name in KNOBS:
             setattr(self, name, checked.get(name))  # in range, as a float
+        if self._carries:
+            self.query_str = self._carrying(self.query_str)
 
     @property
     def knobs(self) -> QueryKnobs:
@@ -75,23 +77,15 @@ class InstructionQueryBundle(QueryBundle):
     @property
     def embedding_strs(self) -> list[str]:
         strings = super().embedding_strs
-        if self.instruction is None and not self.knobs:
-            return strings
-        return [InstructedText(text, self.instruction, self.knobs) for text in strings]
+        return [self._carrying(text) for text in strings] if self._carries else strings
 
+    @property
+    def _carries(self) -> bool:
+        return self.instruction is not None or bool(self.knobs)
 
-def carried_instruction(bundle: QueryBundle) -> str | None:
-    """A bundle's instruction, else the one its query string carries (None: the embedding's default)."""
-    own = bundle.instruction if isinstance(bundle, InstructionQueryBundle) else None
-    return instruction_of(bundle.query_str) if own is None else own
-
-
-def carrying(bundle: QueryBundle) -> QueryBundle:
-    """The bundle with its instruction and knobs on its query string too (for code that reads that only)."""
-    if not isinstance(bundle, InstructionQueryBundle):
-        return bundle  # its query string carries what it carries
-    knobs = {**knobs_of(bundle.query_str), **bundle.knobs}
-    return replace(bundle, query_str=InstructedText(bundle.query_str, carried_instruction(bundle), knobs))
+    def _carrying(self, text: str) -> InstructedText:
+        instruction = instruction_of(text) if self.instruction is None else self.instruction
+        return InstructedText(text, instruction, {**knobs_of(text), **self.knobs})
 
 
 def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: float | None) -> QueryBundle:
@@ -109,10 +103,9 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
             f"query string with instruction=... (and knobs={{{', '.join(map(repr, KNOBS))}: ...}}), or a bundle "
             "without an embedding."
         )
-    own = {"instruction": query.instruction, **query.knobs} if isinstance(query, InstructionQueryBundle) else {}
-    return InstructionQueryBundle(
-        query.query_str, custom_embedding_strs=query.custom_embedding_strs, **{**own, **given}
-    )
+    own = {"instruction": instruction_of(query.query_str), **knobs_of(query.query_str)}  # (a bundle's are on it)
+    text = str(query.query_str)  # without them: the call's replace them
+    return InstructionQueryBundle(text, custom_embedding_strs=query.custom_embedding_strs, **{**own, **given})
 
 
 class TakesInstructions:

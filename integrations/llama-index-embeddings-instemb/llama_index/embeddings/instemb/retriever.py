@@ -23,7 +23,7 @@ from instemb_rag.errors import InstEmbError
 from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
 
 from .base import InstEmbEmbedding
-from .query import InstructedText, InstructionQueryBundle, TakesInstructions, carried_instruction, carrying
+from .query import InstructedText, InstructionQueryBundle, TakesInstructions, instruction_of
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
 RECORDED_ADVICE = (
@@ -122,7 +122,7 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         if not isinstance(self.backend, IndexRetriever):
             return self.backend.retrieve(query_bundle)  # LlamaIndex's: the bundle's embedding as given
         # A hybrid search's full-text side reads the instruction the query was embedded under.
-        instruction = self.embed_model.resolve_instruction(carried_instruction(query_bundle))
+        instruction = self.embed_model.resolve_instruction(instruction_of(query_bundle.query_str))
         hits = self.backend.retrieve(query_bundle.query_str, instruction, query_vector=query_bundle.embedding)
         return [NodeWithScore(node=hit_node(hit), score=float(hit.score)) for hit in hits]
 
@@ -145,14 +145,8 @@ def hit_node(hit: Any) -> TextNode:
 
 class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
     """QueryFusionRetriever (same prompt, modes, weights, async) whose LLM-made sub-queries keep the
-    original query's instruction and knobs (LlamaIndex's are plain bundles, embedded under the default).
-    ``_get_queries`` is given the query string only, so the string carries them (query.carrying)."""
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return super()._retrieve(carrying(query_bundle))
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await super()._aretrieve(carrying(query_bundle))
+    original query's instruction and knobs, which its query string carries (LlamaIndex's sub-queries
+    are plain bundles, embedded under the default)."""
 
     def _get_queries(self, original_query: str) -> list[QueryBundle]:
         return sub_queries(original_query, super()._get_queries(original_query))
@@ -165,7 +159,5 @@ def sub_queries(original: str, generated: list[QueryBundle]) -> list[QueryBundle
     """The LLM's sub-queries under the instruction and knobs the original query string carries."""
     if not isinstance(original, InstructedText):  # the embedding's defaults: so are these
         return generated
-    return [
-        InstructionQueryBundle(bundle.query_str, instruction=original.instruction, **original.knobs)
-        for bundle in generated
-    ]
+    knobs = original.knobs
+    return [InstructionQueryBundle(bundle.query_str, instruction=original.instruction, **knobs) for bundle in generated]
