@@ -7,8 +7,7 @@ from instemb_rag.client.limits import TruncationWarning
 from instemb_rag.client.remote import RemoteEncoder
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 
-from .base import InstEmbEmbedding, InstructionEmbeddingStartEvent
-from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
+from .base import FILE_METADATA_KEYS, InstEmbEmbedding, InstEmbNodeParser, InstructionEmbeddingStartEvent
 from .query import InstructedText, InstructionQueryBundle
 from .retriever import InstEmbRetriever, InstructionFusionRetriever
 from .stores import faiss_vector_store, qdrant_vector_store

@@ -1,10 +1,8 @@
 """InstEmbEmbedding: LlamaIndex's BaseEmbedding over an instemb-rag encoder (or a server's).
 
-The work is instemb_rag's: ``open_encoder`` (client/sources.py) loads the model, takes one loaded, or
-reaches ``instemb-rag serve`` (``base_url``: no torch here); an ``Embedder`` (client/embedder.py) holds
-it with its lock, caches and truncation warning, and checks the inputs as they enter. This class adds
-LlamaIndex's fields, views, calls, events and serialisation (``to_dict``, pickling: the same encoder).
-"""
+instemb_rag does the work (client/sources.open_encoder opens the encoder, client/embedder.Embedder
+checks the inputs and embeds them through its lock and caches); this adds LlamaIndex's fields, views,
+events, node parser and serialisation (``to_dict``, pickling: the same encoder)."""
 
 from __future__ import annotations
 
@@ -19,6 +17,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding, mean
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import BaseNode
 
 from instemb_rag.client.caches import DocumentEmbeddingCache, QueryEmbeddingCache
 from instemb_rag.client.embedder import Embedder
@@ -27,7 +27,6 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instru
 from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
-from .node_parser import FILE_METADATA_KEYS, InstEmbNodeParser
 from .query import InstructionQueryBundle, Knobs, instruction_of, knobs_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
@@ -40,6 +39,47 @@ DOCUMENT_ADVICE = (  # the truncation warning's advice for documents (instemb_ra
     "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
     "(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
 )
+# What SimpleDirectoryReader's default file_metadata adds to every document.
+FILE_METADATA_KEYS = (
+    "file_path",
+    "file_name",
+    "file_type",
+    "file_size",
+    "creation_date",
+    "last_modified_date",
+    "last_accessed_date",
+)
+
+
+class InstEmbNodeParser(SentenceSplitter):
+    """SentenceSplitter whose nodes leave ``excluded_embed_metadata_keys`` out of the embedded text.
+
+    LlamaIndex embeds a node's metadata before its text, and SimpleDirectoryReader's ``file_path:
+    /home/...`` then starts every chunk: tokens alike across the corpus that crowd out the text, so
+    that opposite instructions agree on the top hit. InstEmb (like ``instemb-rag index``) embeds the
+    text; the nodes keep the metadata for filters, citations and the LLM."""
+
+    excluded_embed_metadata_keys: list[str] = Field(
+        default_factory=lambda: list(FILE_METADATA_KEYS),
+        description="Metadata keys added to every node's excluded_embed_metadata_keys (kept, not embedded).",
+    )
+
+    def __init__(self, excluded_embed_metadata_keys: Sequence[str] = FILE_METADATA_KEYS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # (SentenceSplitter takes its own fields only)
+        self.excluded_embed_metadata_keys = list(excluded_embed_metadata_keys)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "InstEmbNodeParser"
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
+        # Split nodes inherit their document's excluded keys (and are sized without those), so the
+        # keys go on a copy of each document.
+        return super()._parse_nodes([self._excluding(node) for node in nodes], show_progress, **kwargs)
+
+    def _excluding(self, node: BaseNode) -> BaseNode:
+        keys = list(dict.fromkeys([*node.excluded_embed_metadata_keys, *self.excluded_embed_metadata_keys]))
+        return node.model_copy(update={"excluded_embed_metadata_keys": keys})
 
 
 class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
@@ -91,12 +131,10 @@ class InstEmbEmbedding(BaseEmbedding):
     lookahead_length: int | None = Field(default=None, ge=0, frozen=True, description="None: the model's.")
     max_length: int | None = Field(default=None, ge=8, frozen=True, description="Tokens per input; None: the model's.")
     precision: str | None = Field(default=None, frozen=True, description="fp32 (None) or int8 (CPU only).")
-    # The query-time knobs, their help from the declarations (instemb_rag.knobs); None: the model's own.
-    llm_weight: float | None = Field(
-        default=None, frozen=True, description=f"{KNOBS['llm_weight'].help}; None: its own."
-    )
+    # The query-time knobs, described by their declarations (instemb_rag.knobs); None: the model's own.
+    llm_weight: float | None = Field(default=None, frozen=True, description=KNOBS["llm_weight"].help)
     instruction_strength: float | None = Field(
-        default=None, frozen=True, description=f"{KNOBS['instruction_strength'].help}; None: its own."
+        default=None, frozen=True, description=KNOBS["instruction_strength"].help
     )
     fingerprint: str | None = Field(default=None, frozen=True, description="The encoder's; another is refused.")
     query_cache_size: int = Field(default=1024, ge=0, description="Query embeddings kept (LRU); 0 disables it.")
@@ -118,32 +156,26 @@ class InstEmbEmbedding(BaseEmbedding):
         encoder: InstEmbEncoder | None = None,
         **fields: Any,
     ):
-        """``fields``: the pydantic fields (and BaseEmbedding's); the encoder's settings and the
-        knobs are checked before any model loads, and set as the encoder runs them."""
+        """``fields``: the fields above and BaseEmbedding's; the settings and knobs are checked before
+        the model loads, and set as the encoder runs them."""
         normalize_instruction(query_instruction)  # refuses a non-string, naming it
         knobs = QueryKnobs.checked({name: fields.pop(name, None) for name in KNOBS})
         model_path = None if model_path is None else str(model_path)
         asked = {name: fields.pop(name, None) for name in (*ENCODER_SETTINGS, "fingerprint")}
         server = {name: fields[name] for name in ("base_url", "api_key", "timeout") if name in fields}
         loaded, settings = open_encoder(model_path, encoder, device=device, **server, **asked)
-        base_url = server.get("base_url")
+        remote = server.get("base_url") is not None
         try:
-            fields.setdefault("model_name", loaded.model_id if base_url else model_path or DEFAULT_MODEL_NAME)
+            fields.setdefault("model_name", loaded.model_id if remote else model_path or DEFAULT_MODEL_NAME)
             fields.update(settings, fingerprint=loaded.fingerprint, **knobs.require(loaded))
             super().__init__(model_path=model_path, device=device, query_instruction=query_instruction, **fields)
-            self._embedder = Embedder(
-                loaded,
-                self.query_cache_size,
-                self.embeddings_cache,
-                self.is_remote,
-                DOCUMENT_ADVICE,
-                self.text_instruction,
-            )
+            document_options = {"document_advice": DOCUMENT_ADVICE, "document_instruction": self.text_instruction}
+            self._embedder = Embedder(loaded, self.query_cache_size, self.embeddings_cache, remote, **document_options)
         except BaseException:
-            if base_url is not None:
+            if remote:
                 loaded.close()
             raise
-        self._owns_remote = self.is_remote
+        self._owns_remote = remote
 
     @classmethod
     def from_encoder(
@@ -158,7 +190,7 @@ class InstEmbEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "InstEmbEmbedding"
 
-    # ------------------------------------------------------------------ views (sharing the encoder)
+    # ------------------------------------------------------------------ views, sharing the encoder
     def with_instruction(self, instruction: str | None) -> InstEmbEmbedding:
         """This embedding with another ``query_instruction`` ("" or None: none), sharing the encoder,
         its lock and caches (pass it as ``index.as_retriever(embed_model=...)``); close the original."""
@@ -229,9 +261,8 @@ class InstEmbEmbedding(BaseEmbedding):
         excluded_embed_metadata_keys: Sequence[str] = FILE_METADATA_KEYS,
         **kwargs: Any,
     ) -> InstEmbNodeParser:
-        """LlamaIndex's SentenceSplitter on the model's own tokens, sized as ``instemb-rag index`` chunks,
-        its nodes keeping ``excluded_embed_metadata_keys`` out of the embedded text: pass
-        ``transformations=[embed_model.node_parser()]``."""
+        """The SentenceSplitter to ingest with (``transformations=[embed_model.node_parser()]``): chunks
+        the model reads whole, counted in its own tokens, sized as ``instemb-rag index`` sizes them."""
         size, overlap, tokens = self._embedder.chunk_settings(chunk_size, chunk_overlap)
         return InstEmbNodeParser(
             excluded_embed_metadata_keys, chunk_size=size, chunk_overlap=overlap, tokenizer=tokens, **kwargs

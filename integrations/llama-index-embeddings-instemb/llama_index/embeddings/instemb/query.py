@@ -67,8 +67,7 @@ class InstructionQueryBundle(QueryBundle):
         checked = QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
         for name in KNOBS:
             setattr(self, name, checked.get(name))  # in range, as a float
-        if self._carries:
-            self.query_str = self._carrying(self.query_str)
+        self.query_str = self._carrying(self.query_str)  # for code that reads the string only (fusion)
 
     @property
     def knobs(self) -> QueryKnobs:
@@ -76,12 +75,7 @@ class InstructionQueryBundle(QueryBundle):
 
     @property
     def embedding_strs(self) -> list[str]:
-        strings = super().embedding_strs
-        return [self._carrying(text) for text in strings] if self._carries else strings
-
-    @property
-    def _carries(self) -> bool:
-        return self.instruction is not None or bool(self.knobs)
+        return [self._carrying(text) for text in super().embedding_strs]
 
     def _carrying(self, text: str) -> InstructedText:
         instruction = instruction_of(text) if self.instruction is None else self.instruction
