@@ -19,6 +19,7 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode
+from typing_extensions import Self
 
 from instemb_rag.client.caches import DocumentEmbeddingCache, QueryEmbeddingCache
 from instemb_rag.client.embedder import Embedder
@@ -93,6 +94,16 @@ class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
         return "InstructionEmbeddingStartEvent"
 
 
+class Closes:
+    """A ``with`` block closes it (``close()``)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def in_worker_thread(name: str) -> Callable[..., Any]:
     """The async twin of the sync call ``name``, in a worker thread: the encoder runs one forward
     pass at a time anyway, and the event loop is never blocked."""
@@ -113,7 +124,7 @@ def view_with_knob(name: str) -> Callable[[InstEmbEmbedding, float | None], Inst
     return view
 
 
-class InstEmbEmbedding(BaseEmbedding):
+class InstEmbEmbedding(Closes, BaseEmbedding):
     """InstEmb embeddings for LlamaIndex: one instruction per query, documents without one.
 
     The model is ``model_path`` (None: the default), an ``encoder`` already loaded (``from_encoder``),
@@ -190,7 +201,6 @@ class InstEmbEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "InstEmbEmbedding"
 
-    # ------------------------------------------------------------------ views, sharing the encoder
     def with_instruction(self, instruction: str | None) -> InstEmbEmbedding:
         """This embedding with another ``query_instruction`` ("" or None: none), sharing the encoder,
         its lock and caches (pass it as ``index.as_retriever(embed_model=...)``); close the original."""
@@ -205,7 +215,6 @@ class InstEmbEmbedding(BaseEmbedding):
         view._owns_remote = False
         return view
 
-    # ------------------------------------------------------------------ identity and lifetime
     @property
     def encoder(self) -> Any:
         """The local encoder, or with base_url the RemoteEncoder (the same encode_* API)."""
@@ -224,13 +233,6 @@ class InstEmbEmbedding(BaseEmbedding):
         if self._owns_remote:
             self.encoder.close()
 
-    def __enter__(self) -> InstEmbEmbedding:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    # ------------------------------------------------------------------ caches and chunking
     @property
     def query_cache(self) -> QueryEmbeddingCache:
         return self._embedder.query_cache
@@ -268,7 +270,6 @@ class InstEmbEmbedding(BaseEmbedding):
             excluded_embed_metadata_keys, chunk_size=size, chunk_overlap=overlap, tokenizer=tokens, **kwargs
         )
 
-    # ------------------------------------------------------------------ queries
     def resolve_instruction(self, instruction: str | None) -> str | None:
         """None means the default ``query_instruction``; "" means no instruction at all."""
         return normalize_instruction(self.query_instruction if instruction is None else instruction)
@@ -318,7 +319,6 @@ class InstEmbEmbedding(BaseEmbedding):
         inputs = self._query_inputs([query], [instruction_of(query)], None)
         return self._embedder.embed_queries(*inputs, self.embed_batch_size)[0]
 
-    # ------------------------------------------------------------------ documents
     @dispatcher.span
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """Documents in slices of embed_batch_size, one reported call each (the lock is freed between

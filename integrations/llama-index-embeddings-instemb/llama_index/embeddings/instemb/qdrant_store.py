@@ -1,10 +1,8 @@
 """The Qdrant store ``qdrant_vector_store()`` returns: LlamaIndex's async calls work, and close() closes.
 
-LlamaIndex's ``QdrantVectorStore`` runs its async methods on an ``AsyncQdrantClient`` only ("Async
-client is not initialized!" without one). A Qdrant server gets qdrant-client's own. Qdrant's local
-mode (``:memory:``, a path) cannot have two clients on one storage, so there the async client runs
-the sync client's calls in a worker thread, one at a time, never blocking the loop.
-"""
+LlamaIndex's ``QdrantVectorStore`` runs its async methods on an ``AsyncQdrantClient`` only. A Qdrant
+server gets qdrant-client's own; Qdrant's local mode (``:memory:``, a path) cannot have two clients
+on one storage, so there the async client runs the sync client's calls in a worker thread."""
 
 from __future__ import annotations
 
@@ -18,6 +16,8 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from instemb_rag.errors import InstEmbError
+
+from .base import Closes
 
 
 class SyncInAThread:
@@ -40,7 +40,7 @@ class SyncInAThread:
         return call
 
 
-class InstEmbQdrantVectorStore(QdrantVectorStore):
+class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
     """A QdrantVectorStore whose async methods work in local mode too, and which closes its clients."""
 
     @classmethod
@@ -52,10 +52,9 @@ class InstEmbQdrantVectorStore(QdrantVectorStore):
             if "already accessed" not in str(error):
                 raise
             raise InstEmbError(
-                f"The Qdrant folder {client_options.get('path') or client_options.get('location')} is still open "
-                "by another client (in this process, or another one). Close the store that opened it first "
-                "(store.close(), or open it in a `with qdrant_vector_store(...) as store:` block), or use a "
-                "Qdrant server (url=...) for concurrent access."
+                f"The Qdrant folder {client_options.get('path')} is still open by another client (here or in another "
+                "process): close its store first (store.close(), or a `with qdrant_vector_store(...) as store:` "
+                "block), or use a Qdrant server (url=...) for concurrent access."
             ) from None
         try:
             store = cls(collection_name=collection_name, client=client)
@@ -84,12 +83,6 @@ class InstEmbQdrantVectorStore(QdrantVectorStore):
             await self._aclient.close()
         finally:
             self._client.close()
-
-    def __enter__(self) -> InstEmbQdrantVectorStore:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     async def __aenter__(self) -> InstEmbQdrantVectorStore:
         return self

@@ -1,10 +1,7 @@
-"""LlamaIndex retrievers that take an instruction with every call.
-
-InstEmbRetriever embeds the query under the instruction (InstEmbEmbedding: cached, reported) and
-searches the embedding with LlamaIndex's retriever, or instemb_rag's over an index folder
-(IndexRetriever: its encoder, filters, hybrid search). InstructionFusionRetriever's sub-queries keep
-the instruction.
-"""
+"""LlamaIndex retrievers that take an instruction with every call: InstEmbRetriever embeds the query
+(InstEmbEmbedding: cached, reported) and searches with LlamaIndex's retriever or, over an index folder,
+instemb_rag's IndexRetriever (its filters, hybrid search); InstructionFusionRetriever's sub-queries
+keep the instruction."""
 
 from __future__ import annotations
 
@@ -22,8 +19,8 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from instemb_rag.errors import InstEmbError
 from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
 
-from .base import InstEmbEmbedding
-from .query import InstructedText, InstructionQueryBundle, TakesInstructions, instruction_of
+from .base import Closes, InstEmbEmbedding
+from .query import InstructionQueryBundle, TakesInstructions, instruction_of, knobs_of
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
 RECORDED_ADVICE = (
@@ -31,10 +28,10 @@ RECORDED_ADVICE = (
     "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
     "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
 )
-SAME_DOCUMENTS_ADVICE = "Use the index's own embed model (leave embed_model=None) or re-index with this one."
+SAME_DOCUMENTS_ADVICE = "Use the index's own embed model (embed_model=None) or re-index with this one."
 
 
-class InstEmbRetriever(TakesInstructions, BaseRetriever):
+class InstEmbRetriever(Closes, TakesInstructions, BaseRetriever):
     """Retrieve with a per-call instruction and knobs (TakesInstructions) over a VectorStoreIndex or an
     instemb-rag index folder; built by ``from_vector_store_index`` or ``from_instemb_index``."""
 
@@ -109,12 +106,6 @@ class InstEmbRetriever(TakesInstructions, BaseRetriever):
         if isinstance(self.backend, IndexRetriever):
             self.backend.close()
 
-    def __enter__(self) -> InstEmbRetriever:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if query_bundle.embedding is None:
             embedding = self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
@@ -157,7 +148,5 @@ class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
 
 def sub_queries(original: str, generated: list[QueryBundle]) -> list[QueryBundle]:
     """The LLM's sub-queries under the instruction and knobs the original query string carries."""
-    if not isinstance(original, InstructedText):  # the embedding's defaults: so are these
-        return generated
-    knobs = original.knobs
-    return [InstructionQueryBundle(bundle.query_str, instruction=original.instruction, **knobs) for bundle in generated]
+    instruction, knobs = instruction_of(original), knobs_of(original)
+    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, **knobs) for bundle in generated]

@@ -1,9 +1,6 @@
-"""LlamaIndex vector stores sized and scored for InstEmb, from the integration's extras.
-
-The vector-store packages are extras (``pip install 'llama-index-embeddings-instemb[faiss]'`` or
-``[qdrant]``): an app needs at most one, and an ``instemb-rag index`` folder needs neither; a missing
-one is named with the command that installs it.
-"""
+"""LlamaIndex vector stores sized and scored for InstEmb, from the integration's extras (``pip install
+'llama-index-embeddings-instemb[faiss]'`` or ``[qdrant]``): an app needs at most one, an ``instemb-rag
+index`` folder neither; a missing one is named with the command that installs it."""
 
 from __future__ import annotations
 
