@@ -299,7 +299,7 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         applied = self.resolve_instruction(instruction) or ""
         asked = QueryKnobs.checked({**(knobs or {}), **named_knobs})
         embedding = self.get_query_embedding_for(query, applied, asked)
-        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **asked)
+        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, knobs=asked)
 
     def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Knobs) -> tuple:
         queries, asked = list(queries), QueryKnobs.checked(knobs)
