@@ -141,3 +141,11 @@ def test_queries_knobs_and_encoders_are_checked(index_dir, encoder, tiny_model_d
         assert shared.retrieve(QUERY, k=1) and index.search(QUERY, k=1)
     with pytest.raises(InstEmbError, match="compared with vectors of another space"):
         IndexRetriever.open(index_dir, other)  # a folder refuses another document side as Index.open does
+
+
+def test_the_encoder_reference_is_where_the_folders_model_loads_again(index_dir, encoder, tiny_model_dir, tmp_path):
+    with IndexRetriever.open(index_dir, encoder) as retriever:
+        assert retriever.encoder_reference == str(tiny_model_dir.resolve())  # as --model recorded it
+    Indexer(encoder, IndexOptions(index_dir=tmp_path / "labelled", model_label="tiny")).run(tmp_path / "docs")
+    with IndexRetriever.open(tmp_path / "labelled", encoder) as retriever:
+        assert retriever.encoder_reference is None  # a label that is no folder here: none to load
