@@ -4,8 +4,8 @@ integration is one such application; it adds LlamaIndex's types and events and n
     remote.py    RemoteEncoder: a running `instemb-rag serve` as an Encoder (encoder/protocol.py),
                  over HTTP, without torch
     embedder.py  Embedder: an encoder (local or remote) behind one lock, with the query and
-                 document caches and the truncation warning, taking inputs checked where they
-                 entered (queries.py)
+                 document caches, the truncation warning and the document instruction; an
+                 embedding call's inputs enter through it, checked once (queries.py)
     caches.py    the query LRU and the document key-value cache, keyed on what shapes a vector
     limits.py    how much text the encoder reads, and the warning when a text is longer
 
