@@ -15,12 +15,13 @@ class MissingExtraError(InstEmbError):
     pass
 
 
-def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """``module`` imported, or an error saying that ``purpose`` needs the ``extra``."""
+def require(module: str, extra: str, purpose: str, package: str = "instemb-rag") -> ModuleType:
+    """``module`` imported, or an error saying that ``purpose`` needs the ``extra`` of ``package``
+    (the LlamaIndex integration names its own)."""
     try:
         return importlib.import_module(module)
     except ImportError:
+        checkout = " (in a checkout: bash scripts/setup.sh --dev)" if package == "instemb-rag" else ""
         raise MissingExtraError(
-            f"{purpose} needs {module.split('.')[0]}, from the {extra} extra: pip install 'instemb-rag[{extra}]' "
-            "(in a checkout: bash scripts/setup.sh --dev)."
+            f"{purpose} needs {module}, from the {extra} extra: pip install '{package}[{extra}]'{checkout}."
         ) from None

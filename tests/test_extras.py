@@ -42,3 +42,11 @@ def test_the_command_line_install_leaves_the_research_dependencies_out():
     for research_only in ("ranx", "bm25s", "matplotlib", "sentence-transformers", "scikit-learn"):
         assert research_only not in core, research_only
     assert {"ranx>=0.3.20", "bm25s>=0.3"} <= set(project["optional-dependencies"]["eval"])
+
+
+def test_another_package_names_its_own_extra(monkeypatch):
+    from instemb_rag.extras import require
+
+    monkeypatch.setitem(sys.modules, "llama_index.vector_stores.faiss", None)
+    with pytest.raises(MissingExtraError, match=r"needs llama_index\.vector_stores\.faiss, .*'app\[faiss\]'\.$"):
+        require("llama_index.vector_stores.faiss", "faiss", "The FAISS vector store", package="app")
