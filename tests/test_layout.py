@@ -188,13 +188,7 @@ def layer_of(child: str) -> int:
 
 # Cycles that stay for now, each with why and what removes it. An entry whose cycle is gone fails
 # the test below, so that it is removed too.
-KNOWN_CYCLES = [
-    # InstEmbEncoder.from_pretrained (model.py) is load_model (load.py), which builds InstEmbEncoders.
-    # Untying it moves code in encoder/load.py (owned by the issue 62 encoder helper this session):
-    # either load.py stops building the LLM part itself, or from_pretrained stops being the loader
-    # of every arrangement. Remove this entry when fixed.
-    ["instemb_rag.encoder.load", "instemb_rag.encoder.model"],
-]
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycle_between_modules_or_packages():
