@@ -51,6 +51,7 @@ __all__ = [
     "mixed_scores",
     "refuse_document_instruction",
     "side_by_side",
+    "split_document_halves",
     "unit",
 ]
 
@@ -75,6 +76,13 @@ def unit(vectors: Any) -> Any:
 def document_halves(llm: np.ndarray, tower: np.ndarray) -> np.ndarray:
     """``[A; B] / sqrt(2)`` per document: A the LLM's vector, B the sentence encoder's, each unit."""
     return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
+
+
+def split_document_halves(vectors: np.ndarray, llm_dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) back from ``document_halves``' vectors (an index's stored ones): the same unit
+    vectors, to float32 rounding."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors[:, :llm_dimension] * ROOT2, vectors[:, llm_dimension:] * ROOT2
 
 
 # ---------------------------------------------------------------------------- two spaces

@@ -250,8 +250,10 @@ class ComposedEncoder(nn.Module):
     def document_halves(self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
         return self.document_route.halves(self, documents, batch_size, show_progress)
 
-    def explain(self, query: str, instruction: str | None, documents: Sequence[str], **knob) -> list[dict]:
-        """Per document, what each space gives and what ranks (routes.py: the knob's routes only)."""
+    def explain(self, query: str, instruction: str | None, documents: Sequence[str] | np.ndarray, **knob) -> list[dict]:
+        """Per document, what each space gives and what ranks (routes.py: the knob's routes only).
+        ``documents``: texts, or their vectors as ``encode_documents`` gave them (an index's stored
+        ones: nothing is embedded again)."""
         if not hasattr(self.query_route, "explain"):
             raise InstEmbError("This encoder embeds each side in one space: there is nothing to explain.")
         return self.query_route.explain(self, query, instruction, documents, **checked_knobs(knob))

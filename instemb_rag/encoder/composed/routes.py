@@ -34,7 +34,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
-from ...errors import CheckpointError
+from ...errors import CheckpointError, InstEmbError
 from ...instructions import Instructions, normalize_instruction, per_item_instructions
 from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from ..combine import (
@@ -47,6 +47,7 @@ from ..combine import (
     effect_scale,
     mixed_query,
     refuse_document_instruction,
+    split_document_halves,
     unit,
     weighted_rows,
 )
@@ -129,8 +130,17 @@ class HalvesDocuments(Route):
     def side(self, enc) -> DocumentSide:
         return DocumentSide((llm_part(enc.parts[self.llm]), tower_part(enc.parts[self.tower])), self.fingerprint(enc))
 
-    def halves(self, enc, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
-        """(A, B): each document's LLM and sentence-encoder vectors, each normalised."""
+    def halves(self, enc, documents: Sequence[str] | np.ndarray, batch_size: int = 16, show_progress: bool = False):
+        """(A, B): each document's LLM and sentence-encoder vectors, each normalised. ``documents``:
+        texts, embedded here; or their vectors as ``encode`` made them (an index's stored ones,
+        index/search.py's explain), split back into the halves without embedding anything."""
+        if isinstance(documents, np.ndarray):
+            if documents.ndim != 2 or documents.shape[1] != self.dimension(enc):
+                raise InstEmbError(
+                    f"Document vectors of shape {documents.shape} are not this encoder's "
+                    f"({self.dimension(enc)}-d rows): give the documents' texts instead."
+                )
+            return split_document_halves(documents, enc.parts[self.llm].dimension)
         documents = list(documents)
         llm = enc.parts[self.llm].encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
         return llm, enc.parts[self.tower].encode_documents(documents, None, batch_size=max(batch_size, 32))
