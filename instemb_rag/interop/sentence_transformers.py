@@ -76,7 +76,7 @@ class InstEmbModule(InputModule):
             )
         self.folder = folder
         self.options = {key: value for key, value in options.items() if value is not None}
-        self.__dict__["_encoder"] = None  # not a submodule: composed encoders are no nn.Module
+        self.__dict__["_encoder"] = None  # not a submodule: loaded lazily (concat:/pasted: encoders are no nn.Module)
         # Where sentence-transformers put the model (model.to(device) moves buffers): the encoder
         # loads there and follows it (_apply).
         self.register_buffer("device_probe", torch.empty(0), persistent=False)
