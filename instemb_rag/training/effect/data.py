@@ -15,7 +15,7 @@ import torch
 
 from ...datasets.embedding_items import read_items
 from ...errors import InstEmbError
-from ..query_tower.data import QueryTowerData
+from ..cached_vectors import QueryTowerData
 from .vectors import cache_effect_vectors
 
 

@@ -310,7 +310,7 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     from ...paths import instemb_home
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..two_spaces.data import cached_llm_half
+    from ..cached_vectors import cached_llm_half
 
     items = read_items(e.texts_file)
     passages = [item for item in items if item.role == "passage"]
