@@ -276,12 +276,8 @@ def test_a_name_imported_through_a_package_face_is_an_import_of_its_module(tmp_p
 
 
 # Product code that names a path into research/ (the wheel does not hold it), by file: why it stays.
-RESEARCH_REFERENCES_ALLOWED = {
-    # Their messages name research/effect/cache_vectors.py and select_round3.py (the scripts that build
-    # the effect trainer's data).
-    "instemb_rag/training/effect/data.py": "issue 61 helper owns this file; remove when fixed",
-    "instemb_rag/training/effect/query_llm.py": "issue 61 helper owns this file; remove when fixed",
-}
+# None today: a message says what a missing file must hold and which command makes it.
+RESEARCH_REFERENCES_ALLOWED: dict[str, str] = {}
 RESEARCH_PATH = re.compile(r"(?<![\w-])research/")
 PATH_CALLS = {"Path", "PurePath", "joinpath"}
 

@@ -26,8 +26,8 @@ from ...encoder.composed.effect import InstructionEffectEncoder
 from ...encoder.composed.effect_map import EffectMap
 from ...hashing import file_sha256
 from ...losses.instruction_effect import effect_infonce
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult
 from ..student import TrainableParts
 from .data import load_effect_data
@@ -40,7 +40,7 @@ class EffectObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return {"infonce": 1.0}
 
     def prepare(self) -> Prepared:

@@ -41,6 +41,7 @@ from ..batch_order import BatchOrder
 from ..objective import Objective, Prepared, StepResult
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..student import decoder_layers, load_student, make_trainable
+from .data import no_training_queries
 
 __all__ = ["EffectLLMObjective"]
 
@@ -310,7 +311,7 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     from ...paths import instemb_home
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..two_spaces.data import cached_llm_half
+    from ..cached_vectors import cached_llm_half
 
     items = read_items(e.texts_file)
     passages = [item for item in items if item.role == "passage"]
@@ -319,10 +320,7 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     if e.max_queries is not None:
         queries = queries[: e.max_queries]
     if not queries:
-        raise InstEmbError(
-            f"{e.texts_file} holds no query with an instruction whose positive is in the file; build it with "
-            "research/effect/select_round3.py."
-        )
+        raise no_training_queries(e.texts_file)
     negatives = json.loads(Path(e.negatives_file).read_text()) if e.negatives_file else {}
     folder = Path(e.embedding_dir) if e.embedding_dir else instemb_home() / "teacher_embeddings"
     as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32)  # noqa: E731

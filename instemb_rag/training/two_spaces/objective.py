@@ -34,8 +34,8 @@ from ...encoder.modules.tower import DocumentTower
 from ...hashing import file_sha256
 from ...losses.query_tower import correction_norm
 from ...losses.two_spaces import mixed_infonce
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..state import latest_checkpoint
@@ -58,7 +58,7 @@ class TwoSpacesObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return {"infonce": 1.0, "anchor": config.two_spaces.anchor_weight}
 
     def prepare(self) -> Prepared:
