@@ -72,6 +72,7 @@ def compose_command(
 
     if arrangement not in ARRANGEMENTS:
         fail(f"--arrangement {arrangement!r}: choose {' or '.join(ARRANGEMENTS)}.", 2)
+    own_knob = ARRANGEMENTS[arrangement][0]  # what an untrained folder of this arrangement stores
     weight, strength = knobs[LLM_WEIGHT.name], knobs[INSTRUCTION_STRENGTH.name]
     if arrangement == "mix" and not LLM_WEIGHT.low < weight < LLM_WEIGHT.high:
         fail(
@@ -90,7 +91,7 @@ def compose_command(
         else:
             reference = None if documents_llm == "default" else documents_llm
             build = untrained_effect if arrangement == "effect" else untrained_mix
-            encoder = build(reference, tower, knobs[ARRANGEMENTS[arrangement][0].name], device=device)
+            encoder = build(reference, tower, knobs[own_knob.name], device=device)
         encoder.save(out)
     except InstEmbError as error:
         fail(error)
