@@ -157,3 +157,33 @@ def test_a_route_takes_only_the_knobs_it_declares():
             route.own_knobs({other: 0.5})
     with pytest.raises(TypeError, match="LLMQueries takes no query-time knob"):
         LLMQueries.own_knobs({next(iter(KNOBS)): 0.5})
+
+
+def test_compose_writes_the_effect_arrangements_strength_and_resets_it_from_a_folder(
+    tmp_path, tiny_model_dir, tiny_st_dir
+):
+    from instemb_rag.cli import app
+    from instemb_rag.encoder.load import load_model
+    from instemb_rag.knobs import INSTRUCTION_STRENGTH
+
+    runner, name = CliRunner(), INSTRUCTION_STRENGTH.name
+    parts = ["--documents-llm", str(tiny_model_dir), "--tower", str(tiny_st_dir)]
+    first, second = tmp_path / "effect", tmp_path / "stronger"
+    written = runner.invoke(
+        app, ["compose", "--arrangement", "effect", *parts, INSTRUCTION_STRENGTH.option, "2.5", "--out", str(first)]
+    )
+    assert written.exit_code == 0, written.output
+    assert "instruction strength 2.5 by default" in written.output
+    assert load_model(str(first), device="cpu").knob_default(name) == 2.5
+    again = runner.invoke(
+        app, ["compose", "--from", str(first), INSTRUCTION_STRENGTH.option, "3", "--out", str(second)]
+    )
+    assert again.exit_code == 0, again.output
+    assert load_model(str(second), device="cpu").knob_default(name) == 3.0
+    too_strong = runner.invoke(
+        app,
+        ["compose", "--arrangement", "effect", *parts, INSTRUCTION_STRENGTH.option, "11", "--out", str(tmp_path / "x")],
+        terminal_width=200,
+    )
+    assert too_strong.exit_code == 2 and INSTRUCTION_STRENGTH.option in too_strong.output
+    assert not (tmp_path / "x").exists()

@@ -39,8 +39,8 @@ def register(app: typer.Typer) -> None:
 
 def stored_knob_option(knob: Knob):
     """A knob's option here: the value the folder stores, the declaration's default if not given."""
-    help = next(words for each, words in ARRANGEMENTS.values() if each is knob)
-    return typer.Option(knob.default, knob.option, min=knob.low, max=knob.high, help=help)
+    words = next(words for each, words in ARRANGEMENTS.values() if each is knob)
+    return typer.Option(knob.default, knob.option, min=knob.low, max=knob.high, help=words)
 
 
 @knob_options(stored_knob_option, float, [knob for knob, _ in ARRANGEMENTS.values()])
