@@ -45,24 +45,28 @@ def test_each_knobs_name_is_written_in_few_product_files(name):
 
 
 def functions_of(module) -> list:
-    """The functions a module defines: its own and its own classes' (methods, static and class methods)."""
+    """The functions a module's source writes: its own and its own classes' (methods, static and
+    class methods). A dataclass's generated ``__init__`` is left out: it lists the class's fields,
+    which are the public fields a knob may be."""
     found = []
     for value in vars(module).values():
         owners = [value] if inspect.isclass(value) and value.__module__ == module.__name__ else []
         candidates = [value] + [member for owner in owners for member in vars(owner).values()]
         for candidate in candidates:
             function = getattr(candidate, "__func__", candidate)  # staticmethod, classmethod
-            if inspect.isfunction(function) and function.__module__ == module.__name__:
+            if inspect.isfunction(function) and function.__code__.co_filename == module.__file__:
                 found.append(function)
     return found
 
 
 def knob_parameters(modules) -> list[str]:
-    """``module.function(knob)`` for every parameter named after a declared knob."""
+    """``module.function(knob)`` for every parameter named after a declared knob, but the one of a
+    view named after it (``with_<knob>(<knob>)``: a public name, tests/data/public_names.json)."""
     found = []
     for module in modules:
         for function in functions_of(module):
             named = [name for name in inspect.signature(function).parameters if name in KNOBS]
+            named = [name for name in named if function.__name__ != f"with_{name}"]
             found += [f"{module.__name__}.{function.__qualname__}({name})" for name in named]
     return found
 
