@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import InstEmbError
-from ..knobs import INSTRUCTION_STRENGTH, MAX_INSTRUCTION_STRENGTH, check_instruction_strength, check_llm_weight
+from ..knobs import (
+    INSTRUCTION_STRENGTH,
+    LLM_WEIGHT,
+    MAX_INSTRUCTION_STRENGTH,
+    check_instruction_strength,
+    check_llm_weight,
+)
 
 __all__ = [
     "DEFAULT_INSTRUCTION_STRENGTH",
@@ -92,9 +98,9 @@ def mixed_query(llm_half: np.ndarray, tower_half: np.ndarray, weights: np.ndarra
     return unit(np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)).astype(np.float32)
 
 
-def mix_scale(llm_weight: float) -> float:
-    """What the unit query's score is of the weighted sum: 1 / (sqrt 2 * |(w, 1 - w)|)."""
-    return 1.0 / (ROOT2 * math.hypot(llm_weight, 1.0 - llm_weight))
+def mix_scale(weight: float) -> float:
+    """What the unit query's score is of the weighted sum at the LLM's share w: 1 / (sqrt 2 * |(w, 1 - w)|)."""
+    return 1.0 / (ROOT2 * math.hypot(weight, 1.0 - weight))
 
 
 def mixed_scores(llm, tower, weights):
@@ -109,8 +115,9 @@ def mixed_scores(llm, tower, weights):
 
 
 def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
-    """A two-space query's explanation per document: each space's cosine, the weight, their
-    weighted sum (what ranks) and the search's score (that sum times ``mix_scale``)."""
+    """A two-space query's explanation per document: each space's cosine, the weight (keyed by its
+    knob's name, knobs.py), their weighted sum (what ranks) and the search's score (that sum times
+    ``mix_scale``)."""
     rows = []
     for a, b in zip(llm_scores, tower_scores):
         weighted = weight * float(a) + (1 - weight) * float(b)
@@ -118,7 +125,7 @@ def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
             {
                 "llm": float(a),
                 "tower": float(b),
-                "llm_weight": weight,
+                LLM_WEIGHT.name: weight,
                 "weighted": weighted,  # what ranks
                 "score": weighted * mix_scale(weight),  # the search's score: a unit query
             }
@@ -161,9 +168,10 @@ def effect_scores(effect, tower_queries, llm_candidates, tower_candidates):
 
 def effect_rows(plain, contribution, strength: float, effective_strength: float, scale: float) -> list[dict]:
     """An instruction-effect query's explanation per document: the plain score, the instruction's
-    contribution, the strength (the knob as given, or the model's own), the effective strength (the
-    knob times the model's gain for this query: the scale the effect is added at; 0 without an
-    instruction), their sum (what ranks) and the search's score (sum times scale)."""
+    contribution, the strength (the knob as given, or the model's own; keyed by the knob's name,
+    knobs.py), the effective strength (the knob times the model's gain for this query: the scale the
+    effect is added at; 0 without an instruction), their sum (what ranks) and the search's score
+    (sum times scale)."""
     rows = []
     for p, c in zip(plain, contribution):
         combined = float(p) + float(c)
@@ -171,7 +179,7 @@ def effect_rows(plain, contribution, strength: float, effective_strength: float,
             {
                 "plain": float(p),
                 "instruction": float(c),
-                "instruction_strength": strength,
+                INSTRUCTION_STRENGTH.name: strength,
                 "effective_strength": effective_strength,
                 "combined": combined,  # what ranks
                 "score": combined * scale,  # the search's score: a unit query

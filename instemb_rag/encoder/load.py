@@ -26,11 +26,12 @@ import os
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..knobs import KNOBS
 from . import model, quantize
 from .checkpoint import is_checkpoint
-from .combine import DEFAULT_INSTRUCTION_STRENGTH
 from .composed.effect import InstructionEffectEncoder
 from .composed.encoder import TwoSpacesEncoder
+from .composed.routes import EffectQueries, MixedQueries, Route
 from .composed.spec import llm_checkpoint_of
 from .modules.tower import DocumentTower
 from .references import is_composite_reference, is_model_folder, llm_from_checkpoint
@@ -122,32 +123,47 @@ def load_checkpoint(
 def untrained_mix(
     documents_llm: str | os.PathLike | None = None,
     tower: str = "minilm",
-    llm_weight: float = 0.5,
+    knob: float | None = None,
     device: str = "auto",
     **settings,
 ) -> TwoSpacesEncoder:
     """The fixed mix of a symmetric checkpoint or model folder (None: the shipped LLM,
     ``shipped_llm_checkpoint()``; a parts folder: its documents' LLM) and a sentence encoder (an
     installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
-    ``llm_weight``. ``settings`` go to the LLM's loading."""
+    its query-time knob's value (the weight: ``knob``, or by the knob's name, knobs.py; None: the
+    declaration's default). The other ``settings`` go to the LLM's loading."""
+    knobs = untrained_knobs(MixedQueries, knob, settings)
     source = llm_checkpoint_of(Path(documents_llm)) if documents_llm is not None else shipped_llm_checkpoint()
     llm = load_model(source, device=device, **settings)
     sentence_encoder = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
     kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied
-    return TwoSpacesEncoder(llm, sentence_encoder, llm_weight=llm_weight, documents_source=kept_source)
+    return TwoSpacesEncoder(llm, sentence_encoder, documents_source=kept_source, **knobs)
 
 
 def untrained_effect(
     documents_llm: str | os.PathLike | None = None,
     tower: str = "minilm",
-    instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH,
+    knob: float | None = None,
     device: str = "auto",
     **settings,
 ) -> InstructionEffectEncoder:
     """The instruction's effect with no trained part (issue 56's measurement): the sentence
-    encoder's plain score plus ``instruction_strength`` times the effect's inner product in the
-    LLM's space. The LLM and the sentence encoder are as in ``untrained_mix``."""
+    encoder's plain score plus the strength (``knob``, or by the knob's name, knobs.py; None: the
+    declaration's default) times the effect's inner product in the LLM's space. The LLM and the
+    sentence encoder are as in ``untrained_mix``."""
+    knobs = untrained_knobs(EffectQueries, knob, settings)
     mix = untrained_mix(documents_llm, tower, device=device, **settings)
-    return InstructionEffectEncoder(
-        mix.documents_llm, mix.tower, instruction_strength=instruction_strength, documents_source=mix.documents_source
-    )
+    return InstructionEffectEncoder(mix.documents_llm, mix.tower, documents_source=mix.documents_source, **knobs)
+
+
+def untrained_knobs(route: type[Route], value: float | None, settings: dict) -> dict:
+    """The query-time knobs an untrained builder was given for ``route``: its knob's value
+    positionally (``value``), or knobs by name among ``settings`` (taken out of them: the rest go
+    to the LLM's loading); one the route does not declare is a TypeError."""
+    given = {name: settings.pop(name) for name in list(settings) if name in KNOBS}
+    if value is not None:
+        name = route.knobs[0].name
+        if name in given:
+            raise TypeError(f"{name} given twice: by position and by name.")
+        given[name] = value
+    return route.own_knobs(given)

@@ -21,8 +21,8 @@ in this project. sentence-transformers glues a prompt in front of the texts only
 
 Routes: ``task="query"`` embeds queries, ``"document"`` (``"passage"``, ``"corpus"``) documents;
 a plain ``encode`` embeds a query when it is given an instruction, else documents. The model's
-query-time knob (``llm_weight`` of a two-space model, ``instruction_strength`` of an
-instruction-effect one) is an ``encode_query`` keyword.
+query-time knob (knobs.py: a two-space model's weight, an instruction-effect model's strength) is
+an ``encode_query`` keyword, by its name.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from torch import nn
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
-from ...knobs import KNOBS, check_knobs
+from ...knobs import KNOBS, LLM_WEIGHT, check_knobs
 from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
 from ..modules.tower import DocumentTower
@@ -261,7 +261,7 @@ class ComposedEncoder(nn.Module):
     def route_halves(self, pooled, embedded, anchors):
         return self.query_route.route_halves(self, pooled, embedded, anchors)
 
-    def route_effect(self, under_instruction, under_reference, strength: float):
+    def route_effect(self, under_instruction, under_reference, strength: float | None = None):
         return self.query_route.route_effect(self, under_instruction, under_reference, strength)
 
     def route_queries(self, pooled, anchors):
@@ -394,7 +394,7 @@ class TwoSpacesEncoder(ComposedEncoder):
         query_llm=None,
         tower_head: Projection | None = None,
         gate: WeightGate | None = None,
-        llm_weight: float = 0.5,
+        llm_weight: float = LLM_WEIGHT.default,
         training_info: dict | None = None,
         documents_source: str | os.PathLike | None = None,
         query_source: str | os.PathLike | None = None,

@@ -80,6 +80,19 @@ class Route:
         """The value a query gets when it gives no ``name`` (the folder's own; None: set per query)."""
         return getattr(self, name)
 
+    @classmethod
+    def own_knobs(cls, values: dict) -> dict:
+        """``values`` (knob name -> the folder's own value), if each is a knob this route declares:
+        what a builder of its arrangement passes on by name (encoder/load.py); else a TypeError."""
+        taken = [knob.name for knob in cls.knobs]
+        stray = [name for name in values if name not in taken]
+        if stray:
+            raise TypeError(
+                f"{', '.join(map(repr, stray))}: {cls.__name__} takes "
+                f"{'the query-time knob ' + ', '.join(taken) if taken else 'no query-time knob'} (knobs.py)."
+            )
+        return dict(values)
+
     def part_names(self) -> list[str]:
         return [value for key, value in asdict(self).items() if key in self.part_fields and value is not None]
 
@@ -379,9 +392,14 @@ class EffectQueries(HalvesQueries):
             effects[rows] = effect.float().cpu().numpy()
         return effects, tower_half, strengths
 
-    def route_effect(self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float):
+    def route_effect(
+        self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float | None = None
+    ):
         """(``s gain h(effect)`` [N, d_llm], gain [N]) of unit LLM query vectors under the instruction
-        and the reference: at inference (``query_halves``) and in training (training/effect/)."""
+        and the reference: at inference (``query_halves``) and in training (training/effect/: the
+        strength None, the route's own, which the recipe's arguments set)."""
+        if strength is None:
+            strength = self.instruction_strength
         if self.effect_map is None:
             mapped, gain = (under_instruction - under_reference).float(), torch.ones(len(under_instruction))
         else:
