@@ -377,8 +377,8 @@ def query_tower_step(
     from instemb_rag.encoder.modules.projection import Projection
     from instemb_rag.encoder.modules.tower import DocumentTower
     from instemb_rag.training.batch_order import BatchOrder
+    from instemb_rag.training.cached_vectors import QueryTowerData
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.query_tower.data import QueryTowerData
     from instemb_rag.training.query_tower.objective import QueryTowerObjective
     from instemb_rag.training.student import optimizer_with_head
 

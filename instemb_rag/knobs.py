@@ -61,11 +61,17 @@ class Knob:
     sets: str  # what giving it does, e.g. "sets the share of the score between ... two spaces"
     label: str  # its name in a results table's title, e.g. "LLM weight"
     note: str = ""  # more for the command-line help (what --explain shows of it)
+    column: str = ""  # its column's heading in --explain's table (empty: its label)
 
     @property
     def option(self) -> str:
         """Its command-line option."""
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def heading(self) -> str:
+        """Its column's heading in --explain's table (index/display.py)."""
+        return self.column or self.label
 
     @property
     def help(self) -> str:
@@ -114,6 +120,7 @@ INSTRUCTION_STRENGTH = Knob(
     model_long="an instruction-effect model",
     sets="sets how much the instruction moves an instruction-effect model's ranking (0: plain search)",
     label="instruction strength",
+    column="strength",
     note="--explain shows it and the effective strength (it times the model's gain for the query).",
 )
 KNOBS: dict[str, Knob] = {knob.name: knob for knob in (LLM_WEIGHT, INSTRUCTION_STRENGTH)}

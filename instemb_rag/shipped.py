@@ -14,7 +14,7 @@ PARTS_FILE = "instemb_parts.json"  # encoder/composed/config.py's PARTS_FILE
 
 
 def shipped_knob(knob: str, folder: Path = SHIPPED_FOLDER) -> float | None:
-    """The folder's own value of a query-time knob (``instruction_strength``, ``llm_weight``): its
+    """The folder's own value of a query-time knob (named as knobs.py declares it): its
     query route's in instemb_parts.json (format 2, which the shipped default is in; older formats
     are read by encoder/composed/legacy.py alone); None when it names none or the file cannot be read."""
     try:

@@ -188,13 +188,7 @@ def layer_of(child: str) -> int:
 
 # Cycles that stay for now, each with why and what removes it. An entry whose cycle is gone fails
 # the test below, so that it is removed too.
-KNOWN_CYCLES = [
-    # InstEmbEncoder.from_pretrained (model.py) is load_model (load.py), which builds InstEmbEncoders.
-    # Untying it moves code in encoder/load.py (owned by the issue 62 encoder helper this session):
-    # either load.py stops building the LLM part itself, or from_pretrained stops being the loader
-    # of every arrangement. Remove this entry when fixed.
-    ["instemb_rag.encoder.load", "instemb_rag.encoder.model"],
-]
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycle_between_modules_or_packages():
@@ -282,12 +276,8 @@ def test_a_name_imported_through_a_package_face_is_an_import_of_its_module(tmp_p
 
 
 # Product code that names a path into research/ (the wheel does not hold it), by file: why it stays.
-RESEARCH_REFERENCES_ALLOWED = {
-    # Their messages name research/effect/cache_vectors.py and select_round3.py (the scripts that build
-    # the effect trainer's data).
-    "instemb_rag/training/effect/data.py": "issue 61 helper owns this file; remove when fixed",
-    "instemb_rag/training/effect/query_llm.py": "issue 61 helper owns this file; remove when fixed",
-}
+# None today: a message says what a missing file must hold and which command makes it.
+RESEARCH_REFERENCES_ALLOWED: dict[str, str] = {}
 RESEARCH_PATH = re.compile(r"(?<![\w-])research/")
 PATH_CALLS = {"Path", "PurePath", "joinpath"}
 

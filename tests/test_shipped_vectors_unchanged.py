@@ -11,7 +11,9 @@ Issue 62 re-saved every folder in the current format (class paths; the same weig
 entry's ``same_model_digests`` are the digests of the same model re-saved, checked against the
 same vectors and identity. tests/data/shipped_before_issue62.* holds the folders the issue-54
 record no longer pinned (the shipped default, effect-r1), recorded at commit a787c51 before the
-re-save with ``record()``'s steps (``PYTHONPATH=<a git archive of a787c51>``, the same texts).
+re-save with ``record()``'s steps (``PYTHONPATH=<a git archive of a787c51>``, the same texts);
+issue 61's candidates (effect-llm-a/b/c) were added to it at commit 0bc02f2, before format 3 renamed
+the parts (the same steps, one folder at a time).
 """
 
 from __future__ import annotations

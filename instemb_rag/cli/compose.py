@@ -21,14 +21,29 @@ from pathlib import Path
 
 import typer
 
-from ..knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT
+from ..knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from .common import fail
+from .knob_options import KNOBS_HERE, knob_options
+
+# The arrangements compose writes: the query-time knob each one's queries take, and what its
+# option says here (it sets the folder's own value).
+ARRANGEMENTS = {
+    "mix": (LLM_WEIGHT, "The LLM space's share of the score (the rest: the sentence encoder's)."),
+    "effect": (INSTRUCTION_STRENGTH, "With --arrangement effect: the default strength of the instruction's effect."),
+}
 
 
 def register(app: typer.Typer) -> None:
     app.command("compose")(compose_command)
 
 
+def stored_knob_option(knob: Knob):
+    """A knob's option here: the value the folder stores, the declaration's default if not given."""
+    words = next(words for each, words in ARRANGEMENTS.values() if each is knob)
+    return typer.Option(knob.default, knob.option, min=knob.low, max=knob.high, help=words)
+
+
+@knob_options(stored_knob_option, float, [knob for knob, _ in ARRANGEMENTS.values()])
 def compose_command(
     out: Path = typer.Option(..., "--out", help="The folder to write (replaced atomically if it exists)."),
     documents_llm: str = typer.Option(
@@ -39,25 +54,12 @@ def compose_command(
         "--tower",
         help="The sentence encoder: an installed teacher (minilm) or a sentence-transformers folder.",
     ),
-    llm_weight: float = typer.Option(
-        LLM_WEIGHT.default,
-        "--llm-weight",
-        min=LLM_WEIGHT.low,
-        max=LLM_WEIGHT.high,
-        help="The LLM space's share of the score (the rest: the sentence encoder's).",
-    ),
     arrangement: str = typer.Option(
         "mix",
         "--arrangement",
         help="mix: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
     ),
-    instruction_strength: float = typer.Option(
-        INSTRUCTION_STRENGTH.default,
-        "--instruction-strength",
-        min=INSTRUCTION_STRENGTH.low,
-        max=INSTRUCTION_STRENGTH.high,
-        help="With --arrangement effect: the default strength of the instruction's effect.",
-    ),
+    knobs: dict[str, float] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
     source: Path | None = typer.Option(None, "--from", help="A parts folder to take the parts of instead."),
     no_gate: bool = typer.Option(False, "--no-gate", help="With --from: the fixed weight for every query, no gate."),
     device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
@@ -68,31 +70,35 @@ def compose_command(
     from ..encoder.load import load_model, untrained_effect, untrained_mix
     from ..errors import InstEmbError
 
-    if arrangement not in ("mix", "effect"):
-        fail(f"--arrangement {arrangement!r}: choose mix or effect.", 2)
-    if arrangement == "mix" and not 0.0 < llm_weight < 1.0:
-        fail("--llm-weight must lie strictly between 0 and 1 for a stored model (0 or 1 is one space alone).", 2)
+    if arrangement not in ARRANGEMENTS:
+        fail(f"--arrangement {arrangement!r}: choose {' or '.join(ARRANGEMENTS)}.", 2)
+    own_knob = ARRANGEMENTS[arrangement][0]  # what an untrained folder of this arrangement stores
+    weight, strength = knobs[LLM_WEIGHT.name], knobs[INSTRUCTION_STRENGTH.name]
+    if arrangement == "mix" and not LLM_WEIGHT.low < weight < LLM_WEIGHT.high:
+        fail(
+            f"{LLM_WEIGHT.option} must lie strictly between {LLM_WEIGHT.low:g} and {LLM_WEIGHT.high:g} for a "
+            "stored model (0 or 1 is one space alone).",
+            2,
+        )
     try:
         loaded = load_model(source, device=device) if source is not None else None
         if isinstance(loaded, InstructionEffectEncoder):
-            encoder = loaded.with_instruction_strength(instruction_strength)
+            encoder = loaded.with_instruction_strength(strength)
         elif isinstance(loaded, TwoSpacesEncoder):
-            encoder = loaded if not (no_gate or loaded.gate is None) else loaded.with_llm_weight(llm_weight)
+            encoder = loaded if not (no_gate or loaded.gate is None) else loaded.with_llm_weight(weight)
         elif loaded is not None:
             raise InstEmbError(f"--from {source}: give a parts folder of two spaces or of the instruction's effect.")
         else:
             reference = None if documents_llm == "default" else documents_llm
-            if arrangement == "effect":
-                encoder = untrained_effect(reference, tower, instruction_strength, device=device)
-            else:
-                encoder = untrained_mix(reference, tower, llm_weight=llm_weight, device=device)
+            build = untrained_effect if arrangement == "effect" else untrained_mix
+            encoder = build(reference, tower, knobs[own_knob.name], device=device)
         encoder.save(out)
     except InstEmbError as error:
         fail(error)
     if isinstance(encoder, InstructionEffectEncoder):
-        query_side = f"instruction strength {encoder.instruction_strength:g} by default"
+        query_side = f"{INSTRUCTION_STRENGTH.label} {encoder.knob_default(INSTRUCTION_STRENGTH.name):g} by default"
     elif encoder.gate is not None:
         query_side = "a per-query gate"
     else:
-        query_side = f"llm_weight {encoder.llm_weight:g} for every query"
+        query_side = f"{LLM_WEIGHT.name} {encoder.knob_default(LLM_WEIGHT.name):g} for every query"
     typer.echo(f"wrote {out}: {encoder.label}, {query_side}; document fingerprint {encoder.document_fingerprint}")

@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from ..choices import HybridMode, Precision
-from ..knobs import INSTRUCTION_STRENGTH, KNOBS, LLM_WEIGHT, Knob
+from ..knobs import INSTRUCTION_STRENGTH, KNOBS, Knob
 from ..resident.client import resident_wanted
 from ..shipped import shipped_knob_words
 
@@ -26,6 +26,7 @@ from .common import (
     say,
     strict_precision_option,
 )
+from .knob_options import KNOBS_HERE, knob_options
 
 
 class HybridOptionalValueCommand(TyperCommand):
@@ -57,6 +58,7 @@ def knob_option(knob: Knob):
     )
 
 
+@knob_options(knob_option)
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
     instruction: str | None = typer.Option(
@@ -77,8 +79,7 @@ def query_command(
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
     ),
-    llm_weight: float | None = knob_option(LLM_WEIGHT),
-    instruction_strength: float | None = knob_option(INSTRUCTION_STRENGTH),
+    knobs: dict[str, float | None] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
     explain: bool = typer.Option(
         False,
         "--explain",
@@ -124,7 +125,6 @@ def query_command(
     console = Console(stderr=as_json)
     try:
         # Checked once, here: a blank instruction is none, the knobs in range (typer bounds them too).
-        knobs = {name: value for name, value in locals().items() if name in KNOBS}
         query = Query.checked(text, instruction, knobs=knobs, example='instemb-rag query "light tent"')
         parsed = parse_filters(filters)
     except InstEmbError as error:

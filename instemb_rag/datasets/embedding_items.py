@@ -76,8 +76,8 @@ def read_items(path: str | Path, max_items: int | None = None) -> list[Embedding
     path = Path(path)
     if not path.is_file():
         raise InstEmbError(
-            f"Distillation texts {path} not found. Build them with `instemb-rag train build-distill-texts` "
-            "or point geometry.texts_file at an existing file."
+            f"Distillation texts {path} not found. Build them with `instemb-rag build-distill-texts` "
+            "or point the recipe's texts_file at an existing file."
         )
     items: list[EmbeddingItem] = []
     for line_number, raw in read_jsonl(path):

@@ -4,6 +4,7 @@
                    (from_pretrained, encode_queries / encode_documents, save)
     load.py        load_model: every model reference resolved (any folder layout, concat:,
                    pasted:, the default); shipped_llm_checkpoint; the untrained arrangements
+    references.py  the references resolved, handed the LLM class (no import of model.py back)
     combine.py     the math of combining spaces (routes, losses and eval call it)
     composed/      the encoder of parts: parts, routes, the folder format, the one converter
     checkpoint.py  the LLM part's checkpoint format: its one reader (returns parts) and one writer

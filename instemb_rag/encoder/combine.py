@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import InstEmbError
-from ..knobs import INSTRUCTION_STRENGTH, MAX_INSTRUCTION_STRENGTH, check_instruction_strength, check_llm_weight
+from ..knobs import (
+    INSTRUCTION_STRENGTH,
+    LLM_WEIGHT,
+    MAX_INSTRUCTION_STRENGTH,
+    check_instruction_strength,
+    check_llm_weight,
+)
 
 __all__ = [
     "DEFAULT_INSTRUCTION_STRENGTH",
@@ -51,6 +57,7 @@ __all__ = [
     "mixed_scores",
     "refuse_document_instruction",
     "side_by_side",
+    "split_document_halves",
     "unit",
 ]
 
@@ -77,6 +84,13 @@ def document_halves(llm: np.ndarray, tower: np.ndarray) -> np.ndarray:
     return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
 
 
+def split_document_halves(vectors: np.ndarray, llm_dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) back from ``document_halves``' vectors (an index's stored ones): the same unit
+    vectors, to float32 rounding."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors[:, :llm_dimension] * ROOT2, vectors[:, llm_dimension:] * ROOT2
+
+
 # ---------------------------------------------------------------------------- two spaces
 def mixed_query(llm_half: np.ndarray, tower_half: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``[w a; (1 - w) b]`` normalised, per query: ``weights`` [N] is each query's LLM share."""
@@ -84,9 +98,9 @@ def mixed_query(llm_half: np.ndarray, tower_half: np.ndarray, weights: np.ndarra
     return unit(np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)).astype(np.float32)
 
 
-def mix_scale(llm_weight: float) -> float:
-    """What the unit query's score is of the weighted sum: 1 / (sqrt 2 * |(w, 1 - w)|)."""
-    return 1.0 / (ROOT2 * math.hypot(llm_weight, 1.0 - llm_weight))
+def mix_scale(weight: float) -> float:
+    """What the unit query's score is of the weighted sum at the LLM's share w: 1 / (sqrt 2 * |(w, 1 - w)|)."""
+    return 1.0 / (ROOT2 * math.hypot(weight, 1.0 - weight))
 
 
 def mixed_scores(llm, tower, weights):
@@ -101,8 +115,9 @@ def mixed_scores(llm, tower, weights):
 
 
 def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
-    """A two-space query's explanation per document: each space's cosine, the weight, their
-    weighted sum (what ranks) and the search's score (that sum times ``mix_scale``)."""
+    """A two-space query's explanation per document: each space's cosine, the weight (keyed by its
+    knob's name, knobs.py), their weighted sum (what ranks) and the search's score (that sum times
+    ``mix_scale``)."""
     rows = []
     for a, b in zip(llm_scores, tower_scores):
         weighted = weight * float(a) + (1 - weight) * float(b)
@@ -110,7 +125,7 @@ def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
             {
                 "llm": float(a),
                 "tower": float(b),
-                "llm_weight": weight,
+                LLM_WEIGHT.name: weight,
                 "weighted": weighted,  # what ranks
                 "score": weighted * mix_scale(weight),  # the search's score: a unit query
             }
@@ -153,9 +168,10 @@ def effect_scores(effect, tower_queries, llm_candidates, tower_candidates):
 
 def effect_rows(plain, contribution, strength: float, effective_strength: float, scale: float) -> list[dict]:
     """An instruction-effect query's explanation per document: the plain score, the instruction's
-    contribution, the strength (the knob as given, or the model's own), the effective strength (the
-    knob times the model's gain for this query: the scale the effect is added at; 0 without an
-    instruction), their sum (what ranks) and the search's score (sum times scale)."""
+    contribution, the strength (the knob as given, or the model's own; keyed by the knob's name,
+    knobs.py), the effective strength (the knob times the model's gain for this query: the scale the
+    effect is added at; 0 without an instruction), their sum (what ranks) and the search's score
+    (sum times scale)."""
     rows = []
     for p, c in zip(plain, contribution):
         combined = float(p) + float(c)
@@ -163,7 +179,7 @@ def effect_rows(plain, contribution, strength: float, effective_strength: float,
             {
                 "plain": float(p),
                 "instruction": float(c),
-                "instruction_strength": strength,
+                INSTRUCTION_STRENGTH.name: strength,
                 "effective_strength": effective_strength,
                 "combined": combined,  # what ranks
                 "score": combined * scale,  # the search's score: a unit query

@@ -18,6 +18,7 @@ from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
 from . import checkpoint, quantize
 from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig
+from .composed.spec import llm_checkpoint_of
 from .device import default_dtype, resolve_device
 from .fast.cuda_graphs import encode_on_cuda
 from .modules.forward import States, embed_inputs, run_backbone
@@ -36,10 +37,9 @@ SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
 
 
 def shipped_llm_checkpoint() -> Path:
-    """The shipped symmetric LLM checkpoint, whichever layout ships (encoder/load.py)."""
-    from . import shipped_llm_checkpoint as shipped  # the package's face: load.py
-
-    return shipped()
+    """The shipped symmetric LLM checkpoint, whichever layout ships: the LLM part of a parts
+    folder (``documents_llm/``), else the shipped checkpoint itself."""
+    return llm_checkpoint_of(SHIPPED_CHECKPOINT)
 
 
 class InstEmbEncoder(nn.Module):
@@ -205,8 +205,8 @@ class InstEmbEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike | None = None, device: str = "auto", **options):
-        """Load a model folder of any layout, a Hugging Face model folder, or (None) the default:
-        ``encoder.load.load_model``, where every model reference is resolved.
+        """Load a model folder of any layout, a Hugging Face model folder, or (None) the default
+        (every reference encoder/load.py lists; ``encoder.load.load_model`` is this).
 
         The default is the model shipped in the package when present (a symmetric checkpoint, or a
         folder of parts: then a TwoSpacesEncoder or an InstructionEffectEncoder;
@@ -215,9 +215,10 @@ class InstEmbEncoder(nn.Module):
         model's own) and ``precision`` ("int8" runs the backbone's linear layers in dynamic int8 on
         the CPU, inference only; see quantize.py).
         """
-        from . import load_model  # the package's face (encoder/load.py builds this module's encoders)
+        # references.py is handed this class rather than importing it: no import cycle.
+        from .references import load_reference
 
-        return load_model(path, device, **options)
+        return load_reference(cls, path, SHIPPED_CHECKPOINT, device, **options)
 
     # ------------------------------------------------------------------ identity and saving
     @property

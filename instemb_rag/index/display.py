@@ -9,6 +9,7 @@ from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT
 from ..progress import counting_progress
 
 if TYPE_CHECKING:  # types only: the query client draws hits without loading the indexer or faiss
@@ -171,16 +172,17 @@ def packed(items: list[str], width: int, separator: str = "   ") -> list[str]:
     return lines
 
 
+# A knob's column (the knob as given, or the model's own): keyed and headed by its declaration.
 TWO_SPACE_COLUMNS = (
     ("llm", "LLM cos"),
     ("tower", "tower cos"),
-    ("llm_weight", "LLM weight"),
+    (LLM_WEIGHT.name, LLM_WEIGHT.heading),
     ("weighted", "weighted"),
 )
 EFFECT_COLUMNS = (  # an instruction-effect model (encoder/composed/effect.py's explain)
     ("plain", "plain cos"),
     ("instruction", "instruction"),
-    ("instruction_strength", "strength"),  # the knob: --instruction-strength, or the model's own
+    (INSTRUCTION_STRENGTH.name, INSTRUCTION_STRENGTH.heading),
     ("effective_strength", "effective"),  # strength x the model's gain for this query
     ("combined", "combined"),
 )

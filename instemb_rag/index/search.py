@@ -184,8 +184,9 @@ class Index:
         **named_knobs: float | None,
     ) -> list[dict]:
         """Per hit, what its dense score is made of. A model with a query-time knob: the encoder's
-        ``explain`` over the hits' stored chunk texts (encoder/combine.py's rows: each space's part,
-        the knob it was taken at, what ranks and the ``score``, the unit query's cosine).
+        ``explain`` over the hits' stored document vectors (``_stored_documents``; encoder/combine.py's
+        rows: each space's part, the knob it was taken at, what ranks and the ``score``, the unit
+        query's cosine).
         A model of one space, from the search itself (nothing computed twice): its ``cosine``, the
         hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``.
         ``query`` may be a ``Query`` (queries.py) carrying its instruction and knobs."""
@@ -193,15 +194,33 @@ class Index:
         if not hits:
             return []
         if self.query_knob is not None:
-            return self.encoder.explain(
-                given.text, given.instruction, [hit.text for hit in hits], **given.knobs.given()
-            )
+            documents = self._stored_documents(hits)
+            return self.encoder.explain(given.text, given.instruction, documents, **given.knobs.given())
         return [
             {"cosine": hit.score}
             if hit.dense_score is None and hit.lexical_score is None
             else {"cosine": hit.dense_score, "bm25": hit.lexical_score}
             for hit in hits
         ]
+
+    def _stored_documents(self, hits: list[SearchHit]) -> np.ndarray | list[str]:
+        """The hits' document vectors as the catalog stores them (every index keeps each chunk's
+        float32 vector there, whichever store it searches), where they are this encoder's: what
+        ``explain`` reads instead of embedding every hit's text again. Else the hits' texts, which
+        the encoder embeds: when the stored vectors come from another document side than the
+        encoder's (an Index built around a swapped encoder), or a hit is not this catalog's chunk
+        as it is now (re-indexed since the search, or a hit made elsewhere)."""
+        texts = [hit.text for hit in hits]
+        if self.manifest.stored_vectors_fingerprint != getattr(self.encoder, "document_fingerprint", None):
+            return texts
+        ids = [hit.chunk_id for hit in hits]
+        with self.catalog.transaction(write=False):  # one snapshot: rows and vectors agree
+            rows = self.catalog.rows(ids)
+            found, vectors = self.catalog.vectors(ids, self.manifest.dimension)
+        if any(hit.chunk_id not in rows or rows[hit.chunk_id].text != hit.text for hit in hits):
+            return texts
+        position = {int(chunk_id): row for row, chunk_id in enumerate(found)}
+        return vectors[[position[chunk_id] for chunk_id in ids]]
 
     def search(
         self,

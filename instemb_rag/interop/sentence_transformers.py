@@ -21,8 +21,8 @@ in this project. sentence-transformers glues a prompt in front of the texts only
 
 Routes: ``task="query"`` embeds queries, ``"document"`` (``"passage"``, ``"corpus"``) documents;
 a plain ``encode`` embeds a query when it is given an instruction, else documents. The model's
-query-time knob (``llm_weight`` of a two-space model, ``instruction_strength`` of an
-instruction-effect one) is an ``encode_query`` keyword.
+query-time knob (knobs.py: a two-space model's weight, an instruction-effect model's strength) is
+an ``encode_query`` keyword, by its name.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class InstEmbModule(InputModule):
             )
         self.folder = folder
         self.options = {key: value for key, value in options.items() if value is not None}
-        self.__dict__["_encoder"] = None  # not a submodule: composed encoders are no nn.Module
+        self.__dict__["_encoder"] = None  # not a submodule: loaded lazily (concat:/pasted: encoders are no nn.Module)
         # Where sentence-transformers put the model (model.to(device) moves buffers): the encoder
         # loads there and follows it (_apply).
         self.register_buffer("device_probe", torch.empty(0), persistent=False)

@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from .args import TrainConfig
+from .common_args import RunConfig
 from .parallel import DistributedEnv
 
 Log = Callable[[str], None]
@@ -55,12 +55,12 @@ class Objective(ABC):
     # Whether the objective runs under torchrun (data parallel); the loop refuses otherwise.
     data_parallel: ClassVar[bool] = False
 
-    def __init__(self, config: TrainConfig, env: DistributedEnv, device: torch.device, log: Log = print):
+    def __init__(self, config: RunConfig, env: DistributedEnv, device: torch.device, log: Log = print):
         self.config, self.env, self.device, self.log = config, env, device, log
 
     @staticmethod
     @abstractmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         """Each loss term's weight, by term name (a term with weight 0 is not computed)."""
 
     @abstractmethod

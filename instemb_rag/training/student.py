@@ -31,9 +31,8 @@ from ..encoder.modules.lora import apply_lora, plain_parameters
 from ..encoder.modules.pooling import anchor_positions, last_valid_positions
 from ..errors import InstEmbError
 from . import parallel
-from .args import TrainConfig
+from .common_args import RunConfig
 from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint, starting_point
-from .lookahead.frozen_llm import input_ids_without_slots
 
 __all__ = [
     "FullStudent",
@@ -44,11 +43,18 @@ __all__ = [
     "build_optimizer",
     "decoder_layers",
     "enable_gradient_checkpointing",
+    "input_ids_without_slots",
     "load_student",
     "make_trainable",
     "needs_output_pass",
     "refuse_sharded_adapted_tensors",
 ]
+
+
+def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: int) -> list[int]:
+    """Ids of x (template + text + instruction), truncated exactly as the student's input is."""
+    ids = encoder.build_ids(record.text, record.instruction, lookahead_length)
+    return ids[: len(ids) - lookahead_length]
 
 
 def needs_output_pass(config) -> bool:
@@ -114,7 +120,7 @@ class FullStudent:
 
 
 # ---------------------------------------------------------------------------- set-up
-def load_student(config: TrainConfig, device: torch.device):
+def load_student(config: RunConfig, device: torch.device):
     """Float32 master weights (bf16 only inside autocast), on ``device``.
 
     A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
@@ -185,7 +191,7 @@ def enable_gradient_checkpointing(encoder) -> None:
     encoder.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def make_trainable(encoder, config: TrainConfig) -> TrainableParts:
+def make_trainable(encoder, config: RunConfig) -> TrainableParts:
     """Freeze the backbone, then open the top layers (fully or through LoRA) and the final norm."""
     model_args = config.model
     model = encoder.model
@@ -242,7 +248,7 @@ def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
         )
 
 
-def build_optimizer(encoder, parts: TrainableParts, config: TrainConfig):
+def build_optimizer(encoder, parts: TrainableParts, config: RunConfig):
     from transformers import get_linear_schedule_with_warmup
 
     t = config.training

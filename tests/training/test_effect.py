@@ -96,3 +96,32 @@ def test_a_resumed_run_ends_where_an_unbroken_run_ends(setting, tmp_path):
     resumed = train(config_for(setting, tmp_path, **{"training.resume": True}))
     got = InstEmbEncoder.from_pretrained(resumed, device="cpu").encode_queries(queries, instructions)
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_an_items_file_without_a_training_query_says_what_it_must_hold(tmp_path):
+    """A user of the wheel has no research/ scripts: both effect trainers' refusal describes the
+    items file and names the command that writes one."""
+    from instemb_rag.cli import app
+    from instemb_rag.datasets.embedding_items import EmbeddingItem
+    from instemb_rag.datasets.embedding_items import write_items as write_embedding_items
+    from instemb_rag.errors import InstEmbError
+    from instemb_rag.training.effect.args import EffectArguments
+    from instemb_rag.training.effect.data import load_effect_data
+    from instemb_rag.training.effect.query_llm import load_llm_effect_data
+
+    items = tmp_path / "items.jsonl"  # a query without an instruction: nothing an effect trainer reads
+    write_embedding_items(
+        items,
+        [EmbeddingItem("q", "query", "Which tent?", None, positive="p"), EmbeddingItem("p", "passage", "A tent.")],
+    )
+    loaders = [
+        lambda: load_effect_data(str(items), None, 0.0, 0),
+        lambda: load_llm_effect_data(EffectArguments(texts_file=str(items)), 0, None, None),
+    ]
+    for load in loaders:
+        with pytest.raises(InstEmbError) as refused:
+            load()
+        message = str(refused.value)
+        assert "holds no query with an instruction" in message and "research/" not in message
+        assert "role 'query' or 'passage'" in message and "`instemb-rag build-distill-texts`" in message
+    assert "build-distill-texts" in {command.name for command in app.registered_commands}

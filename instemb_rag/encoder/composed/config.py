@@ -14,10 +14,13 @@ classes of the ``instemb_rag`` package), so a new part or route is a class in it
                               "path": "effect_map"}, ...},
      "routes": {"query": {"type": "instemb_rag.encoder.composed.routes.EffectQueries",
                           "llm": "documents_llm", "tower": "tower", "effect_map": "effect_map",
-                          "instruction_strength": 1.0, "reference_instruction": "..."},
+                          "<its knob>": 1.0, "reference_instruction": "..."},
                 "document": {"type": "instemb_rag.encoder.composed.routes.HalvesDocuments",
                              "llm": "documents_llm", "tower": "tower"}},
      "training": {...}, "files": [...]}
+
+A query route records the folder's own value of each query-time knob it takes under the knob's
+name (knobs.py; routes.py ``Route.knobs``).
 
 Parts (parts.py): the LLM (``LLM_TYPE``: an InstEmb checkpoint folder, instemb_config.json and
 its weights, loaded by encoder/load.py), the sentence encoder (``SENTENCE_ENCODER_TYPE``: an

@@ -26,12 +26,13 @@ def effect_with_query_llm(
     query_llm,
     tower,
     effect_map: EffectMap,
-    instruction_strength: float,
     reference_instruction: str = REFERENCE_INSTRUCTION,
     training_info: dict | None = None,
     documents_source: str | os.PathLike | None = None,
+    **knobs: float,
 ):
-    """The InstructionEffectEncoder over these parts (its query route reads ``query_llm``)."""
+    """The InstructionEffectEncoder over these parts (its query route reads ``query_llm``); ``knobs``:
+    the folder's own value of its route's query-time knob (knobs.py; left out: the declaration's)."""
     if query_llm.dimension != documents_llm.dimension or effect_map.dimension != documents_llm.dimension:
         raise InstEmbError(
             f"The query LLM ({query_llm.dimension}), the effect map ({effect_map.dimension}) and the documents' "
@@ -41,7 +42,7 @@ def effect_with_query_llm(
     query = EffectQueries(
         llm="query_llm",
         effect_map="effect_map",
-        instruction_strength=instruction_strength,
         reference_instruction=reference_instruction,
+        **EffectQueries.own_knobs(knobs),
     )
     return ComposedEncoder.assemble(parts, query, HalvesDocuments(), training_info, {"documents_llm": documents_source})

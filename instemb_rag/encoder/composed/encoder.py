@@ -12,7 +12,7 @@ A symmetric model is its LLM part itself (InstEmbEncoder: both routes through it
 classes only name the parts and routes in their constructors; embedding, identity, saving and
 the query side's LLM (what the server and the indexer count tokens with) are all here. Which class
 a loaded folder becomes is its query route's ``arrangement`` (a class path; ComposedEncoder when it
-names none). It never imports the LLM's module: encoder/load.py loads the LLM parts and assembles
+names none). It never imports the LLM's module: encoder/references.py loads the LLM parts and assembles
 the encoder.
 """
 
@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from torch import nn
 
 from ...errors import InstEmbError
 from ...instructions import Instructions
-from ...knobs import KNOBS, check_knobs
+from ...knobs import KNOBS, LLM_WEIGHT, check_knobs
 from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
 from ..modules.tower import DocumentTower
 from .class_paths import resolve_class
 from .config import DOCUMENTS_LLM_DIR, LLM_TYPE, QUERY_LLM_DIR, ModelSpec, PartEntry, write_spec
 from .gate import WeightGate
-from .parts import is_llm_part, is_module_part, part_files, save_part
+from .parts import is_llm_part, part_files, save_part
 from .routes import AnchoredQueries, HalvesDocuments, LLMQueries, MixedQueries, TowerDocuments
 
 __all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_weight", "mix_scale"]
@@ -59,11 +60,21 @@ def of_query_route(name: str) -> property:
     return property(lambda self: getattr(self.query_route, name), doc=f"The query route's ``{name}``.")
 
 
-class ComposedEncoder:
-    """The Encoder protocol (encoder/protocol.py) over named parts and a query and a document route."""
+class ComposedEncoder(nn.Module):
+    """The Encoder protocol (encoder/protocol.py) over named parts and a query and a document route.
+
+    A torch module: its LLM and module parts are registered submodules (``torch_parts``), so
+    ``train``/``eval``/``to``/``parameters``/``state_dict`` are torch's. The sentence encoder is
+    no torch module (modules/tower.py: frozen, in its own dtype): it is in ``parts`` only, and
+    follows the query LLM's device (``_apply``)."""
 
     def __init__(self, parts: dict, query, document, training_info: dict | None = None, sources: dict | None = None):
-        self.parts = dict(parts)
+        super().__init__()
+        self.parts = dict(parts)  # every part by name, the sentence encoder too
+        # One LLM under two names is one submodule (torch counts its parameters once).
+        self.torch_parts = nn.ModuleDict(
+            {name: part for name, part in self.parts.items() if isinstance(part, nn.Module)}
+        )
         self.query_route, self.document_route = query, document
         self.training_info = training_info or {}
         # The checkpoint folder each LLM part was loaded from: a save copies it byte for byte (a
@@ -186,10 +197,11 @@ class ComposedEncoder:
         return self.query_route.knob_default(name)
 
     def __getattr__(self, name: str):
-        # takes_<knob> (encoder/protocol.py query_knobs), for each declared knob.
+        # takes_<knob> (encoder/protocol.py query_knobs), for each declared knob; then torch's
+        # (its submodules, parameters and buffers live in dictionaries it reads here).
         if name.startswith("takes_") and name[len("takes_") :] in KNOBS:
             return name[len("takes_") :] in self.query_knobs
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return super().__getattr__(name)
 
     # ------------------------------------------------------------------ the query side's LLM (LocalEncoder)
     tokenizer = of_query_llm("tokenizer")
@@ -238,8 +250,10 @@ class ComposedEncoder:
     def document_halves(self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
         return self.document_route.halves(self, documents, batch_size, show_progress)
 
-    def explain(self, query: str, instruction: str | None, documents: Sequence[str], **knob) -> list[dict]:
-        """Per document, what each space gives and what ranks (routes.py: the knob's routes only)."""
+    def explain(self, query: str, instruction: str | None, documents: Sequence[str] | np.ndarray, **knob) -> list[dict]:
+        """Per document, what each space gives and what ranks (routes.py: the knob's routes only).
+        ``documents``: texts, or their vectors as ``encode_documents`` gave them (an index's stored
+        ones: nothing is embedded again)."""
         if not hasattr(self.query_route, "explain"):
             raise InstEmbError("This encoder embeds each side in one space: there is nothing to explain.")
         return self.query_route.explain(self, query, instruction, documents, **checked_knobs(knob))
@@ -247,29 +261,24 @@ class ComposedEncoder:
     def route_halves(self, pooled, embedded, anchors):
         return self.query_route.route_halves(self, pooled, embedded, anchors)
 
-    def route_effect(self, under_instruction, under_reference, strength: float):
+    def route_effect(self, under_instruction, under_reference, strength: float | None = None):
         return self.query_route.route_effect(self, under_instruction, under_reference, strength)
 
     def route_queries(self, pooled, anchors):
         return self.query_route.route_queries(self, pooled, anchors)
 
-    # ------------------------------------------------------------------ modes and devices
-    def _modules(self) -> list:
-        return [part for part in self.parts.values() if is_module_part(part)]
-
-    def eval(self) -> ComposedEncoder:
-        return self.train(False)
-
+    # ------------------------------------------------------------------ modes and devices (torch's)
     def train(self, mode: bool = True) -> ComposedEncoder:
-        for part in self.llm_parts() + self._modules():
-            part.train(mode)
-        self._fingerprint = None  # training changes weights
+        """torch's (``eval`` is ``train(False)``); the fingerprint is taken afresh after, as
+        training changes weights."""
+        super().train(mode)
+        self._fingerprint = None
         return self
 
-    def to(self, *args, **kwargs) -> ComposedEncoder:
-        """Every part where the query LLM goes; the sentence encoder keeps its own dtype."""
-        for part in self.llm_parts() + self._modules():
-            part.to(*args, **kwargs)
+    def _apply(self, fn, recurse: bool = True):
+        # What torch's to/cuda/cpu/half run over the registered parts; the sentence encoder, no
+        # torch module, then goes to the query LLM's device in its own dtype.
+        super()._apply(fn, recurse)
         self.tower.to(self.device)
         return self
 
@@ -385,7 +394,7 @@ class TwoSpacesEncoder(ComposedEncoder):
         query_llm=None,
         tower_head: Projection | None = None,
         gate: WeightGate | None = None,
-        llm_weight: float = 0.5,
+        llm_weight: float = LLM_WEIGHT.default,
         training_info: dict | None = None,
         documents_source: str | os.PathLike | None = None,
         query_source: str | os.PathLike | None = None,

@@ -29,8 +29,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import CheckpointError
+from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT
 from ..checkpoint import CONFIG_FILE, read_config
-from ..combine import DEFAULT_INSTRUCTION_STRENGTH, MAX_INSTRUCTION_STRENGTH, REFERENCE_INSTRUCTION
+from ..combine import REFERENCE_INSTRUCTION
 from .config import (
     DOCUMENTS_LLM_DIR,
     FORMAT_VERSION,
@@ -82,7 +83,7 @@ class TwoSpacesV1(BaseModel):
     query_llm: bool = False
     tower_head: dict | None = None
     gate: dict | None = None
-    llm_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
+    llm_weight: float = Field(default=LLM_WEIGHT.default, gt=LLM_WEIGHT.low, lt=LLM_WEIGHT.high)  # 0, 1: one space
     training: dict = Field(default_factory=dict)
 
 
@@ -93,7 +94,9 @@ class EffectV1(BaseModel):
     kind: str = "instruction_effect"
     document_tower: dict
     effect_map: dict | None = None
-    instruction_strength: float = Field(default=DEFAULT_INSTRUCTION_STRENGTH, ge=0.0, le=MAX_INSTRUCTION_STRENGTH)
+    instruction_strength: float = Field(
+        default=INSTRUCTION_STRENGTH.default, ge=INSTRUCTION_STRENGTH.low, le=INSTRUCTION_STRENGTH.high
+    )
     reference_instruction: str = REFERENCE_INSTRUCTION
     training: dict = Field(default_factory=dict)
 

@@ -1,7 +1,7 @@
 """The parts of an encoder of parts, each recorded by its class path (config.py ``PartEntry.type``).
 
     the LLM           InstEmbEncoder (``LLM_TYPE``): an InstEmb checkpoint folder
-                      (encoder/checkpoint.py), loaded by encoder/load.py (the LLM is built there:
+                      (encoder/checkpoint.py), loaded by encoder/references.py (the LLM is built there:
                       precision, device, settings), saved by its own ``save``
     the sentence encoder
                       DocumentTower (``SENTENCE_ENCODER_TYPE``, modules/tower.py): an installed

@@ -34,7 +34,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
-from ...errors import CheckpointError
+from ...errors import CheckpointError, InstEmbError
 from ...instructions import Instructions, normalize_instruction, per_item_instructions
 from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from ..combine import (
@@ -47,6 +47,7 @@ from ..combine import (
     effect_scale,
     mixed_query,
     refuse_document_instruction,
+    split_document_halves,
     unit,
     weighted_rows,
 )
@@ -78,6 +79,19 @@ class Route:
     def knob_default(self, name: str) -> float | None:
         """The value a query gets when it gives no ``name`` (the folder's own; None: set per query)."""
         return getattr(self, name)
+
+    @classmethod
+    def own_knobs(cls, values: dict) -> dict:
+        """``values`` (knob name -> the folder's own value), if each is a knob this route declares:
+        what a builder of its arrangement passes on by name (encoder/load.py); else a TypeError."""
+        taken = [knob.name for knob in cls.knobs]
+        stray = [name for name in values if name not in taken]
+        if stray:
+            raise TypeError(
+                f"{', '.join(map(repr, stray))}: {cls.__name__} takes "
+                f"{'the query-time knob ' + ', '.join(taken) if taken else 'no query-time knob'} (knobs.py)."
+            )
+        return dict(values)
 
     def part_names(self) -> list[str]:
         return [value for key, value in asdict(self).items() if key in self.part_fields and value is not None]
@@ -129,8 +143,17 @@ class HalvesDocuments(Route):
     def side(self, enc) -> DocumentSide:
         return DocumentSide((llm_part(enc.parts[self.llm]), tower_part(enc.parts[self.tower])), self.fingerprint(enc))
 
-    def halves(self, enc, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
-        """(A, B): each document's LLM and sentence-encoder vectors, each normalised."""
+    def halves(self, enc, documents: Sequence[str] | np.ndarray, batch_size: int = 16, show_progress: bool = False):
+        """(A, B): each document's LLM and sentence-encoder vectors, each normalised. ``documents``:
+        texts, embedded here; or their vectors as ``encode`` made them (an index's stored ones,
+        index/search.py's explain), split back into the halves without embedding anything."""
+        if isinstance(documents, np.ndarray):
+            if documents.ndim != 2 or documents.shape[1] != self.dimension(enc):
+                raise InstEmbError(
+                    f"Document vectors of shape {documents.shape} are not this encoder's "
+                    f"({self.dimension(enc)}-d rows): give the documents' texts instead."
+                )
+            return split_document_halves(documents, enc.parts[self.llm].dimension)
         documents = list(documents)
         llm = enc.parts[self.llm].encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
         return llm, enc.parts[self.tower].encode_documents(documents, None, batch_size=max(batch_size, 32))
@@ -369,9 +392,14 @@ class EffectQueries(HalvesQueries):
             effects[rows] = effect.float().cpu().numpy()
         return effects, tower_half, strengths
 
-    def route_effect(self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float):
+    def route_effect(
+        self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float | None = None
+    ):
         """(``s gain h(effect)`` [N, d_llm], gain [N]) of unit LLM query vectors under the instruction
-        and the reference: at inference (``query_halves``) and in training (training/effect/)."""
+        and the reference: at inference (``query_halves``) and in training (training/effect/: the
+        strength None, the route's own, which the recipe's arguments set)."""
+        if strength is None:
+            strength = self.instruction_strength
         if self.effect_map is None:
             mapped, gain = (under_instruction - under_reference).float(), torch.ones(len(under_instruction))
         else:

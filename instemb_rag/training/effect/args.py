@@ -45,6 +45,11 @@ class EffectArguments:
     # sibling's (same text and subject, another positive); 0 = off (training/effect/query_llm.py).
     contrast_weight: float = 0.0
 
+    @property
+    def knobs(self) -> dict[str, float]:
+        """The trained model's own query-time knobs, as its encoder takes them (by name)."""
+        return {INSTRUCTION_STRENGTH.name: self.instruction_strength}
+
     def checks(self, config) -> list[tuple[bool, str]]:
         """The config checks of this recipe (TrainConfig.validate runs them)."""
         e = self

@@ -15,7 +15,7 @@ import torch
 
 from ...datasets.embedding_items import read_items
 from ...errors import InstEmbError
-from ..query_tower.data import QueryTowerData
+from ..cached_vectors import QueryTowerData
 from .vectors import cache_effect_vectors
 
 
@@ -27,6 +27,20 @@ class EffectData:
     llm_references: torch.Tensor  # [Q, d] D(q, r)
     training_rows: list[int]  # the queries that train
     validation_rows: list[int]  # the queries held out
+
+
+def no_training_queries(texts_file) -> InstEmbError:
+    """The error for an items file the effect trainers cannot train on: what it must hold, and how
+    a user without the checkout's research scripts makes one."""
+    return InstEmbError(
+        f"{texts_file} holds no query with an instruction whose positive passage is in the file: the "
+        "effect trainer ranks each such query's positive passage above the others. effect.texts_file is "
+        "an embedding-items file, one JSON object a line (id, role 'query' or 'passage', text, "
+        "instruction, group, positive): queries under an instruction, each naming its positive "
+        "passage's id, and the passages (a group's passages are each other's hard negatives). "
+        "`instemb-rag build-distill-texts` writes one (the trainer reads the queries that have both); "
+        "the docs' instruction-effect page, under 'Training the effect map', says more."
+    )
 
 
 def load_effect_data(
@@ -46,11 +60,7 @@ def load_effect_data(
     if max_queries is not None:
         queries = queries[:max_queries]
     if not queries:
-        raise InstEmbError(
-            f"{texts_file} holds no query with an instruction whose positive passage is in the file: the "
-            "effect trainer ranks each query's passage above the others. Build it with "
-            "research/effect/cache_vectors.py."
-        )
+        raise no_training_queries(texts_file)
     vectors = cache_effect_vectors(queries + passages, embedding_dir, llm, tower, log)
     group_rows: dict[str, list[int]] = {}
     for row, item in enumerate(passages):

@@ -6,7 +6,7 @@ A run (``effect.texts_file`` set; objectives.py selects this objective):
    under each instruction and under the reference instruction, the sentence encoder's vector of
    "instruction + query", and both document halves of every passage; nothing else runs the models;
 2. builds the effect map (encoder/composed/effect_map.py) at the identity and gain 1: step 0 is
-   exactly the untrained arrangement at ``effect.instruction_strength``;
+   exactly the untrained arrangement at the recipe's strength (args.py);
 3. each step ranks a batch of queries by ``cos_M(i + q, d) + s gain(q) < h(effect), D(d) >`` over
    their positives, their groups' other passages (a subject's other aspects, the other stance) and
    a seeded bank sample (losses/instruction_effect.py). Plain retrieval queries with instructions
@@ -26,8 +26,8 @@ from ...encoder.composed.effect import InstructionEffectEncoder
 from ...encoder.composed.effect_map import EffectMap
 from ...hashing import file_sha256
 from ...losses.instruction_effect import effect_infonce
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult
 from ..student import TrainableParts
 from .data import load_effect_data
@@ -40,7 +40,7 @@ class EffectObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return {"infonce": 1.0}
 
     def prepare(self) -> Prepared:
@@ -59,9 +59,7 @@ class EffectObjective(Objective):
         scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
         training_queries = [data.queries.queries[row] for row in data.training_rows]
         order = BatchOrder.items(training_queries, [len(q.text) for q in training_queries], t.batch_size, t.seed)
-        encoder = InstructionEffectEncoder(
-            llm, tower, effect_map, e.instruction_strength, documents_source=documents_source
-        )
+        encoder = InstructionEffectEncoder(llm, tower, effect_map, documents_source=documents_source, **e.knobs)
         data_info = {
             "texts_file": str(e.texts_file),
             "data_sha256": file_sha256(e.texts_file),
@@ -84,9 +82,10 @@ class EffectObjective(Objective):
         """(scores [B, C], each query's positive column [B], gain [B]) of query rows over their candidates."""
         e, device, data = self.config.effect, self.device, self.data
         candidates, positives = data.queries.candidates(rows, e.bank_negatives, seed)
-        # The encoder's own query route (what encode_queries runs), on the cached LLM vectors.
+        # The encoder's own query route (what encode_queries runs, at its own strength: the
+        # recipe's), on the cached LLM vectors.
         effect_half, gain = self.encoder.route_effect(
-            data.llm_queries[rows].to(device), data.llm_references[rows].to(device), e.instruction_strength
+            data.llm_queries[rows].to(device), data.llm_references[rows].to(device)
         )
         scores = effect_scores(
             effect_half,

@@ -18,7 +18,7 @@ other stance's evidence, the contradicting NLI sentence), its own trap passages
 bank sample shared by the batch. Queries under a generic instruction (MS MARCO's, tagged
 ``:generic``) also carry the keep term: their instruction contribution, in temperature units, held
 flat across the candidates (``effect.keep_weight``), so an instruction that decides nothing moves
-nothing. Step 0 is the untrained arrangement at ``effect.instruction_strength`` (up to the cache's
+nothing. Step 0 is the untrained arrangement at the recipe's strength (args.py; up to the cache's
 float16 rounding).
 """
 
@@ -41,6 +41,7 @@ from ..batch_order import BatchOrder
 from ..objective import Objective, Prepared, StepResult
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..student import decoder_layers, load_student, make_trainable
+from .data import no_training_queries
 
 __all__ = ["EffectLLMObjective"]
 
@@ -87,12 +88,7 @@ class EffectLLMObjective(Objective):
         lengths = [cache.index[input_key(q.text, q.instruction)][2] for q in queries]
         self.order = BatchOrder.items(queries, lengths, t.batch_size, t.seed)
         self.encoder = effect_with_query_llm(
-            documents_llm,
-            student,
-            tower,
-            effect_map,
-            e.instruction_strength,
-            documents_source=documents_source,
+            documents_llm, student, tower, effect_map, documents_source=documents_source, **e.knobs
         )
         self.student, self.cache, self.effect_map = student, cache, effect_map
         data_info = {
@@ -136,7 +132,7 @@ class EffectLLMObjective(Objective):
         pooled = pooled_embeddings(self.student, self.cache, inputs)
         vectors = torch.nn.functional.normalize(self.student.project(pooled).float(), dim=-1)
         under_instruction, under_reference = vectors[: len(rows)], vectors[len(rows) :]
-        return self.encoder.route_effect(under_instruction, under_reference, self.config.effect.instruction_strength)
+        return self.encoder.route_effect(under_instruction, under_reference)  # at its own strength: the recipe's
 
     def instruction_contrast(self, rows: list[int], effect_half: torch.Tensor, step: int) -> torch.Tensor:
         """The same query text under its sibling's instruction (same subject, another positive) must
@@ -310,7 +306,7 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     from ...paths import instemb_home
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..two_spaces.data import cached_llm_half
+    from ..cached_vectors import cached_llm_half
 
     items = read_items(e.texts_file)
     passages = [item for item in items if item.role == "passage"]
@@ -319,10 +315,7 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     if e.max_queries is not None:
         queries = queries[: e.max_queries]
     if not queries:
-        raise InstEmbError(
-            f"{e.texts_file} holds no query with an instruction whose positive is in the file; build it with "
-            "research/effect/select_round3.py."
-        )
+        raise no_training_queries(e.texts_file)
     negatives = json.loads(Path(e.negatives_file).read_text()) if e.negatives_file else {}
     folder = Path(e.embedding_dir) if e.embedding_dir else instemb_home() / "teacher_embeddings"
     as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32)  # noqa: E731

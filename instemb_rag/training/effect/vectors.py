@@ -49,7 +49,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, towe
     from ...encoder.composed.effect import REFERENCE_INSTRUCTION
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..two_spaces.data import cached_llm_half
+    from ..cached_vectors import cached_llm_half
 
     llm, tower = _frozen_parts(llm, tower)
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"

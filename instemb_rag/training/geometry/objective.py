@@ -28,8 +28,8 @@ import torch
 from ...datasets.embedding_items import read_items
 from ...encoder.modules.projection import Projection
 from ...hashing import file_sha256
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult
 from ..prefix_cache import pooled_embeddings
 from ..state import latest_checkpoint
@@ -55,7 +55,7 @@ class GeometryObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return term_weights(config)
 
     def prepare(self) -> Prepared:
@@ -124,7 +124,7 @@ class GeometryObjective(Objective):
         return StepResult({name: float(value.detach()) for name, value in terms.items()}, {"batch": len(batch)})
 
 
-def _contrast_batches(config: TrainConfig) -> ContrastBatches | None:
+def _contrast_batches(config: RunConfig) -> ContrastBatches | None:
     g = config.geometry
     if g.contrast_file is None:
         return None

@@ -19,14 +19,14 @@ from ...encoder.modules.layer_split import run_top
 from ...encoder.modules.projection import Projection
 from ...losses.geometry import dense_cosine, group_infonce, relational_kl
 from ...paths import instemb_home
-from ..args import TrainConfig
+from ..common_args import RunConfig
 from ..objective import weighted_sum
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..student import optimizer_with_head
 from .contrast import contrast_term
 
 
-def term_weights(config: TrainConfig) -> dict[str, float]:
+def term_weights(config: RunConfig) -> dict[str, float]:
     """The geometry recipe's terms and their weights: the one place they are named."""
     g = config.geometry
     return {
@@ -38,7 +38,7 @@ def term_weights(config: TrainConfig) -> dict[str, float]:
     }
 
 
-def teacher_embeddings(config: TrainConfig, items: list[EmbeddingItem], log=print) -> tuple[torch.Tensor, dict]:
+def teacher_embeddings(config: RunConfig, items: list[EmbeddingItem], log=print) -> tuple[torch.Tensor, dict]:
     """[N, teacher dim] L2-normalised teacher embeddings of the items, and the teacher's identity."""
     from ...teachers import load_teacher, teacher_text
     from ...teachers.cache import cached_embeddings
@@ -62,7 +62,7 @@ def student_embeddings(encoder, cache: PrefixCache, items: list[EmbeddingItem], 
 
 
 @torch.no_grad()
-def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: TrainConfig, log=print) -> Projection:
+def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: RunConfig, log=print) -> Projection:
     """The projection head at the ridge map from pooled student embeddings to the teacher's."""
     g = config.geometry
     head = Projection(encoder.hidden_size, targets.shape[1], bias=g.head_bias)
@@ -82,7 +82,7 @@ def fit_head(encoder, cache: PrefixCache, items, targets: torch.Tensor, config: 
     return head.to(encoder.device)
 
 
-def shipped_head(head: Projection, config: TrainConfig) -> Projection:
+def shipped_head(head: Projection, config: RunConfig) -> Projection:
     """The embedding that ships during training: the head blended with the pooled embedding at
     ``train_input_weight``. A view sharing the head's weights, so one is built per run."""
     weight = config.geometry.train_input_weight
@@ -97,7 +97,7 @@ def compute_terms(
     items,
     batch: list[int],
     targets: torch.Tensor,
-    config: TrainConfig,
+    config: RunConfig,
     anchors: torch.Tensor | None = None,
     contrast_records: list | None = None,
 ) -> dict:
@@ -134,12 +134,12 @@ def _group_term(student: torch.Tensor, batch_items: list[EmbeddingItem], tempera
     return group_infonce(student[query_rows], student[passage_rows], positives, temperature)
 
 
-def build_optimizer(parts, head: Projection, config: TrainConfig):
+def build_optimizer(parts, head: Projection, config: RunConfig):
     return optimizer_with_head(parts, head, config.training, config.geometry.head_learning_rate)
 
 
 def prepare_prefix_cache(
-    config: TrainConfig, encoder, items: list[EmbeddingItem], log=print, extra_inputs: list | None = None
+    config: RunConfig, encoder, items: list[EmbeddingItem], log=print, extra_inputs: list | None = None
 ) -> PrefixCache:
     g, m = config.geometry, config.model
     root = Path(g.prefix_cache_dir) if g.prefix_cache_dir else instemb_home() / "prefix_cache"

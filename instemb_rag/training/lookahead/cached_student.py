@@ -29,8 +29,8 @@ from ...datasets.records import TrainingRecord
 from ...encoder.modules.layer_split import run_top
 from ...errors import InstEmbError
 from ...paths import instemb_home
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..parallel import DistributedEnv
 from ..prefix_cache import PrefixCache
 from ..student import StudentPass, at_last_valid, needs_output_pass
@@ -60,7 +60,7 @@ class CachedStudent:
         return at_last_valid(hidden, batch["attention_mask"])
 
 
-def student_inputs(records: Sequence[TrainingRecord], config: TrainConfig) -> list[tuple[str, str | None]]:
+def student_inputs(records: Sequence[TrainingRecord], config: RunConfig) -> list[tuple[str, str | None]]:
     """Every (text, instruction) the losses run the student on for these records."""
     t = config.training
     outputs = needs_output_pass(config)
@@ -76,14 +76,14 @@ def student_inputs(records: Sequence[TrainingRecord], config: TrainConfig) -> li
     return pairs
 
 
-def prefix_cache_root(config: TrainConfig) -> Path:
+def prefix_cache_root(config: RunConfig) -> Path:
     """training.frozen_prefix_dir, else the cache home shared by every run (keys keep models apart)."""
     folder = config.training.frozen_prefix_dir
     return Path(folder) if folder else instemb_home() / "prefix_cache"
 
 
 def prepare_student(
-    config: TrainConfig,
+    config: RunConfig,
     encoder,
     records: Sequence[TrainingRecord],
     order: BatchOrder,

@@ -38,11 +38,12 @@ from ...datasets.records import TrainingRecord
 from ...encoder.checkpoint import is_checkpoint
 from ...errors import InstEmbError
 from ...hashing import file_sha256
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..continuation import starting_point
 from ..parallel import SINGLE_PROCESS, DistributedEnv, local_indices
 from ..prefix_cache import read_shard_index
+from ..student import input_ids_without_slots
 
 CACHE_FORMAT = 2  # 2: rows keyed by input (1: by position in one data file)
 SAVE_EVERY = 256  # inputs computed per shard (what an interruption can lose)
@@ -57,12 +58,6 @@ class LlmTargets:
     def select(self, indices: Sequence[int], device: torch.device | str = "cpu") -> LlmTargets:
         index = torch.as_tensor(list(indices), dtype=torch.long)
         return LlmTargets(self.lookahead[index].to(device), self.mask[index].to(device), self.anchor[index].to(device))
-
-
-def input_ids_without_slots(encoder, record: TrainingRecord, lookahead_length: int) -> list[int]:
-    """Ids of x (template + text + instruction), truncated exactly as the student's input is."""
-    ids = encoder.build_ids(record.text, record.instruction, lookahead_length)
-    return ids[: len(ids) - lookahead_length]
 
 
 def content_words(answer: str) -> str:
@@ -252,7 +247,7 @@ def _progress(enabled: bool, total: int):
 
 
 # ---------------------------------------------------------------------------- a run's teacher
-def teacher_identity(config: TrainConfig, encoder) -> str:
+def teacher_identity(config: RunConfig, encoder) -> str:
     """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
     reference = starting_point(config.model)
     identity = encoder.backbone.fingerprint
@@ -263,7 +258,7 @@ def teacher_identity(config: TrainConfig, encoder) -> str:
     return identity
 
 
-def reads_frozen_llm(config: TrainConfig) -> bool:
+def reads_frozen_llm(config: RunConfig) -> bool:
     """Whether any loss term reads the teacher: distillation, or SupCon's teacher_input view. A
     retrieval-only run (e.g. a fit diagnostic) then skips the teacher pass entirely."""
     t = config.training
@@ -271,7 +266,7 @@ def reads_frozen_llm(config: TrainConfig) -> bool:
 
 
 def prepare_frozen_llm(
-    config: TrainConfig,
+    config: RunConfig,
     encoder,
     records,
     order: BatchOrder,

@@ -16,7 +16,7 @@ from ...losses import (
     mse_distillation_loss,
     multiview_supcon_loss,
 )
-from ..args import TrainConfig
+from ..common_args import RunConfig
 from ..objective import weighted_sum
 from ..parallel import DistributedEnv, MicroBatchShard, sum_over_ranks
 from ..student import FullStudent, StudentPass, StudentRunner, needs_output_pass
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def term_weights(config: TrainConfig) -> dict[str, float]:
+def term_weights(config: RunConfig) -> dict[str, float]:
     """The look-ahead recipe's terms and their weights: the one place they are named."""
     t = config.training
     return {"distill": t.distill_weight, "contrastive": t.contrastive_weight, "retrieval": t.retrieval_weight}
@@ -56,7 +56,7 @@ def _contrastive_term(
     output_pass: StudentPass | None,
     targets: LlmTargets,
     shared: torch.Tensor,
-    config: TrainConfig,
+    config: RunConfig,
     shard: MicroBatchShard,
 ) -> torch.Tensor:
     """The paper's multi-view SupCon (eq. 3) over the chosen views, at the last input token,
@@ -83,7 +83,7 @@ def _retrieval_term(
     query_pass: StudentPass,
     output_pass: StudentPass,
     shared: torch.Tensor,
-    config: TrainConfig,
+    config: RunConfig,
     shard: MicroBatchShard,
     memory: NegativeMemory | None = None,
 ) -> torch.Tensor:
@@ -136,7 +136,7 @@ def compute_losses(
     encoder,
     records: list[TrainingRecord],
     targets: LlmTargets | None,
-    config: TrainConfig,
+    config: RunConfig,
     shard: MicroBatchShard | None = None,
     memory: NegativeMemory | None = None,
     student: StudentRunner | None = None,
@@ -187,7 +187,7 @@ def compute_losses(
 RANK_SHARED_TERMS = ("distill",)
 
 
-def reported_terms(terms: dict, config: TrainConfig, env: DistributedEnv, device) -> dict[str, float]:
+def reported_terms(terms: dict, config: RunConfig, env: DistributedEnv, device) -> dict[str, float]:
     """The micro-batch's loss terms as one process would compute them."""
     reported = {
         name: (sum_over_ranks(value.detach(), env, device) if name in RANK_SHARED_TERMS else float(value.detach()))

@@ -27,8 +27,8 @@ import torch
 from ...choices import ParallelMode
 from ...datasets.records import open_records
 from .. import parallel
-from ..args import TrainConfig
 from ..batch_order import BatchOrder, record_lengths
+from ..common_args import RunConfig
 from ..cpu_threads import set_training_threads
 from ..objective import Objective, Prepared, StepResult
 from ..parallel import SINGLE_PROCESS, DistributedEnv, MicroBatchShard, local_indices, sum_over_ranks
@@ -55,7 +55,7 @@ class LookaheadObjective(Objective):
     data_parallel = True
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return term_weights(config)
 
     def prepare(self) -> Prepared:
@@ -116,7 +116,7 @@ class LookaheadObjective(Objective):
 
 def run_step(
     encoder,
-    config: TrainConfig,
+    config: RunConfig,
     records,
     micro_batches: list[list[int]],
     cache,

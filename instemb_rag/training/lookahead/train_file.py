@@ -12,10 +12,10 @@ from pathlib import Path
 from ...datasets.builders import build_data_folder
 from ...datasets.records import RecordFile, TrainingRecord
 from ...errors import InstEmbError
-from ..args import TrainConfig
+from ..common_args import RunConfig
 
 
-def resolve_train_file(config: TrainConfig) -> Path:
+def resolve_train_file(config: RunConfig) -> Path:
     """The records file: ``data.train_file``, or records built from ``data.build_sets`` once."""
     data = config.data
     if data.train_file:
@@ -30,7 +30,7 @@ def resolve_train_file(config: TrainConfig) -> Path:
 
 
 def check_hard_negatives_have_a_loss(
-    records: RecordFile | list[TrainingRecord], config: TrainConfig, train_file: Path
+    records: RecordFile | list[TrainingRecord], config: RunConfig, train_file: Path
 ) -> None:
     """Hard negatives act through the retrieval term only; refuse to drop them silently."""
     carrying = (
@@ -46,7 +46,7 @@ def check_hard_negatives_have_a_loss(
         )
 
 
-def check_distill_sets_are_present(records: RecordFile, config: TrainConfig, train_file: Path) -> None:
+def check_distill_sets_are_present(records: RecordFile, config: RunConfig, train_file: Path) -> None:
     """A distill_sets name no record carries would silently switch distillation off for it."""
     missing = sorted(set(config.training.distill_sets or ()) - set(records.source_sets))
     if missing:

@@ -3,7 +3,8 @@
 A run (``query_tower.tower`` set in the config; objectives.py selects this objective):
 
 1. embeds every passage of the items file and every query's "instruction + query" once with the
-   frozen document tower, cached on disk (data.py); documents are never read by the LLM;
+   frozen document tower, cached on disk (training/cached_vectors.py); documents are never read
+   by the LLM;
 2. loads the student (the starting checkpoint's LoRA goes on training live), opens its top K
    layers and fills the frozen-prefix cache with the queries (tens of tokens each);
 3. attaches a projection head into the document space, at zero: the first step's query
@@ -30,13 +31,13 @@ from ...encoder.modules.tower import DocumentTower
 from ...hashing import file_sha256
 from ...losses.query_tower import bank_infonce, correction_norm
 from ...paths import instemb_home
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..cached_vectors import load_data
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..state import latest_checkpoint
 from ..student import load_student, make_trainable, optimizer_with_head
-from .data import load_data
 
 __all__ = ["QueryTowerObjective"]
 
@@ -46,7 +47,7 @@ class QueryTowerObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         q = config.query_tower
         return {"infonce": q.infonce_weight, "anchor": q.anchor_weight}
 

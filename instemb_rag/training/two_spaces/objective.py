@@ -32,10 +32,11 @@ from ...encoder.composed.gate import WeightGate
 from ...encoder.modules.projection import Projection
 from ...encoder.modules.tower import DocumentTower
 from ...hashing import file_sha256
+from ...knobs import LLM_WEIGHT
 from ...losses.query_tower import correction_norm
 from ...losses.two_spaces import mixed_infonce
-from ..args import TrainConfig
 from ..batch_order import BatchOrder
+from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum
 from ..prefix_cache import PrefixCache, input_key, pooled_embeddings
 from ..state import latest_checkpoint
@@ -58,7 +59,7 @@ class TwoSpacesObjective(Objective):
     logged_lr_group = 0
 
     @staticmethod
-    def term_weights(config: TrainConfig) -> dict[str, float]:
+    def term_weights(config: RunConfig) -> dict[str, float]:
         return {"infonce": 1.0, "anchor": config.two_spaces.anchor_weight}
 
     def prepare(self) -> Prepared:
@@ -162,5 +163,6 @@ class TwoSpacesObjective(Objective):
         weights_by_term = self.term_weights(self.config)
         terms["loss"] = weighted_sum({n: v for n, v in terms.items() if weights_by_term[n] > 0}, weights_by_term)
         terms["loss"].backward()
-        extra = {"batch": len(batch), "llm_weight": round(float(weights.detach().mean()), 4)}
+        # The gate's mean weight this batch, logged under the knob's name.
+        extra = {"batch": len(batch), LLM_WEIGHT.name: round(float(weights.detach().mean()), 4)}
         return StepResult({name: float(value.detach()) for name, value in terms.items()}, extra)

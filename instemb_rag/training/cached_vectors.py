@@ -1,9 +1,17 @@
-"""The query tower's data: queries with their positive passage, the passage bank, its vectors.
+"""The vectors the query-side recipes rank over, embedded once by frozen parts and cached on disk.
 
-From one embedding-items file (datasets/embedding_items.py, built by ``build-distill-texts``):
-each query with a positive is a training query; every passage is in the bank, embedded once by
-the frozen document tower and cached on disk by its fingerprint and text (teachers/cache.py); a
-query's group names its hard negatives (the group's other passages).
+query_tower/, two_spaces/ and effect/ each train a query side against documents that do not
+change, so every vector below what trains is embedded once through teachers/cache.py, keyed on
+what made it (the encoder's fingerprint) and the text, one shard at a time: a killed run keeps
+every finished shard and resumes there.
+
+- ``load_data``: from one embedding-items file (datasets/embedding_items.py, built by
+  ``build-distill-texts``), each query with a positive, the passage bank, and the sentence
+  encoder's vectors of the passages and of each query's "instruction + query" (its anchor), as a
+  ``QueryTowerData`` (named after the recipe that read it first); a query's group names its hard
+  negatives (the group's other passages);
+- ``cached_llm_half``: a documents' LLM's vectors of the passages (the LLM document half; the slow
+  one, about 10-20 passages/s on two CPU cores).
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ from pathlib import Path
 
 import torch
 
-from ...datasets.embedding_items import EmbeddingItem, read_items
-from ...errors import InstEmbError
-from ...paths import instemb_home
+from ..datasets.embedding_items import EmbeddingItem, read_items
+from ..errors import InstEmbError
+from ..paths import instemb_home
+
+LLM_SHARD_ROWS = 512
 
 
 @dataclass
@@ -43,8 +53,8 @@ class QueryTowerData:
 
 
 def load_data(texts_file: str, max_queries: int | None, tower, embedding_dir: str | None, log=print) -> QueryTowerData:
-    from ...teachers.cache import cached_embeddings
-    from ...teachers.teacher import teacher_text
+    from ..teachers.cache import cached_embeddings
+    from ..teachers.teacher import teacher_text
 
     items = read_items(texts_file)
     passages = [item for item in items if item.role == "passage"]
@@ -78,3 +88,34 @@ def load_data(texts_file: str, max_queries: int | None, tower, embedding_dir: st
         torch.as_tensor(passage_vectors, dtype=torch.float32),
         torch.as_tensor(anchor_vectors, dtype=torch.float32),
     )
+
+
+class DocumentLLMAsTeacher:
+    """A symmetric encoder's document embedding as the embedding cache sees a teacher."""
+
+    def __init__(self, encoder, name: str, log=print):
+        self.encoder, self.name, self.log = encoder, name, log
+        self.fingerprint, self.dimension = encoder.document_fingerprint, encoder.dimension
+        self.done, self.started = 0, time.perf_counter()
+
+    def encode(self, texts, batch_size: int = 16, show_progress: bool = False):
+        vectors = self.encoder.encode_documents(list(texts), None, batch_size=16)
+        self.done += len(texts)
+        self.log(
+            f"LLM document half: {self.done} passages embedded, {self.done / (time.perf_counter() - self.started):.1f}/s"
+        )
+        return vectors
+
+
+def llm_half_name(reference: str) -> str:
+    """The cache's label of a documents' LLM: ``llm-default`` or ``llm-<folder name>``."""
+    return "llm-" + (Path(reference).name if reference not in ("", "default") else "default")
+
+
+def cached_llm_half(encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print) -> torch.Tensor:
+    from ..teachers.cache import cached_embeddings
+
+    folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
+    teacher = DocumentLLMAsTeacher(encoder, llm_half_name(reference), log)
+    vectors = cached_embeddings(teacher, passages, folder, shard_rows=LLM_SHARD_ROWS)
+    return torch.as_tensor(vectors, dtype=torch.float32)
