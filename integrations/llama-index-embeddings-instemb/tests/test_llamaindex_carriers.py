@@ -22,12 +22,11 @@ def test_a_bundles_strings_carry_its_instruction_and_knobs():
     bundle = InstructionQueryBundle(QUERY, custom_embedding_strs=["a light tent .", QUERY], instruction="x")
     assert bundle.query_str == QUERY and instruction_of(bundle.query_str) == "x"  # what a fusion LLM is given
     assert [instruction_of(text) for text in bundle.embedding_strs] == ["x", "x"]
-    weighted = InstructionQueryBundle(QUERY, knobs={"llm_weight": 0.25})
+    weighted = InstructionQueryBundle(QUERY, llm_weight=0.25)
     assert weighted.llm_weight == 0.25 and weighted.knobs == {"llm_weight": 0.25}
-    assert InstructionQueryBundle(QUERY, llm_weight=0.25) == weighted  # or by name
     assert replace(weighted, embedding=[1.0]).llm_weight == 0.25  # dataclasses.replace keeps them
     with pytest.raises(InstEmbError, match="between 0 and 1"):
-        InstructionQueryBundle(QUERY, knobs={"llm_weight": 2})
+        InstructionQueryBundle(QUERY, llm_weight=2)
     with pytest.raises(InstEmbError, match="must be a string"):
         InstructionQueryBundle(QUERY, instruction=3)
 
@@ -38,7 +37,7 @@ def test_an_instructed_text_pickles_with_what_it_carries():
 
 
 def test_a_calls_instruction_replaces_the_bundles_own():
-    own = InstructionQueryBundle(QUERY, instruction="x", knobs={"llm_weight": 0.25})
+    own = InstructionQueryBundle(QUERY, instruction="x", llm_weight=0.25)
     assert instruction_of(bundle_with_instruction(own, "y").query_str) == "y"
     reset = bundle_with_instruction(own, None)  # None: the embedding's default, not the bundle's "x"
     assert reset.instruction is None and instruction_of(reset.query_str) is None and reset.llm_weight == 0.25

@@ -114,16 +114,6 @@ def in_worker_thread(name: str) -> Callable[..., Any]:
     return call
 
 
-def view_with_knob(name: str) -> Callable[[InstEmbEmbedding, float | None], InstEmbEmbedding]:
-    """``with_<name>``: a view whose queries take the knob ``name`` (None: the model's own)."""
-
-    def view(self: InstEmbEmbedding, value: float | None) -> InstEmbEmbedding:
-        return self._view(**{name: QueryKnobs.checked({name: value}).require(self.encoder).get(name)})
-
-    view.__name__ = view.__qualname__ = f"with_{name}"
-    return view
-
-
 class InstEmbEmbedding(Closes, BaseEmbedding):
     """InstEmb embeddings for LlamaIndex: one instruction per query, documents without one.
 
@@ -207,8 +197,16 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         normalize_instruction(instruction)
         return self._view(query_instruction=instruction)
 
-    with_llm_weight = view_with_knob("llm_weight")
-    with_instruction_strength = view_with_knob("instruction_strength")
+    def with_llm_weight(self, llm_weight: float | None) -> InstEmbEmbedding:
+        """A view whose queries take this knob (None: the model's own), sharing the encoder."""
+        return self._view_with_knob("llm_weight", llm_weight)
+
+    def with_instruction_strength(self, instruction_strength: float | None) -> InstEmbEmbedding:
+        """A view whose queries take this knob (None: the model's own), sharing the encoder."""
+        return self._view_with_knob("instruction_strength", instruction_strength)
+
+    def _view_with_knob(self, name: str, value: float | None) -> InstEmbEmbedding:
+        return self._view(**{name: QueryKnobs.checked({name: value}).require(self.encoder).get(name)})
 
     def _view(self, **update: Any) -> InstEmbEmbedding:
         view = self.model_copy(update=update)
@@ -299,7 +297,7 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         applied = self.resolve_instruction(instruction) or ""
         asked = QueryKnobs.checked({**(knobs or {}), **named_knobs})
         embedding = self.get_query_embedding_for(query, applied, asked)
-        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, knobs=asked)
+        return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **asked)
 
     def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Knobs) -> tuple:
         queries, asked = list(queries), QueryKnobs.checked(knobs)

@@ -51,33 +51,22 @@ def knobs_of(text: str) -> Mapping[str, float]:
     return text.knobs if isinstance(text, InstructedText) else {}
 
 
-@dataclass(init=False)
+@dataclass
 class InstructionQueryBundle(QueryBundle):
     """QueryBundle + ``instruction`` (None: the embedding's ``query_instruction``; "": none) and knobs
-    (``knobs``, or by name; None: the embedding's own). Without an embedding, every retriever over an
-    InstEmbEmbedding embeds its strings so (several, e.g. HyDE's, in one batch, averaged)."""
+    (None: the embedding's own). Without an embedding, every retriever over an InstEmbEmbedding embeds
+    its strings so (several, e.g. HyDE's, in one batch, averaged)."""
 
     instruction: str | None = None
     llm_weight: float | None = None
     instruction_strength: float | None = None
 
-    def __init__(
-        self,
-        query_str: str,
-        image_path: str | None = None,
-        custom_embedding_strs: list[str] | None = None,
-        embedding: list[float] | None = None,
-        instruction: str | None = None,
-        knobs: Knobs = None,
-        **named_knobs: float | None,
-    ) -> None:
-        normalize_instruction(instruction)  # refuses a non-string with a clear message
-        self.instruction = instruction
-        checked = QueryKnobs.checked({**(knobs or {}), **named_knobs})  # in range, as floats
+    def __post_init__(self) -> None:
+        normalize_instruction(self.instruction)  # refuses a non-string with a clear message
+        checked = QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
         for name in KNOBS:
-            setattr(self, name, checked.get(name))
-        # The query string carries them too, for code that reads it only (the fusion retriever's LLM).
-        super().__init__(self._carrying(query_str), image_path, custom_embedding_strs, embedding)
+            setattr(self, name, checked.get(name))  # in range, as a float
+        self.query_str = self._carrying(self.query_str)  # for code that reads the string only (fusion)
 
     @property
     def knobs(self) -> QueryKnobs:

@@ -149,4 +149,4 @@ class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
 def sub_queries(original: str, generated: list[QueryBundle]) -> list[QueryBundle]:
     """The LLM's sub-queries under the instruction and knobs the original query string carries."""
     instruction, knobs = instruction_of(original), knobs_of(original)
-    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, knobs=knobs) for bundle in generated]
+    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, **knobs) for bundle in generated]
