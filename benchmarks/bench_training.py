@@ -15,7 +15,7 @@ batch 8) and the same batches (the trainer's ``BatchOrder.records``) in every mo
                             batches (training.bucket_by_length), threads = physical cores
     query_tower             the query-tower objective's own step (QueryTowerObjective.step):
                             instruction + query only, the top K layers on the same frozen-prefix
-                            cache, a head into the document tower's space and InfoNCE against
+                            cache, a head into the document sentence encoder's space and InfoNCE against
                             its passage vectors (random unit vectors of all-MiniLM-L6-v2's width
                             stand in for the cached ones: a step reads them from memory either way)
 
@@ -63,7 +63,7 @@ RECIPES = PROJECT_ROOT / "instemb_rag" / "training" / "recipes"
 GOAL_SPEEDUP_OVER_FULL = 5.0
 GOAL_MODE = "all"
 SETS = ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"]
-# The query-tower recipe's document tower (all-MiniLM-L6-v2): the width of its cached vectors.
+# The query-tower recipe's document sentence encoder (all-MiniLM-L6-v2): the width of its cached vectors.
 TOWER_DIMENSION = 384
 # --smoke: the tiny model's layers, its recipe K and the Ks of the prefix modes
 SMOKE_LAYERS, SMOKE_K, SMOKE_KS = 3, 1, [1, 2]
@@ -355,7 +355,7 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
             "tower_dimension": TOWER_DIMENSION,
             "bank_negatives": recipe.config.query_tower.bank_negatives,
             "inputs": "instruction + query (the records' text and instruction), on the K="
-            f"{recipe_k} frozen-prefix cache; random unit vectors stand in for the document tower's",
+            f"{recipe_k} frozen-prefix cache; random unit vectors stand in for the document sentence encoder's",
         },
     }
 
@@ -365,8 +365,8 @@ def query_tower_step(
 ) -> Callable[[list[list[int]]], int]:
     """One optimizer step of the query-tower objective: ``QueryTowerObjective.step`` itself, on
     the state its ``prepare`` builds, with this setup's student and frozen-prefix cache (the
-    records' (text, instruction) are in it) and a head into a document tower's space at zero.
-    The document tower's cached passage and anchor vectors are random unit vectors of its width:
+    records' (text, instruction) are in it) and a head into a document sentence encoder's space at zero.
+    The document sentence encoder's cached passage and anchor vectors are random unit vectors of its width:
     a run reads them from memory, so their values cost nothing. The bank holds enough passages
     for the recipe's ``bank_negatives`` sample. Returns input tokens, as the look-ahead steps do."""
     import torch
@@ -375,7 +375,7 @@ def query_tower_step(
     from instemb_rag.datasets.embedding_items import EmbeddingItem
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
     from instemb_rag.training.batch_order import BatchOrder
     from instemb_rag.training.cached_vectors import QueryTowerData
     from instemb_rag.training.parallel import SINGLE_PROCESS
@@ -391,14 +391,14 @@ def query_tower_step(
     for n, record in enumerate(records):
         if record.group:
             group_rows.setdefault(record.group, []).append(n)
-    # The objective's document tower: minilm (--smoke: tests/testing.py's tiny one, in the scratch folder).
+    # The objective's document sentence encoder: minilm (--smoke: tests/testing.py's tiny one, in the scratch folder).
     tower_reference = str(tiny_sentence_encoder(scratch / "tiny_tower")) if scratch is not None else "minilm"
-    tower = DocumentTower.load(DocumentTower.recorded_reference(tower_reference), device=str(device))
+    sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(tower_reference), device=str(device))
     generator = torch.Generator().manual_seed(0)
     passages = q.bank_negatives + len(records)  # the positives, and a bank for the full sample
 
     def unit_rows(count: int) -> torch.Tensor:
-        return F.normalize(torch.randn(count, tower.dimension, generator=generator), dim=-1)
+        return F.normalize(torch.randn(count, sentence_encoder.dimension, generator=generator), dim=-1)
 
     objective = QueryTowerObjective(config, SINGLE_PROCESS, device, log=lambda _: None)
     objective.cache = setup.cache
@@ -407,14 +407,14 @@ def query_tower_step(
     )
     batches = [batch for step in steps for batch in step]  # one batch a step (items mode reads one)
     objective.order = BatchOrder(lambda _epoch: batches)
-    head = Projection(encoder.hidden_size, tower.dimension).to(device)
+    head = Projection(encoder.hidden_size, sentence_encoder.dimension).to(device)
     with torch.no_grad():  # the run starts at the anchor
         head.linear.weight.zero_()
         head.linear.bias.zero_()
     objective.head = head
     # The objective's encoder, as its prepare builds it: the student with the head, anchored on the
-    # document tower (the random unit vectors above stand in for the tower's cached vectors).
-    objective.encoder = TwoTowerEncoder(encoder.with_projection(head), tower, anchored=True)
+    # document sentence encoder (the random unit vectors above stand in for the sentence encoder's cached vectors).
+    objective.encoder = TwoTowerEncoder(encoder.with_projection(head), sentence_encoder, anchored=True)
     optimizer, _ = optimizer_with_head(setup.parts, head, config.training, q.head_learning_rate)
     position = {tuple(batch): n for n, batch in enumerate(batches)}
     length = encoder.lookahead.length

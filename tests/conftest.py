@@ -47,12 +47,12 @@ def tiny_two_tower(tiny_encoder, tiny_st_dir):
 
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     torch.manual_seed(0)
-    tower = DocumentTower.load(str(tiny_st_dir))
-    head = Projection(tiny_encoder.hidden_size, tower.dimension)
-    return TwoTowerEncoder(tiny_encoder.with_projection(head), tower)
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
+    head = Projection(tiny_encoder.hidden_size, sentence_encoder.dimension)
+    return TwoTowerEncoder(tiny_encoder.with_projection(head), sentence_encoder)
 
 
 @pytest.fixture(scope="session")

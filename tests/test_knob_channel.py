@@ -151,9 +151,9 @@ def test_a_newly_declared_knob_becomes_an_option_and_reaches_the_command_in_the_
 
 
 def test_a_route_takes_only_the_knobs_it_declares():
-    from instemb_rag.encoder.composed.routes import EffectQueries, LLMQueries, MixedQueries
+    from instemb_rag.encoder.composed.routes import EffectQueries, LLMQueries, TwoSpacesQueries
 
-    for route in (MixedQueries, EffectQueries):
+    for route in (TwoSpacesQueries, EffectQueries):
         (own,) = route.knobs
         other = next(name for name in KNOBS if name != own.name)
         assert route.own_knobs({own.name: own.default}) == {own.name: own.default}

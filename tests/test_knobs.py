@@ -7,16 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from instemb_rag.encoder.composed.routes import EffectQueries, LLMQueries, MixedQueries
+from instemb_rag.encoder.composed.routes import EffectQueries, LLMQueries, TwoSpacesQueries
 from instemb_rag.encoder.protocol import query_knob, query_knobs
 from instemb_rag.knobs import INSTRUCTION_STRENGTH, KNOBS, LLM_WEIGHT, KnobError, check_knobs
 from instemb_rag.queries import Query, QueryKnobs
 
 
 def test_each_query_route_declares_the_knobs_it_takes_and_its_field_defaults_to_the_declaration():
-    assert MixedQueries.knobs == (LLM_WEIGHT,) and EffectQueries.knobs == (INSTRUCTION_STRENGTH,)
+    assert TwoSpacesQueries.knobs == (LLM_WEIGHT,) and EffectQueries.knobs == (INSTRUCTION_STRENGTH,)
     assert LLMQueries.knobs == ()
-    assert MixedQueries().llm_weight == LLM_WEIGHT.default
+    assert TwoSpacesQueries().llm_weight == LLM_WEIGHT.default
     assert EffectQueries().instruction_strength == INSTRUCTION_STRENGTH.default
     with pytest.raises(KnobError, match="between 0 and 10"):  # a folder's own value: the same range
         EffectQueries(instruction_strength=INSTRUCTION_STRENGTH.high + 1)

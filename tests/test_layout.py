@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     # the data the model is trained and evaluated on (records, embedding items, facet groups,
     # their builders and one source registry): files and text only, no model
     {"datasets"},
-    # sentence encoders: training teachers (fine-tuned on facet groups), and the document tower
+    # sentence encoders: training teachers (fine-tuned on facet groups), and the document sentence encoder
     # of a two-tower encoder
     {"teachers"},
     # the model: everything that builds and runs an InstEmbEncoder

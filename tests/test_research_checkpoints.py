@@ -36,7 +36,7 @@ def test_each_candidate_is_complete(folder):
     for part in llm_folders(folder):
         check_checkpoint(part)
     if is_composed(folder):  # its sentence encoder: an installable teacher, or shipped inside
-        reference = read_spec(folder).parts["tower"].config["encoder"]
+        reference = read_spec(folder).parts["sentence_encoder"].config["encoder"]
         assert reference in TEACHERS or (folder / reference).is_dir(), reference
 
 
@@ -46,11 +46,11 @@ def check_checkpoint(folder: Path) -> None:
     config = read_config(folder)
     check_complete(folder, config)  # raises naming the missing file
     assert config.base_model == "smollm2-135m-instruct"
-    tower = read_spec(folder).parts.get("tower")  # two-tower: the converter reads its entry
-    if tower is not None:  # its sentence encoder is an installable teacher, or ships inside
+    sentence_encoder = read_spec(folder).parts.get("sentence_encoder")  # two-tower: the converter reads its entry
+    if sentence_encoder is not None:  # its sentence encoder is an installable teacher, or ships inside
         from instemb_rag.teachers.registry import TEACHERS
 
-        reference = tower.config["encoder"]
+        reference = sentence_encoder.config["encoder"]
         assert reference in TEACHERS or (folder / reference).is_dir(), reference
 
 

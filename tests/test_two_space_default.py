@@ -41,10 +41,12 @@ def symmetric_default(tiny_encoder, tmp_path, monkeypatch) -> Path:
 @pytest.fixture()
 def two_space_default(tiny_model_dir, tiny_st_dir, tmp_path, monkeypatch) -> Path:
     """A two-space default over the tiny LLM (as a checkpoint: documents_llm/) and the tiny sentence encoder."""
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
     folder = tmp_path / "two_space_default"
-    untrained_mix(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2).save(folder)
+    untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2).save(
+        folder
+    )
     monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", folder)
     return folder
 
@@ -56,7 +58,7 @@ def test_the_shipped_llm_of_a_symmetric_default_is_the_default_itself(symmetric_
 
 def test_the_shipped_llm_of_a_two_space_default_is_its_documents_llm(two_space_default, tiny_st_dir):
     from instemb_rag.encoder.composed.encoder import TwoSpacesEncoder
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
     llm_folder = two_space_default / DOCUMENTS_LLM_DIR
     assert shipped_llm_checkpoint() == llm_folder
@@ -70,9 +72,9 @@ def test_the_shipped_llm_of_a_two_space_default_is_its_documents_llm(two_space_d
         default.encode_documents(TEXTS)[:, : llm.dimension] * math.sqrt(2), llm.encode_documents(TEXTS), atol=1e-5
     )
 
-    mix = untrained_mix(None, str(tiny_st_dir), device="cpu")  # None: the shipped LLM, not the whole default
+    mix = untrained_two_spaces(None, str(tiny_st_dir), device="cpu")  # None: the shipped LLM, not the whole default
     assert mix.documents_llm.fingerprint == llm.fingerprint and mix.documents_source == llm_folder
-    nested = untrained_mix(str(two_space_default), str(tiny_st_dir), device="cpu")  # a two-space folder: its LLM
+    nested = untrained_two_spaces(str(two_space_default), str(tiny_st_dir), device="cpu")  # a two-space folder: its LLM
     assert nested.documents_llm.fingerprint == llm.fingerprint
 
 
@@ -110,7 +112,7 @@ def test_a_two_space_default_without_minilm_fails_with_the_install_command(two_s
     from instemb_rag.teachers import registry
 
     parts = json.loads((two_space_default / PARTS_FILE).read_text())
-    parts["parts"]["tower"]["config"]["encoder"] = "minilm"  # as a shipped two-space default names it
+    parts["parts"]["sentence_encoder"]["config"]["encoder"] = "minilm"  # as a shipped two-space default names it
     (two_space_default / PARTS_FILE).write_text(json.dumps(parts))
     monkeypatch.setattr(registry, "teachers_root", lambda: tmp_path / "no-teachers")
     with pytest.raises(
@@ -142,7 +144,7 @@ def test_the_real_shipped_llm_composed_as_the_default(composed_default_dir, defa
     monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", composed_default_dir)
     assert shipped_llm_checkpoint() == inside
     default = InstEmbEncoder.from_pretrained(device="cpu")
-    assert isinstance(default, TwoSpacesEncoder) and default.tower.reference == "minilm"
+    assert isinstance(default, TwoSpacesEncoder) and default.sentence_encoder.reference == "minilm"
     assert default.documents_llm.fingerprint == default_encoder.fingerprint and default.llm_weight == 0.7
     documents = default.encode_documents(TEXTS)
     split = default_encoder.dimension

@@ -131,7 +131,7 @@ app = typer.Typer(
 
 def show_notices_as_notes() -> None:
     """A library warning whose category names a ``cli_label`` (the sentence encoder's shortened
-    instruction, modules/tower.py: "note") prints as the command line's other notes do, ``note: ...``
+    instruction, modules/sentence_encoder.py: "note") prints as the command line's other notes do, ``note: ...``
     on stderr, not as Python's ``file.py:332: Category: ...`` with a source line. Other warnings
     print as Python prints them."""
     import warnings

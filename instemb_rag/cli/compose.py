@@ -1,7 +1,7 @@
 """`instemb-rag compose`: an encoder of parts from parts a user has, untrained (issue 50).
 
     instemb-rag compose --out my-model                          # the shipped LLM + all-MiniLM-L6-v2, w = 0.5
-    instemb-rag compose --documents-llm CKPT --tower FOLDER --llm-weight 0.7 --out my-model
+    instemb-rag compose --documents-llm CKPT --sentence-encoder FOLDER --llm-weight 0.7 --out my-model
     instemb-rag compose --from research/checkpoints/two-spaces-600 --llm-weight 0.7 --no-gate --out fixed
     instemb-rag compose --arrangement effect --instruction-strength 1.5 --out effect   # issue 56, untrained
     instemb-rag compose --from research/checkpoints/effect-r1 --instruction-strength 2 --out stronger
@@ -49,9 +49,10 @@ def compose_command(
     documents_llm: str = typer.Option(
         "default", "--documents-llm", help="A symmetric InstEmb checkpoint whose document space is the LLM half."
     ),
-    tower: str = typer.Option(
+    sentence_encoder: str = typer.Option(
         "minilm",
-        "--tower",
+        "--sentence-encoder",
+        "--tower",  # its name before issue 62, still read
         help="The sentence encoder: an installed teacher (minilm) or a sentence-transformers folder.",
     ),
     arrangement: str = typer.Option(
@@ -67,7 +68,7 @@ def compose_command(
     """Write a parts model folder: the LLM's space beside a sentence encoder's (mixed, or the instruction's effect)."""
     from ..encoder.composed.effect import InstructionEffectEncoder
     from ..encoder.composed.encoder import TwoSpacesEncoder
-    from ..encoder.load import load_model, untrained_effect, untrained_mix
+    from ..encoder.load import load_model, untrained_effect, untrained_two_spaces
     from ..errors import InstEmbError
 
     if arrangement not in ARRANGEMENTS:
@@ -90,8 +91,8 @@ def compose_command(
             raise InstEmbError(f"--from {source}: give a parts folder of two spaces or of the instruction's effect.")
         else:
             reference = None if documents_llm == "default" else documents_llm
-            build = untrained_effect if arrangement == "effect" else untrained_mix
-            encoder = build(reference, tower, knobs[own_knob.name], device=device)
+            build = untrained_effect if arrangement == "effect" else untrained_two_spaces
+            encoder = build(reference, sentence_encoder, knobs[own_knob.name], device=device)
         encoder.save(out)
     except InstEmbError as error:
         fail(error)

@@ -316,7 +316,7 @@ def _absolute_if_path(model: str | None) -> str | None:
 # What --explain's columns mean, by the number of spaces the model ranks in.
 EXPLAINED = {
     2: (
-        "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * tower cos ranks the hits; the "
+        "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * sentence encoder cos ranks the hits; the "
         "score is weighted / (sqrt 2 * |(LLM weight, 1 - LLM weight)|), the cosine of the unit query"
     ),
     1: (

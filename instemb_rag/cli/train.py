@@ -226,9 +226,10 @@ def export_command(
         help="For a checkpoint with a projection head: the share (0-1) of its own pooled geometry "
         "the embedding keeps beside the head's (cosine = w * pooled + (1 - w) * head).",
     ),
-    tower: str | None = typer.Option(
+    sentence_encoder: str | None = typer.Option(
         None,
-        "--tower",
+        "--sentence-encoder",
+        "--tower",  # its name before issue 62, still read
         help="Make the copy two-tower: this sentence encoder (a teacher name such as minilm, or a "
         "sentence-transformers folder) embeds documents, and the checkpoint's projection head, trained "
         "into its space, embeds queries there. Use the teacher the run was trained against. A folder "
@@ -257,10 +258,12 @@ def export_command(
         if value is not None
     }
     try:
-        if tower is not None:  # --document-tower before issue 54
-            from ..encoder.modules.tower import DocumentTower
+        if sentence_encoder is not None:  # --document-tower before issue 54, --tower before issue 62
+            from ..encoder.modules.sentence_encoder import SentenceEncoder
 
-            options["tower"] = DocumentTower.load(DocumentTower.recorded_reference(tower)).get_config_dict()
+            options["sentence_encoder"] = SentenceEncoder.load(
+                SentenceEncoder.recorded_reference(sentence_encoder)
+            ).get_config_dict()
         if export_format is ExportFormat.sentence_transformers:
             export_sentence_transformers(checkpoint, target, **options)
         else:

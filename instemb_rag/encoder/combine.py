@@ -3,11 +3,11 @@ what the losses rank by in training, and what a search's score is of it.
 
     unit(x)                      rows L2-normalised (numpy or torch, as given)
     document_halves(A, B)        a document stored in two spaces: [A; B] / sqrt 2
-    mixed_query(a, b, w)         a two-space query: [w a; (1 - w) b], normalised
+    two_spaces_query(a, b, w)         a two-space query: [w a; (1 - w) b], normalised
     mix_scale(w)                 what that query's search score is of w cos(a, A) + (1 - w) cos(b, B)
-    mixed_scores(...)            that weighted sum over candidates (the two-space loss ranks by it)
+    two_spaces_scores(...)            that weighted sum over candidates (the two-space loss ranks by it)
     anchored(anchor, correction) the anchor plus the LLM's correction, normalised (two-tower
-                                 anchored queries, the tower half of a two-space query)
+                                 anchored queries, the sentence encoder half of a two-space query)
     effect_half(h, gain, s)      the instruction-effect query's LLM half: s gain h(effect)
     effect_query(e, m)           the instruction-effect query: [s h(effect); M(i + q)], normalised
     effect_scale(e)              what that query's search score is of cos_M + < s h(effect), D(d) >
@@ -53,8 +53,8 @@ __all__ = [
     "effect_scale",
     "effect_scores",
     "mix_scale",
-    "mixed_query",
-    "mixed_scores",
+    "two_spaces_query",
+    "two_spaces_scores",
     "refuse_document_instruction",
     "side_by_side",
     "split_document_halves",
@@ -79,9 +79,9 @@ def unit(vectors: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- documents
-def document_halves(llm: np.ndarray, tower: np.ndarray) -> np.ndarray:
+def document_halves(llm: np.ndarray, sentence_encoder: np.ndarray) -> np.ndarray:
     """``[A; B] / sqrt(2)`` per document: A the LLM's vector, B the sentence encoder's, each unit."""
-    return np.concatenate([llm, tower], axis=1).astype(np.float32) / ROOT2
+    return np.concatenate([llm, sentence_encoder], axis=1).astype(np.float32) / ROOT2
 
 
 def split_document_halves(vectors: np.ndarray, llm_dimension: int) -> tuple[np.ndarray, np.ndarray]:
@@ -92,10 +92,12 @@ def split_document_halves(vectors: np.ndarray, llm_dimension: int) -> tuple[np.n
 
 
 # ---------------------------------------------------------------------------- two spaces
-def mixed_query(llm_half: np.ndarray, tower_half: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def two_spaces_query(llm_half: np.ndarray, sentence_encoder_half: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``[w a; (1 - w) b]`` normalised, per query: ``weights`` [N] is each query's LLM share."""
     weights = np.asarray(weights)[:, None]
-    return unit(np.concatenate([weights * llm_half, (1.0 - weights) * tower_half], axis=1)).astype(np.float32)
+    return unit(np.concatenate([weights * llm_half, (1.0 - weights) * sentence_encoder_half], axis=1)).astype(
+        np.float32
+    )
 
 
 def mix_scale(weight: float) -> float:
@@ -103,28 +105,28 @@ def mix_scale(weight: float) -> float:
     return 1.0 / (ROOT2 * math.hypot(weight, 1.0 - weight))
 
 
-def mixed_scores(llm, tower, weights):
+def two_spaces_scores(llm, sentence_encoder, weights):
     """[B, C] ``w * cos(a, A) + (1 - w) * cos(b, B)``: each pair is (queries [B, d], candidates [C, d]),
     all normalised torch tensors; ``weights`` [B] is each query's LLM share. What a two-space index
     ranks by."""
-    (llm_queries, llm_candidates), (tower_queries, tower_candidates) = llm, tower
+    (llm_queries, llm_candidates), (sentence_encoder_queries, sentence_encoder_candidates) = llm, sentence_encoder
     weights = weights.float()[:, None]
     llm_scores = llm_queries.float() @ llm_candidates.float().T
-    tower_scores = tower_queries.float() @ tower_candidates.float().T
-    return weights * llm_scores + (1.0 - weights) * tower_scores
+    sentence_encoder_scores = sentence_encoder_queries.float() @ sentence_encoder_candidates.float().T
+    return weights * llm_scores + (1.0 - weights) * sentence_encoder_scores
 
 
-def weighted_rows(llm_scores, tower_scores, weight: float) -> list[dict]:
+def weighted_rows(llm_scores, sentence_encoder_scores, weight: float) -> list[dict]:
     """A two-space query's explanation per document: each space's cosine, the weight (keyed by its
     knob's name, knobs.py), their weighted sum (what ranks) and the search's score (that sum times
     ``mix_scale``)."""
     rows = []
-    for a, b in zip(llm_scores, tower_scores):
+    for a, b in zip(llm_scores, sentence_encoder_scores):
         weighted = weight * float(a) + (1 - weight) * float(b)
         rows.append(
             {
                 "llm": float(a),
-                "tower": float(b),
+                "sentence_encoder": float(b),
                 LLM_WEIGHT.name: weight,
                 "weighted": weighted,  # what ranks
                 "score": weighted * mix_scale(weight),  # the search's score: a unit query
@@ -148,9 +150,9 @@ def effect_half(mapped: Any, gain: Any, strength: float) -> Any:
     return (strength * gain)[:, None] * mapped
 
 
-def effect_query(effect: np.ndarray, tower_half: np.ndarray) -> np.ndarray:
+def effect_query(effect: np.ndarray, sentence_encoder_half: np.ndarray) -> np.ndarray:
     """``[s h(effect); M(i + q)]`` normalised, per query."""
-    return unit(np.concatenate([effect, tower_half], axis=1)).astype(np.float32)
+    return unit(np.concatenate([effect, sentence_encoder_half], axis=1)).astype(np.float32)
 
 
 def effect_scale(effect: np.ndarray) -> np.ndarray:
@@ -159,11 +161,14 @@ def effect_scale(effect: np.ndarray) -> np.ndarray:
     return 1.0 / (ROOT2 * np.sqrt(1.0 + np.sum(effect.astype(np.float64) ** 2, axis=1)))
 
 
-def effect_scores(effect, tower_queries, llm_candidates, tower_candidates):
+def effect_scores(effect, sentence_encoder_queries, llm_candidates, sentence_encoder_candidates):
     """[B, C] ``cos_M(i + q, d) + < s h(effect), D(d) >`` (torch): ``effect`` [B, d_llm] is each
     query's ``s h(effect)``, ``tower_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
     are normalised document halves."""
-    return tower_queries.float() @ tower_candidates.float().T + effect.float() @ llm_candidates.float().T
+    return (
+        sentence_encoder_queries.float() @ sentence_encoder_candidates.float().T
+        + effect.float() @ llm_candidates.float().T
+    )
 
 
 def effect_rows(plain, contribution, strength: float, effective_strength: float, scale: float) -> list[dict]:

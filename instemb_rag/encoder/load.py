@@ -16,7 +16,7 @@ The command line, ``Index.open``, the Ray workers, eval and the LlamaIndex integ
 references.py, which is handed the LLM class (model.py's from_pretrained passes ``cls``) rather
 than importing it, so the imports go one way: load.py -> model.py -> references.py -> composed/
 (which never imports the LLM's module). ``load_checkpoint`` builds an LLM part;
-``untrained_mix`` and ``untrained_effect`` build the untrained arrangements from a checkpoint and
+``untrained_two_spaces`` and ``untrained_effect`` build the untrained arrangements from a checkpoint and
 a sentence encoder.
 """
 
@@ -31,9 +31,9 @@ from . import model, quantize
 from .checkpoint import is_checkpoint
 from .composed.effect import InstructionEffectEncoder
 from .composed.encoder import TwoSpacesEncoder
-from .composed.routes import EffectQueries, MixedQueries, Route
+from .composed.routes import EffectQueries, Route, TwoSpacesQueries
 from .composed.spec import llm_checkpoint_of
-from .modules.tower import DocumentTower
+from .modules.sentence_encoder import SentenceEncoder
 from .references import is_composite_reference, is_model_folder, llm_from_checkpoint
 from .references import load_folder as load_folder_as
 
@@ -45,7 +45,7 @@ __all__ = [
     "load_model",
     "shipped_llm_checkpoint",
     "untrained_effect",
-    "untrained_mix",
+    "untrained_two_spaces",
 ]
 
 
@@ -120,9 +120,9 @@ def load_checkpoint(
     )
 
 
-def untrained_mix(
+def untrained_two_spaces(
     documents_llm: str | os.PathLike | None = None,
-    tower: str = "minilm",
+    sentence_encoder: str = "minilm",
     knob: float | None = None,
     device: str = "auto",
     **settings,
@@ -132,17 +132,19 @@ def untrained_mix(
     installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
     its query-time knob's value (the weight: ``knob``, or by the knob's name, knobs.py; None: the
     declaration's default). The other ``settings`` go to the LLM's loading."""
-    knobs = untrained_knobs(MixedQueries, knob, settings)
+    knobs = untrained_knobs(TwoSpacesQueries, knob, settings)
     source = llm_checkpoint_of(Path(documents_llm)) if documents_llm is not None else shipped_llm_checkpoint()
     llm = load_model(source, device=device, **settings)
-    sentence_encoder = DocumentTower.load(DocumentTower.recorded_reference(tower), device=str(llm.device))
+    sentence_encoder = SentenceEncoder.load(
+        SentenceEncoder.recorded_reference(sentence_encoder), device=str(llm.device)
+    )
     kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied
     return TwoSpacesEncoder(llm, sentence_encoder, documents_source=kept_source, **knobs)
 
 
 def untrained_effect(
     documents_llm: str | os.PathLike | None = None,
-    tower: str = "minilm",
+    sentence_encoder: str = "minilm",
     knob: float | None = None,
     device: str = "auto",
     **settings,
@@ -150,10 +152,12 @@ def untrained_effect(
     """The instruction's effect with no trained part (issue 56's measurement): the sentence
     encoder's plain score plus the strength (``knob``, or by the knob's name, knobs.py; None: the
     declaration's default) times the effect's inner product in the LLM's space. The LLM and the
-    sentence encoder are as in ``untrained_mix``."""
+    sentence encoder are as in ``untrained_two_spaces``."""
     knobs = untrained_knobs(EffectQueries, knob, settings)
-    mix = untrained_mix(documents_llm, tower, device=device, **settings)
-    return InstructionEffectEncoder(mix.documents_llm, mix.tower, documents_source=mix.documents_source, **knobs)
+    mix = untrained_two_spaces(documents_llm, sentence_encoder, device=device, **settings)
+    return InstructionEffectEncoder(
+        mix.documents_llm, mix.sentence_encoder, documents_source=mix.documents_source, **knobs
+    )
 
 
 def untrained_knobs(route: type[Route], value: float | None, settings: dict) -> dict:
@@ -167,3 +171,7 @@ def untrained_knobs(route: type[Route], value: float | None, settings: dict) -> 
             raise TypeError(f"{name} given twice: by position and by name.")
         given[name] = value
     return route.own_knobs(given)
+
+
+# Its name before issue 62 called the two-space arrangement by one name; code written against it runs.
+untrained_mix = untrained_two_spaces  # older name (issue 62)

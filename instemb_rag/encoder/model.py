@@ -446,7 +446,7 @@ class InstEmbEncoder(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(pooled states [N, hidden], embeddings [N, d] un-normalised), float32 on the CPU, in input
         order: one prefill per input. The pooled state is what heads beside this encoder read (an
-        encoder of parts: its tower head and gate), from the same pass as the embedding.
+        encoder of parts: its sentence encoder head and gate), from the same pass as the embedding.
 
         Inputs are sorted by token length so each batch pads as little as possible.
         """

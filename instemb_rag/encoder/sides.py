@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from .combine import refuse_document_instruction
 
-__all__ = ["DocumentPart", "DocumentSide", "llm_part", "refuse_document_instruction", "tower_part"]
+__all__ = ["DocumentPart", "DocumentSide", "llm_part", "refuse_document_instruction", "sentence_encoder_part"]
 
 
 @dataclass(frozen=True)
@@ -95,15 +95,15 @@ def llm_part(encoder, name: str = "the LLM") -> DocumentPart:
     )
 
 
-def tower_part(tower) -> DocumentPart:
-    """A sentence encoder's documents (encoder/modules/tower.py): its window less its
+def sentence_encoder_part(sentence_encoder) -> DocumentPart:
+    """A sentence encoder's documents (encoder/modules/sentence_encoder.py): its window less its
     special tokens ([CLS] and [SEP])."""
-    overhead = tower.tokens("")
+    overhead = sentence_encoder.tokens("")
     return DocumentPart(
-        tower.reference,
-        tower.tokenizer,
-        tower.max_length - overhead,
-        tower.max_length,
-        lambda text, instruction=None: tower.tokens(text),
+        sentence_encoder.reference,
+        sentence_encoder.tokenizer,
+        sentence_encoder.max_length - overhead,
+        sentence_encoder.max_length,
+        lambda text, instruction=None: sentence_encoder.tokens(text),
         False,
     )

@@ -175,7 +175,7 @@ def packed(items: list[str], width: int, separator: str = "   ") -> list[str]:
 # A knob's column (the knob as given, or the model's own): keyed and headed by its declaration.
 TWO_SPACE_COLUMNS = (
     ("llm", "LLM cos"),
-    ("tower", "tower cos"),
+    ("sentence_encoder", "sentence-encoder cos"),
     (LLM_WEIGHT.name, LLM_WEIGHT.heading),
     ("weighted", "weighted"),
 )

@@ -137,7 +137,7 @@ def check_encoder(manifest: Manifest, encoder, index_dir: Path, model_label: str
     The index's document vectors must come from the encoder's document side
     (``encoder.document_fingerprint``, which is ``encoder.document_side.fingerprint`` for an encoder
     in this process and the server's for a remote one): the same symmetric encoder, the same
-    document tower, or the same two document spaces. The query side may differ (any query side
+    document sentence encoder, or the same two document spaces. The query side may differ (any query side
     trained into that document space searches the index); an index whose documents another side
     embedded (another model, or an older version of the same one) must be rebuilt, and the message
     gives the command.

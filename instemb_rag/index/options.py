@@ -147,7 +147,9 @@ class RayOptions:
 class IndexOptions:
     index_dir: Path = Path(".instemb")
     stores: StoreOptions = field(default_factory=StoreOptions)
-    chunk_size: int | None = None  # tokens of what embeds documents; None: 256, or the document tower's limit
+    chunk_size: int | None = (
+        None  # tokens of what embeds documents; None: 256, or the document sentence encoder's limit
+    )
     chunk_overlap: int = 32
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     rebuild: bool = False

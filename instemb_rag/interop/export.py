@@ -56,7 +56,7 @@ same model without `trust_remote_code`.
 def export_sentence_transformers(source: str | os.PathLike | None, target: str | os.PathLike, **options) -> Path:
     """Copy ``source`` (None: the shipped default) to ``target`` atomically, with the
     sentence-transformers files and a README. ``options`` (max_length, pooling,
-    head_input_weight, tower) apply to a checkpoint, as in ``export_model``."""
+    head_input_weight, sentence encoder) apply to a checkpoint, as in ``export_model``."""
     if source is None:
         from ..encoder.model import SHIPPED_CHECKPOINT
 

@@ -158,7 +158,7 @@ class SearchRequest(RequestKnobs):
     )
     explain: bool = Field(
         False,
-        description="Add each hit's `explain`: a two-space model's cosine in each space (llm, tower), the "
+        description="Add each hit's `explain`: a two-space model's cosine in each space (llm, sentence encoder), the "
         "weight, their weighted sum (what ranks) and the score; an instruction-effect model's plain score "
         "(the sentence encoder's cosine), the instruction's contribution, the strength, their sum (combined: "
         "what ranks) and the score; a one-space model's single cosine. "

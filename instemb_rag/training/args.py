@@ -84,19 +84,21 @@ class GeometryArguments:
 
 @dataclass
 class QueryTowerArguments:
-    """The two-tower query tower (training/query_tower/); off while tower is None.
+    """The two-tower query tower (training/query_tower/); off while sentence encoder is None.
 
-    Documents are the document tower's (a frozen sentence encoder's) vectors, cached on disk; a
-    query's embedding is that tower's own vector of "instruction + query" (the anchor) plus the
+    Documents are the document sentence encoder's (a frozen sentence encoder's) vectors, cached on disk; a
+    query's embedding is that sentence encoder's own vector of "instruction + query" (the anchor) plus the
     LLM's correction through a head that starts at zero, normalised. Only short queries run
     through the LLM, on the frozen-prefix cache.
     """
 
-    tower: str | None = None  # "minilm" (instemb-rag teachers install) or a sentence-transformers folder
+    sentence_encoder: str | None = None  # "minilm" (instemb-rag teachers install) or a sentence-transformers folder
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
     max_queries: int | None = None  # the first N queries with a positive (None = all)
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
-    embedding_dir: str | None = None  # the document tower's cached vectors; None = $INSTEMB_HOME/teacher_embeddings
+    embedding_dir: str | None = (
+        None  # the document sentence encoder's cached vectors; None = $INSTEMB_HOME/teacher_embeddings
+    )
     # InfoNCE: the query against its positive passage, every passage of the batch's groups (a
     # subject's other aspects, a claim's other stance: the hard negatives) and a fresh seeded
     # sample of the cached passages (the free negative bank).
@@ -113,21 +115,21 @@ class TwoSpacesArguments:
     """The query side of a two-space encoder (training/two_spaces/); off while texts_file is None.
 
     Documents are two cached halves: the frozen documents' LLM (``documents_llm``) and the
-    sentence encoder (``tower``). A query runs once through the student (the documents'
+    sentence encoder (``sentence_encoder``). A query runs once through the student (the documents'
     LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
-    gives the LLM half, a head from the same pooled state corrects the tower's anchor, a gate sets
+    gives the LLM half, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
     the mix weight. Every query-side part starts where the untrained mix is.
     """
 
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
     documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM half
-    tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
+    sentence_encoder: str = "minilm"  # the sentence encoder: an installed teacher or a folder
     max_queries: int | None = None
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
     embedding_dir: str | None = None  # both cached halves; None = $INSTEMB_HOME/teacher_embeddings
     temperature: float = 0.05
     bank_negatives: int = 1024
-    anchor_weight: float = 0.1  # the tower correction's squared norm
+    anchor_weight: float = 0.1  # the sentence encoder correction's squared norm
     initial_llm_weight: float = 0.5  # the mix at step 0 (the gate's starting bias)
     gate: bool = True  # a per-query weight; False keeps initial_llm_weight for every query
     head_learning_rate: float = 1.0e-3
@@ -227,10 +229,10 @@ class TrainConfig:
 
     def _query_tower_checks(self) -> list[tuple[bool, str]]:
         q, m = self.query_tower, self.model
-        if q.tower is None:
+        if q.sentence_encoder is None:
             return []
         return [
-            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.tower"),
+            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.sentence_encoder"),
             (self.geometry.teacher_encoder is None, "query_tower and geometry are two recipes: set one of them"),
             (not m.train_lookahead, "the query tower keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
             (
@@ -250,7 +252,7 @@ class TrainConfig:
             return []
         return [
             (
-                self.geometry.teacher_encoder is None and self.query_tower.tower is None,
+                self.geometry.teacher_encoder is None and self.query_tower.sentence_encoder is None,
                 "two_spaces, query_tower and geometry are three recipes: set one of them",
             ),
             (not m.train_lookahead, "two_spaces keeps the look-ahead vectors frozen (the frozen-prefix cache)"),

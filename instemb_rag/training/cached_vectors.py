@@ -35,7 +35,7 @@ class QueryTowerData:
     queries: list[EmbeddingItem]
     positives: list[int]  # bank row of each query's positive passage
     group_rows: dict[str, list[int]]  # group -> its passages' bank rows
-    passages: torch.Tensor  # [P, d] the document tower's vectors of the bank, normalised
+    passages: torch.Tensor  # [P, d] the document sentence encoder's vectors of the bank, normalised
     anchors: torch.Tensor  # [Q, d] its vectors of "instruction + query", normalised
 
     def candidates(self, batch: list[int], bank_negatives: int, seed: str) -> tuple[list[int], list[int]]:
@@ -52,7 +52,9 @@ class QueryTowerData:
         return unique, [position[self.positives[i]] for i in batch]
 
 
-def load_data(texts_file: str, max_queries: int | None, tower, embedding_dir: str | None, log=print) -> QueryTowerData:
+def load_data(
+    texts_file: str, max_queries: int | None, sentence_encoder, embedding_dir: str | None, log=print
+) -> QueryTowerData:
     from ..teachers.cache import cached_embeddings
     from ..teachers.teacher import teacher_text
 
@@ -73,12 +75,12 @@ def load_data(texts_file: str, max_queries: int | None, tower, embedding_dir: st
             group_rows.setdefault(item.group, []).append(row)
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
     started = time.perf_counter()
-    passage_vectors = cached_embeddings(tower.sentence_encoder, [item.text for item in passages], folder)
+    passage_vectors = cached_embeddings(sentence_encoder.teacher, [item.text for item in passages], folder)
     anchor_vectors = cached_embeddings(
-        tower.sentence_encoder, [teacher_text(item.text, item.instruction) for item in queries], folder
+        sentence_encoder.teacher, [teacher_text(item.text, item.instruction) for item in queries], folder
     )
     log(
-        f"document tower {tower.name}: {len(passages)} passages and {len(queries)} query anchors ready "
+        f"document sentence encoder {sentence_encoder.name}: {len(passages)} passages and {len(queries)} query anchors ready "
         f"in {time.perf_counter() - started:.0f} s"
     )
     return QueryTowerData(

@@ -8,9 +8,10 @@ from ..errors import InstEmbError
 # Old option names -> new ones, per section: configs and saved runs (train_config.json, a
 # checkpoint's training info) written before the rename still load, with a warning. "teacher" now
 # means only a sentence encoder (instemb_rag/teachers/); the frozen copy of the LLM is "frozen_llm".
-# The sentence encoder of the tower recipes was "document_tower" before it was the part "tower"
-# (issue 54); this table is the one place the old name is read.
-_OLD_TOWER_KEY = {"document_tower": "tower"}
+# The sentence encoder of the two-tower, two-space and effect recipes was "document_tower", then
+# "tower" (issue 54), before it was "sentence_encoder" (issue 62: one name per concept); this table
+# is the one place the old names are read.
+_OLD_TOWER_KEY = {"document_tower": "sentence_encoder", "tower": "sentence_encoder"}
 RENAMED_KEYS: dict[str, dict[str, str]] = {
     "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
     "query_tower": _OLD_TOWER_KEY,
@@ -24,10 +25,10 @@ def renamed(section: str, values: dict, source: str) -> dict:
     old = [key for key in values if key in renames]
     if not old:
         return values
-    both = [key for key in old if renames[key] in values]
+    both = [key for key in old if renames[key] in values or [renames[other] for other in old].count(renames[key]) > 1]
     if both:
         raise InstEmbError(
-            f"{source}: {section}.{both[0]} is the old name of {section}.{renames[both[0]]}; give only one of them."
+            f"{source}: {section}.{both[0]} is an old name of {section}.{renames[both[0]]}; give only one of them."
         )
     import warnings
 

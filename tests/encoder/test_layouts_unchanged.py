@@ -76,10 +76,10 @@ def record() -> None:
         scratch = Path(scratch)
         base = build_tiny_model_folder(scratch / "tiny_llama")
         (scratch / "tiny_st").mkdir()
-        tower = build_tiny_sentence_encoder_folder(scratch / "tiny_st")
+        sentence_encoder = build_tiny_sentence_encoder_folder(scratch / "tiny_st")
         tensors = {}
         for name in LAYOUTS:
-            vectors = embeddings(load(write_layout(name, scratch / "layouts" / name, base, tower)))
+            vectors = embeddings(load(write_layout(name, scratch / "layouts" / name, base, sentence_encoder)))
             tensors.update({f"{name}/{key}": np.ascontiguousarray(value) for key, value in vectors.items()})
         save_file(tensors, str(RECORDED))
     print(f"wrote {len(tensors)} arrays to {RECORDED}")

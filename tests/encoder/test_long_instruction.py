@@ -15,7 +15,7 @@ from helpers import index_cli_args
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
-from instemb_rag.encoder.modules.tower import AnchorTruncationWarning
+from instemb_rag.encoder.modules.sentence_encoder import AnchorTruncationWarning
 from instemb_rag.teachers import teacher_text
 
 pytest.importorskip("sentence_transformers")
@@ -32,54 +32,59 @@ runner = CliRunner()
 
 
 @pytest.fixture()
-def tower(tiny_two_tower):
-    return tiny_two_tower.tower
+def sentence_encoder(tiny_two_tower):
+    return tiny_two_tower.sentence_encoder
 
 
-def tokens(tower, text: str) -> int:
-    return len(tower.tokenizer(text, verbose=False)["input_ids"])
+def tokens(sentence_encoder, text: str) -> int:
+    return len(sentence_encoder.tokenizer(text, verbose=False)["input_ids"])
 
 
-def test_the_query_is_read_whole_and_the_instruction_keeps_its_last_sentence(tower):
-    assert tokens(tower, teacher_text(QUERY, LONG_INSTRUCTION)) > tower.max_length  # it would be cut
-    text, shortened = tower.fitted_anchor_text(QUERY, LONG_INSTRUCTION)
+def test_the_query_is_read_whole_and_the_instruction_keeps_its_last_sentence(sentence_encoder):
+    assert (
+        tokens(sentence_encoder, teacher_text(QUERY, LONG_INSTRUCTION)) > sentence_encoder.max_length
+    )  # it would be cut
+    text, shortened = sentence_encoder.fitted_anchor_text(QUERY, LONG_INSTRUCTION)
     assert text == teacher_text(QUERY, LAST_SENTENCE) and text.endswith(QUERY)
-    assert tokens(tower, text) <= tower.max_length
+    assert tokens(sentence_encoder, text) <= sentence_encoder.max_length
     assert shortened.kept_words == len(LAST_SENTENCE.split()) and shortened.words == len(LONG_INSTRUCTION.split())
     assert not shortened.query_cut
 
 
-def test_without_a_whole_sentence_that_fits_the_instructions_last_words_are_kept(tower):
+def test_without_a_whole_sentence_that_fits_the_instructions_last_words_are_kept(sentence_encoder):
     one_sentence = " ".join(["the tent floor is durable"] * 6) + " ."  # 31 tokens, no sentence end inside
-    text, shortened = tower.fitted_anchor_text(QUERY, one_sentence)
-    assert text.endswith(f"tent floor is durable . {QUERY}") and tokens(tower, text) <= tower.max_length
-    assert tokens(tower, text) >= tower.max_length - 5  # as many words as fit, not fewer
+    text, shortened = sentence_encoder.fitted_anchor_text(QUERY, one_sentence)
+    assert (
+        text.endswith(f"tent floor is durable . {QUERY}")
+        and tokens(sentence_encoder, text) <= sentence_encoder.max_length
+    )
+    assert tokens(sentence_encoder, text) >= sentence_encoder.max_length - 5  # as many words as fit, not fewer
     assert 0 < shortened.kept_words < shortened.words
 
 
-def test_a_query_as_long_as_the_window_is_read_without_the_instruction(tower):
+def test_a_query_as_long_as_the_window_is_read_without_the_instruction(sentence_encoder):
     long_query = " ".join(["is the tent durable"] * 10)
-    text, shortened = tower.fitted_anchor_text(long_query, "focus on rain .")
+    text, shortened = sentence_encoder.fitted_anchor_text(long_query, "focus on rain .")
     assert text == long_query and shortened.query_cut and shortened.kept_words == 0
 
 
-def test_vectors_say_it_once_and_inputs_that_fit_are_read_as_pasted(tower):
+def test_vectors_say_it_once_and_inputs_that_fit_are_read_as_pasted(sentence_encoder):
     queries = [QUERY, "a stove", "rain"]
     instructions = [LONG_INSTRUCTION, "focus on weather", None]
     with pytest.warns(AnchorTruncationWarning) as caught:
-        vectors = tower.anchor_vectors(queries, instructions)
+        vectors = sentence_encoder.anchor_vectors(queries, instructions)
     assert len([w for w in caught if issubclass(w.category, AnchorTruncationWarning)]) == 1
     said = str(caught[0].message)
     assert "1 of 3 instructions" in said and "it read each query whole" in said and "32 tokens" in said
-    expected = tower.sentence_encoder.encode(
+    expected = sentence_encoder.teacher.encode(
         [teacher_text(QUERY, LAST_SENTENCE), teacher_text("a stove", "focus on weather"), "rain"]
     )
     assert np.array_equal(vectors, expected)
     with warnings.catch_warnings():
         warnings.simplefilter("error", AnchorTruncationWarning)
-        short = tower.anchor_vectors(queries[1:], instructions[1:])
+        short = sentence_encoder.anchor_vectors(queries[1:], instructions[1:])
     assert np.array_equal(
-        short, tower.sentence_encoder.encode([teacher_text(q, i) for q, i in zip(queries[1:], instructions[1:])])
+        short, sentence_encoder.teacher.encode([teacher_text(q, i) for q, i in zip(queries[1:], instructions[1:])])
     )
 
 

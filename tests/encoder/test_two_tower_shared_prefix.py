@@ -1,5 +1,5 @@
 """The shared-prefix K-instruction path (encode_instructions) of a two-tower encoder equals its
-query tower's encode_queries, anchored (the document tower's vector of instruction + query added
+query tower's encode_queries, anchored (the document sentence encoder's vector of instruction + query added
 before normalising) or not."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def two_tower(request, tiny_two_tower):
 def test_encode_instructions_equals_encode_queries(two_tower, batch_size):
     shared = two_tower.encode_instructions(TEXT, INSTRUCTIONS, batch_size=batch_size)
     expected = two_tower.encode_queries([TEXT] * len(INSTRUCTIONS), INSTRUCTIONS)
-    assert shared.shape == (len(INSTRUCTIONS), two_tower.tower.dimension)
+    assert shared.shape == (len(INSTRUCTIONS), two_tower.sentence_encoder.dimension)
     np.testing.assert_allclose(shared, expected, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(shared, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(shared[2], shared[0], atol=1e-6)  # a blank instruction is none
@@ -37,11 +37,13 @@ def test_the_anchor_is_the_towers_vector_of_instruction_and_query(tiny_two_tower
     assert anchored.document_fingerprint == tiny_two_tower.document_fingerprint  # the same stored vectors
     shared = anchored.encode_instructions(TEXT, INSTRUCTIONS)
     correction = tiny_two_tower.encode_unnormalised([TEXT] * len(INSTRUCTIONS), INSTRUCTIONS)
-    anchors = tiny_two_tower.tower.encode(
+    anchors = tiny_two_tower.sentence_encoder.encode(
         [teacher_text(TEXT, normalize_instruction(instruction)) for instruction in INSTRUCTIONS]
     )
     combined = anchors + correction
     np.testing.assert_allclose(shared, combined / np.linalg.norm(combined, axis=1, keepdims=True), atol=1e-5)
-    # Documents stay the tower's own, with no anchor.
+    # Documents stay the sentence encoder's own, with no anchor.
     documents = ["the tent is durable nylon ."]
-    np.testing.assert_allclose(anchored.encode_documents(documents), tiny_two_tower.tower.encode(documents), atol=1e-6)
+    np.testing.assert_allclose(
+        anchored.encode_documents(documents), tiny_two_tower.sentence_encoder.encode(documents), atol=1e-6
+    )

@@ -21,7 +21,7 @@ def ndcg_at_10(scores: np.ndarray, doc_ids: list[str], relevant: set[str]) -> fl
 
 
 def test_eval_scores_the_tower_with_the_instruction_pasted(tmp_path, tiny_st_dir, monkeypatch):
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
     from instemb_rag.eval.data import document_text
     from instemb_rag.teachers import teacher_text
 
@@ -32,18 +32,18 @@ def test_eval_scores_the_tower_with_the_instruction_pasted(tmp_path, tiny_st_dir
     result = CliRunner().invoke(app, [*args, "--device", "cpu", "--no-progress", "-o", str(output)], terminal_width=200)
     assert result.exit_code == 0, result.output
 
-    tower = DocumentTower.load(str(tiny_st_dir))
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     saved = json.loads(output.read_text())["results"][0]
     assert saved["task"] == "gear" and saved["kind"] == "retrieval"
-    assert saved["encoder"]["label"] == f"{tower.name}, instruction pasted" == "model, instruction pasted"
-    assert saved["encoder"]["fingerprint"] == f"pasted-{tower.fingerprint[:24]}"
+    assert saved["encoder"]["label"] == f"{sentence_encoder.name}, instruction pasted" == "model, instruction pasted"
+    assert saved["encoder"]["fingerprint"] == f"pasted-{sentence_encoder.fingerprint[:24]}"
     assert saved["counts"] == {"queries": len(QUERIES), "documents": len(DOCS)}
 
     # The same figures from the sentence encoder by hand: documents as they are, each query with
     # its own instruction pasted in front.
     doc_ids = list(DOCS)
-    documents = tower.encode([document_text(title, text) for title, text in DOCS.values()])
-    queries = tower.encode([teacher_text(query["text"], query.get("instruction")) for query in QUERIES])
+    documents = sentence_encoder.encode([document_text(title, text) for title, text in DOCS.values()])
+    queries = sentence_encoder.encode([teacher_text(query["text"], query.get("instruction")) for query in QUERIES])
     expected = [
         ndcg_at_10(documents @ vector, doc_ids, {doc for q, doc, _ in QRELS if q == query["_id"]})
         for query, vector in zip(QUERIES, queries)

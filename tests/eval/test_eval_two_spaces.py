@@ -1,5 +1,5 @@
 """`instemb-rag eval --model FOLDER` on a two-space folder (`instemb-rag compose`): scored as
-``w cos_LLM + (1 - w) cos_tower`` on a tiny BEIR folder, recorded with the model's fingerprint,
+``w cos_LLM + (1 - w) cos_sentence`` on a tiny BEIR folder, recorded with the model's fingerprint,
 and its corpus cache keyed on the document side (another weight reuses the stored documents)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_eval_scores_a_composed_two_space_folder_by_the_weighted_cosines(
     tmp_path, tiny_model_dir, tiny_st_dir, monkeypatch
 ):
     from instemb_rag.encoder import InstEmbEncoder
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
     from instemb_rag.eval.data import load_beir
 
     monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
@@ -47,7 +47,7 @@ def test_eval_scores_a_composed_two_space_folder_by_the_weighted_cosines(
 
     # By hand: the two parts, each on its own, mixed at 0.7.
     llm = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu")
-    tower = DocumentTower.load(str(tiny_st_dir))
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     data = load_beir(beir, instruction=None, name="gear")
     doc_ids = list(data.corpus)
     documents = [data.corpus[i] for i in doc_ids]
@@ -55,8 +55,10 @@ def test_eval_scores_a_composed_two_space_folder_by_the_weighted_cosines(
     for query_id, text in data.queries.items():
         instruction = data.instruction_for(query_id)
         llm_scores = llm.encode_documents(documents) @ llm.encode_queries([text], instruction)[0]
-        tower_scores = tower.encode(documents) @ tower.anchor_vectors([text], [instruction])[0]
-        figures.append(ndcg_at_10(0.7 * llm_scores + 0.3 * tower_scores, doc_ids, set(data.qrels[query_id])))
+        sentence_encoder_scores = (
+            sentence_encoder.encode(documents) @ sentence_encoder.anchor_vectors([text], [instruction])[0]
+        )
+        figures.append(ndcg_at_10(0.7 * llm_scores + 0.3 * sentence_encoder_scores, doc_ids, set(data.qrels[query_id])))
     assert math.isclose(saved["metrics"]["ndcg@10"], float(np.mean(figures)), abs_tol=1e-4)
 
 

@@ -76,9 +76,9 @@ def test_a_folder_of_300_word_files_indexes_without_a_tokenizer_warning(
 @pytest.fixture(scope="module")
 def tokenizer(tiny_st_dir):
     """The tiny sentence encoder's tokenizer (its window: 32 tokens), as a document side has it."""
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
-    return DocumentTower.load(str(tiny_st_dir)).tokenizer
+    return SentenceEncoder.load(str(tiny_st_dir)).tokenizer
 
 
 def tokens(tokenizer, text: str) -> int:

@@ -26,9 +26,9 @@ QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
 @pytest.fixture(scope="module", params=["two spaces", "instruction effect"])
 def indexed(request, tiny_model_dir, tiny_st_dir, tmp_path_factory):
     """(encoder, index folder): every arrangement whose explain splits a score into its spaces."""
-    from instemb_rag.encoder.load import untrained_effect, untrained_mix
+    from instemb_rag.encoder.load import untrained_effect, untrained_two_spaces
 
-    build = untrained_mix if request.param == "two spaces" else untrained_effect
+    build = untrained_two_spaces if request.param == "two spaces" else untrained_effect
     encoder = build(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     root = tmp_path_factory.mktemp("explain_stored")
     for relative, text in DOCS.items():
@@ -43,7 +43,7 @@ class DocumentEmbeddings:
 
     def __init__(self, monkeypatch, encoder):
         self.texts = 0
-        for part in (encoder.documents_llm, encoder.tower):
+        for part in (encoder.documents_llm, encoder.sentence_encoder):
             monkeypatch.setattr(part, "encode_documents", self.counted(part.encode_documents))
 
     def counted(self, encode):
@@ -100,7 +100,7 @@ def test_vectors_of_another_width_are_refused_saying_to_give_texts(indexed):
 def test_the_halves_come_back_from_the_document_vectors(indexed):
     encoder, _ = indexed
     texts = list(DOCS.values())
-    llm, tower = encoder.document_halves(texts)
+    llm, sentence_encoder = encoder.document_halves(texts)
     split_llm, split_tower = encoder.document_halves(encoder.encode_documents(texts))
     np.testing.assert_allclose(split_llm, llm, atol=1e-6)
-    np.testing.assert_allclose(split_tower, tower, atol=1e-6)
+    np.testing.assert_allclose(split_tower, sentence_encoder, atol=1e-6)

@@ -91,9 +91,9 @@ def expected_scores(index_dir: Path, encoder, strength: float | None) -> dict[st
     finally:
         catalog.close()
     split = encoder.llm_dimension
-    llm_docs, tower_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
-    effect_half, tower_half, _ = encoder.query_halves([QUERY], [INSTRUCTION], strength)
-    combined = tower_docs @ tower_half[0] + llm_docs @ effect_half[0]
+    llm_docs, sentence_encoder_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
+    effect_half, sentence_encoder_half, _ = encoder.query_halves([QUERY], [INSTRUCTION], strength)
+    combined = sentence_encoder_docs @ sentence_encoder_half[0] + llm_docs @ effect_half[0]
     scale = 1 / (math.sqrt(2) * math.sqrt(1 + float(effect_half[0] @ effect_half[0])))
     return {rows[int(i)].source: float(score) * scale for i, score in zip(ids, combined)}
 
@@ -207,9 +207,9 @@ def test_a_two_space_index_refuses_the_strength_and_an_effect_model_searches_it(
 ):
     """The same document side: the effect model searches a two-space model's index as it is; the
     two-space model itself has llm_weight, not the strength."""
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
-    untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2).save(tmp_path / "mix")
+    untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2).save(tmp_path / "mix")
     index_dir = build_index(write_docs(tmp_path / "docs"), tmp_path / "index", tmp_path / "mix")
     code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--instruction-strength", "1", "--explain")
     flat = " ".join(output.split())

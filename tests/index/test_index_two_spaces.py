@@ -74,10 +74,12 @@ def loaded(folder: Path):
 
 @pytest.fixture(scope="module")
 def two_space_dir(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> Path:
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
     folder = tmp_path_factory.mktemp("two_spaces") / "model"
-    encoder = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2)
+    encoder = untrained_two_spaces(
+        str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2
+    )
     encoder.save(folder)
     return folder
 
@@ -97,9 +99,9 @@ def expected_scores(index_dir: Path, encoder, llm_weight: float) -> dict[str, fl
 
     sources, _, vectors = stored(index_dir)
     split = encoder.llm_dimension
-    llm_docs, tower_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
-    llm_half, tower_half, _ = encoder.query_halves([QUERY], [INSTRUCTION])
-    scores = llm_weight * llm_docs @ llm_half[0] + (1 - llm_weight) * tower_docs @ tower_half[0]
+    llm_docs, sentence_encoder_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
+    llm_half, sentence_encoder_half, _ = encoder.query_halves([QUERY], [INSTRUCTION])
+    scores = llm_weight * llm_docs @ llm_half[0] + (1 - llm_weight) * sentence_encoder_docs @ sentence_encoder_half[0]
     return dict(zip(sources, (scores * mix_scale(llm_weight)).tolist()))
 
 
@@ -123,7 +125,7 @@ def test_a_two_space_index_records_its_document_side_and_reopens_without_refusal
     assert manifest.document_fingerprint == side.fingerprint == encoder.document_fingerprint
     assert manifest.document_fingerprint != encoder.fingerprint  # the query side is not in it
     assert manifest.document_side == f"two spaces side by side ({side.description})"
-    assert manifest.dimension == encoder.dimension == encoder.llm_dimension + encoder.tower.dimension
+    assert manifest.dimension == encoder.dimension == encoder.llm_dimension + encoder.sentence_encoder.dimension
 
     # Indexing again with the same model takes the index as it is: nothing refused, nothing re-embedded.
     code, output = cli(*index_args(docs, index_dir, two_space_dir))
@@ -140,7 +142,7 @@ def test_chunks_are_sized_by_the_document_sides_most_restrictive_part(two_space_
     encoder = loaded(two_space_dir)
     side = encoder.document_side
     limit = side.token_limit
-    assert limit == encoder.tower.max_length - 2 < encoder.documents_llm.max_length  # the sentence encoder's
+    assert limit == encoder.sentence_encoder.max_length - 2 < encoder.documents_llm.max_length  # the sentence encoder's
     index_dir = tmp_path / "index"
     code, output = cli(*index_args(docs, index_dir, two_space_dir))
     assert code == 0, output
@@ -164,10 +166,12 @@ def test_llm_weight_sets_the_share_of_each_space(two_space_dir, two_space_index)
         hits = document["hits"]
         np.testing.assert_allclose([hit["score"] for hit in hits], [expected[hit["source"]] for hit in hits], atol=1e-4)
         assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
-        for hit in hits:  # --explain: each space's cosine, the weight, weighted = w * llm + (1 - w) * tower
+        for hit in hits:  # --explain: each space's cosine, the weight, weighted = w * llm + (1 - w) * sentence encoder
             parts = hit["explain"]
             assert parts["llm_weight"] == pytest.approx(weight)
-            assert parts["weighted"] == pytest.approx(weight * parts["llm"] + (1 - weight) * parts["tower"], abs=1e-6)
+            assert parts["weighted"] == pytest.approx(
+                weight * parts["llm"] + (1 - weight) * parts["sentence_encoder"], abs=1e-6
+            )
             assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(weight), abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
         assert document["explain"]["spaces"] == 2
@@ -186,10 +190,12 @@ def test_explain_prints_both_spaces_scores(two_space_index):
         "query", QUERY, "-i", INSTRUCTION, "--index-dir", str(index_dir), "--explain", "--llm-weight", "0.3"
     )
     assert code == 0, output
-    for heading in ("LLM cos", "tower cos", "LLM weight", "weighted"):
+    for heading in ("LLM cos", "sentence-encoder cos", "LLM weight", "weighted"):
         assert heading in output
     assert "LLM weight 0.3" in output and "0.3000" in output
-    assert "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * tower cos ranks the hits" in output
+    assert (
+        "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * sentence encoder cos ranks the hits" in output
+    )
 
 
 def test_an_out_of_range_weight_is_a_usage_error(two_space_index):

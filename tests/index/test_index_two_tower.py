@@ -1,6 +1,6 @@
-"""`instemb-rag index` and `query` with a two-tower checkpoint (issue 44): the document tower embeds
-the chunks, the query tower the query; the index is keyed on the document tower, so another query
-tower over it searches the index as it is, and an index of another document space must be rebuilt."""
+"""`instemb-rag index` and `query` with a two-tower checkpoint (issue 44): the document sentence encoder embeds
+the chunks, the query tower the query; the index is keyed on the document sentence encoder, so another query
+sentence encoder over it searches the index as it is, and an index of another document space must be rebuilt."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ runner = CliRunner()
 
 
 def tt_index_args(docs: Path, index_dir: Path, model_dir: Path, *extra: str) -> list[str]:
-    """``index`` arguments; the tiny document tower reads 30 tokens, so chunks overlap by 8, not 32."""
+    """``index`` arguments; the tiny document sentence encoder reads 30 tokens, so chunks overlap by 8, not 32."""
     return index_cli_args(docs, index_dir, model_dir, "--chunk-overlap", "8", *extra)
 
 
@@ -83,17 +83,17 @@ def two_tower_dir(tiny_two_tower, tmp_path) -> Path:
 
 @pytest.fixture()
 def other_query_tower_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
-    """Another query tower (another random head) into the same document tower."""
+    """Another query tower (another random head) into the same document sentence encoder."""
     import torch
 
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     torch.manual_seed(7)
-    tower = DocumentTower.load(str(tiny_st_dir))
-    head = Projection(tiny_encoder.hidden_size, tower.dimension)
-    TwoTowerEncoder(tiny_encoder.with_projection(head), tower).save(tmp_path / "other_query_tower")
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
+    head = Projection(tiny_encoder.hidden_size, sentence_encoder.dimension)
+    TwoTowerEncoder(tiny_encoder.with_projection(head), sentence_encoder).save(tmp_path / "other_query_tower")
     return tmp_path / "other_query_tower"
 
 
@@ -117,7 +117,7 @@ def check_hits(document: dict, expected: list[tuple[str, float]]) -> None:
 
 
 def test_index_stores_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
@@ -125,13 +125,13 @@ def test_index_stores_tower_vectors_and_query_ranks_by_the_query_tower(two_tower
 
     sources, texts, vectors = stored(index_dir)
     assert sorted(set(sources)) == sorted(DOCS)
-    tower = DocumentTower.load(str(tiny_st_dir))
-    np.testing.assert_allclose(vectors, tower.encode(texts), atol=1e-5)
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
+    np.testing.assert_allclose(vectors, sentence_encoder.encode(texts), atol=1e-5)
     encoder = loaded(two_tower_dir)
-    assert not np.allclose(vectors, encoder.encode(texts), atol=1e-3)  # not the LLM tower's
+    assert not np.allclose(vectors, encoder.encode(texts), atol=1e-3)  # not the LLM sentence encoder's
 
     manifest = read_manifest(index_dir)
-    assert manifest.document_fingerprint == tower.fingerprint == encoder.document_fingerprint
+    assert manifest.document_fingerprint == sentence_encoder.fingerprint == encoder.document_fingerprint
     assert manifest.document_side == f"a sentence encoder, two-tower ({encoder.document_side.description})"
     assert manifest.encoder_fingerprint == encoder.fingerprint
     assert manifest.document_instruction is None
@@ -201,7 +201,7 @@ def test_another_query_tower_over_the_same_tower_searches_without_reembedding(
 
 def test_index_takes_no_document_instruction_and_leaves_no_index(two_tower_dir, tmp_path):
     """`index` has no document-instruction option (documents are embedded without one, and a
-    two-tower model's document tower reads none): asking for one is a usage error, and no index
+    two-tower model's document sentence encoder reads none): asking for one is a usage error, and no index
     folder is started."""
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir, "--document-instruction", "focus on weight"))
@@ -218,12 +218,12 @@ def test_chunks_are_counted_in_the_towers_tokens_and_fit_its_limit(two_tower_dir
     index_dir = tmp_path / "index"
     code, output = cli(*tt_index_args(docs, index_dir, two_tower_dir))
     assert code == 0, output
-    tower = loaded(two_tower_dir).tower
-    limit = tower.max_length - 2  # the tiny tower reads 32 tokens, [CLS] and [SEP] among them
+    sentence_encoder = loaded(two_tower_dir).sentence_encoder
+    limit = sentence_encoder.max_length - 2  # the tiny sentence encoder reads 32 tokens, [CLS] and [SEP] among them
     assert read_manifest(index_dir).chunk_size == limit
     _, texts, _ = stored(index_dir)
-    assert len(texts) > 1 and all(tower.tokens(text) <= tower.max_length for text in texts)
-    # A chunk size past what the document tower reads is refused, and the index is kept.
+    assert len(texts) > 1 and all(sentence_encoder.tokens(text) <= sentence_encoder.max_length for text in texts)
+    # A chunk size past what the document sentence encoder reads is refused, and the index is kept.
     code, output = cli(*tt_index_args(docs, tmp_path / "other", two_tower_dir), "--chunk-size", str(limit + 1))
     assert code != 0 and f"--chunk-size {limit}" in " ".join(output.split())
     assert not (tmp_path / "other" / MANIFEST_FILE).exists()

@@ -37,7 +37,7 @@ def effect_model(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> Path:
     effect_map = EffectMap(llm.dimension, rank=0)
     with torch.no_grad():
         effect_map.gain.bias.fill_(GAIN_BIAS)
-    encoder = InstructionEffectEncoder(llm, untrained.parts["tower"], effect_map, instruction_strength=1.5)
+    encoder = InstructionEffectEncoder(llm, untrained.parts["sentence_encoder"], effect_map, instruction_strength=1.5)
     folder = tmp_path_factory.mktemp("gain") / "model"
     encoder.save(folder)
     return folder

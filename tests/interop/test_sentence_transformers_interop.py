@@ -30,12 +30,12 @@ KINDS = ("symmetric", "two_spaces", "instruction_effect")
 @pytest.fixture(scope="module")
 def folders(tiny_model_dir, tiny_st_dir, tmp_path_factory) -> dict:
     """One folder of each kind, written by the project's own saves."""
-    from instemb_rag.encoder.load import untrained_effect, untrained_mix
+    from instemb_rag.encoder.load import untrained_effect, untrained_two_spaces
 
     root = tmp_path_factory.mktemp("st_interop")
     encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
     encoder.save(root / "symmetric")
-    untrained_mix(str(tiny_model_dir), str(tiny_st_dir), 0.6, device="cpu", lookahead_length=2).save(
+    untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), 0.6, device="cpu", lookahead_length=2).save(
         root / "two_spaces"
     )
     effect = untrained_effect(str(tiny_model_dir), str(tiny_st_dir), 2.0, device="cpu", lookahead_length=2)

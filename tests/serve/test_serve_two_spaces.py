@@ -29,17 +29,17 @@ INSTRUCTIONS = ["focus on weight", None]
 
 @pytest.fixture(scope="module")
 def two_spaces(tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
-    return untrained_mix(
+    return untrained_two_spaces(
         str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.5, device="cpu", lookahead_length=4, max_length=64
     )
 
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
     """[w a; (1 - w) b] normalised, from the query's two halves."""
-    llm_half, tower_half, _ = encoder.query_halves(queries, instructions)
-    mixed = np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    llm_half, sentence_encoder_half, _ = encoder.query_halves(queries, instructions)
+    mixed = np.concatenate([weight * llm_half, (1 - weight) * sentence_encoder_half], axis=1)
     return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
@@ -56,7 +56,7 @@ def test_documents_queries_usage_and_the_model_card(two_spaces):
         # usage: the LLM's tokens and the sentence encoder's, for each document
         tokens = sum(side.tokens(text) for text in DOCUMENTS)
         assert tokens == sum(
-            len(two_spaces.documents_llm.build_ids(t, None)) + two_spaces.tower.tokens(t) for t in DOCUMENTS
+            len(two_spaces.documents_llm.build_ids(t, None)) + two_spaces.sentence_encoder.tokens(t) for t in DOCUMENTS
         )
         assert response.json()["usage"]["prompt_tokens"] == tokens
 
@@ -194,7 +194,7 @@ def test_search_explains_each_hit_in_both_spaces(two_spaces, tmp_path):
     (docs / "stove.txt").write_text("the stove is heavy but the burner is durable .")
     Indexer(two_spaces, IndexOptions(index_dir=tmp_path / "index", chunk_overlap=4)).run(
         docs
-    )  # a tiny tower: 30 tokens
+    )  # a tiny sentence encoder: 30 tokens
     index = Index.open(tmp_path / "index", encoder=two_spaces)
     with TestClient(create_app(ServerState(two_spaces, ServeOptions(), index))) as client:
         body = {"query": QUERIES[0], "instruction": "focus on weight", "llm_weight": 0.3, "explain": True}
@@ -205,7 +205,7 @@ def test_search_explains_each_hit_in_both_spaces(two_spaces, tmp_path):
         for hit in hits:
             parts = hit["explain"]
             assert parts["llm_weight"] == pytest.approx(0.3)
-            assert parts["weighted"] == pytest.approx(0.3 * parts["llm"] + 0.7 * parts["tower"], abs=1e-6)
+            assert parts["weighted"] == pytest.approx(0.3 * parts["llm"] + 0.7 * parts["sentence_encoder"], abs=1e-6)
             assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(0.3), abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
         plain = client.post("/v1/search", json={"query": QUERIES[0]}).json()["hits"]

@@ -1,5 +1,5 @@
 """The server with a two-tower model (issue 44), in-process: /v1/embeddings embeds documents with
-the document tower and queries with the query tower; a document instruction is refused (400)
+the document sentence encoder and queries with the query tower; a document instruction is refused (400)
 before it joins a batch, so it cannot fail the requests batched with it."""
 
 from __future__ import annotations
@@ -21,28 +21,28 @@ QUERIES = [("which tent is light ?", "focus on weight"), ("which tent is light ?
 
 
 def test_documents_by_the_tower_queries_by_the_query_tower(tiny_two_tower, tiny_st_dir):
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
-    tower = DocumentTower.load(str(tiny_st_dir))
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     with TestClient(create_app(ServerState(tiny_two_tower, ServeOptions()))) as client:
         response = client.post("/v1/embeddings", json={"input": DOCUMENTS, "input_type": "document"})
         assert response.status_code == 200, response.text
         vectors = np.array([item["embedding"] for item in response.json()["data"]])
-        np.testing.assert_allclose(vectors, tower.encode(DOCUMENTS), atol=1e-5)
-        # usage: the document tower's tokens (the LLM never read these documents)
-        assert response.json()["usage"]["prompt_tokens"] == sum(tower.tokens(text) for text in DOCUMENTS)
+        np.testing.assert_allclose(vectors, sentence_encoder.encode(DOCUMENTS), atol=1e-5)
+        # usage: the document sentence encoder's tokens (the LLM never read these documents)
+        assert response.json()["usage"]["prompt_tokens"] == sum(sentence_encoder.tokens(text) for text in DOCUMENTS)
 
         texts, instructions = [query for query, _ in QUERIES], [instruction for _, instruction in QUERIES]
         response = client.post("/v1/embeddings", json={"input": texts, "instruction": instructions})
         assert response.status_code == 200, response.text
         vectors = np.array([item["embedding"] for item in response.json()["data"]])
         np.testing.assert_allclose(vectors, tiny_two_tower.encode_queries(texts, instructions), atol=1e-5)
-        assert not np.allclose(vectors[0], tower.encode([texts[0]])[0], atol=1e-3)
+        assert not np.allclose(vectors[0], sentence_encoder.encode([texts[0]])[0], atol=1e-3)
 
         card = client.get("/v1/models").json()["data"][0]
-        assert card["fingerprint"] == tiny_two_tower.fingerprint and card["dimension"] == tower.dimension
-        # The documents' limits are the document tower's (32 tokens, 30 of text), not the LLM's 64
-        assert card["max_length"] == tower.max_length == 32 and card["document_token_limit"] == 30
+        assert card["fingerprint"] == tiny_two_tower.fingerprint and card["dimension"] == sentence_encoder.dimension
+        # The documents' limits are the document sentence encoder's (32 tokens, 30 of text), not the LLM's 64
+        assert card["max_length"] == sentence_encoder.max_length == 32 and card["document_token_limit"] == 30
         assert card["query_max_length"] == 64 and card["document_fingerprint"] == tiny_two_tower.document_fingerprint
 
 
@@ -68,7 +68,7 @@ def test_a_refused_document_instruction_does_not_fail_the_requests_batched_with_
     an instruction gets its 400, the other its vectors."""
     import httpx
 
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     options = ServeOptions(batching=BatchingOptions(max_batch_size=4, max_wait_ms=2_000))
     state = ServerState(tiny_two_tower, options)
@@ -92,4 +92,4 @@ def test_a_refused_document_instruction_does_not_fail_the_requests_batched_with_
     assert refused.status_code == 400, refused.text
     assert answered.status_code == 200, answered.text
     vectors = np.array([item["embedding"] for item in answered.json()["data"]])
-    np.testing.assert_allclose(vectors, DocumentTower.load(str(tiny_st_dir)).encode(good), atol=1e-5)
+    np.testing.assert_allclose(vectors, SentenceEncoder.load(str(tiny_st_dir)).encode(good), atol=1e-5)

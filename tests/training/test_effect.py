@@ -20,7 +20,7 @@ def setting(tmp_path_factory):
     root = tmp_path_factory.mktemp("effect")
     return {
         "llm": build_tiny_model_folder(root / "llm", layers=2),
-        "tower": build_tiny_teacher_folder(root / "tower"),
+        "sentence_encoder": build_tiny_teacher_folder(root / "sentence_encoder"),
         "items": write_items(root / "items.jsonl"),
     }
 
@@ -32,7 +32,7 @@ def config_for(setting, tmp_path, **overrides):
         "model.lookahead_length": 2,
         "effect.texts_file": str(setting["items"]),
         "effect.documents_llm": str(setting["llm"]),
-        "effect.tower": str(setting["tower"]),
+        "effect.sentence_encoder": str(setting["sentence_encoder"]),
         "effect.embedding_dir": str(tmp_path / "vectors"),
         "effect.bank_negatives": 2,
         "effect.rank": 4,
@@ -72,7 +72,9 @@ def test_training_lowers_the_loss_and_ships_an_effect_folder(setting, tmp_path):
 
     final = train(config_for(setting, tmp_path))
     trained = InstEmbEncoder.from_pretrained(final, device="cpu")
-    untrained = untrained_effect(str(setting["llm"]), str(setting["tower"]), 1.5, device="cpu", lookahead_length=2)
+    untrained = untrained_effect(
+        str(setting["llm"]), str(setting["sentence_encoder"]), 1.5, device="cpu", lookahead_length=2
+    )
     assert isinstance(trained, InstructionEffectEncoder)
     assert trained.document_fingerprint == untrained.document_fingerprint
     assert trained.fingerprint != untrained.fingerprint

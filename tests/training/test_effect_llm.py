@@ -27,7 +27,7 @@ def setting(tmp_path_factory):
     (root / "negatives.json").write_text(json.dumps({"q0": ["p2"]}))
     return {
         "llm": build_tiny_model_folder(root / "llm", layers=3),
-        "tower": build_tiny_teacher_folder(root / "tower"),
+        "sentence_encoder": build_tiny_teacher_folder(root / "sentence_encoder"),
         "items": items,
         "negatives": root / "negatives.json",
     }
@@ -47,7 +47,7 @@ def config_for(setting, tmp_path, **overrides):
         "effect.texts_file": str(setting["items"]),
         "effect.negatives_file": str(setting["negatives"]),
         "effect.documents_llm": str(setting["llm"]),
-        "effect.tower": str(setting["tower"]),
+        "effect.sentence_encoder": str(setting["sentence_encoder"]),
         "effect.embedding_dir": str(tmp_path / "vectors"),
         "effect.prefix_cache_dir": str(tmp_path / "prefix"),
         "effect.query_llm": True,
@@ -82,7 +82,9 @@ def test_training_the_query_llm_lowers_the_loss_over_the_same_documents(setting,
     assert objective_for(config).name == "effect_llm"
     final = train(config, log=lambda _: None)
     trained = InstEmbEncoder.from_pretrained(final, device="cpu")
-    untrained = untrained_effect(str(setting["llm"]), str(setting["tower"]), 1.0, device="cpu", lookahead_length=2)
+    untrained = untrained_effect(
+        str(setting["llm"]), str(setting["sentence_encoder"]), 1.0, device="cpu", lookahead_length=2
+    )
     assert isinstance(trained, InstructionEffectEncoder) and trained.has_query_llm
     assert (final / "query_llm").is_dir()
     assert trained.document_fingerprint == untrained.document_fingerprint  # no re-index
@@ -101,12 +103,16 @@ def test_step_zero_is_the_untrained_arrangement(setting, tmp_path):
     rows = objective.data.training_rows
     scores, *_ = objective.ranked(rows, "check")
     columns, _ = objective.data.candidates(rows, 2, "check")
-    untrained = untrained_effect(str(setting["llm"]), str(setting["tower"]), 1.0, device="cpu", lookahead_length=2)
+    untrained = untrained_effect(
+        str(setting["llm"]), str(setting["sentence_encoder"]), 1.0, device="cpu", lookahead_length=2
+    )
     texts = [objective.data.passages[c].text for c in columns]
     queries = [objective.data.queries[r] for r in rows]
-    llm_docs, tower_docs = untrained.document_route.halves(untrained, texts)
-    effect, tower_half, _ = untrained.query_halves([q.text for q in queries], [q.instruction for q in queries])
-    expected = tower_half @ tower_docs.T + effect @ llm_docs.T
+    llm_docs, sentence_encoder_docs = untrained.document_route.halves(untrained, texts)
+    effect, sentence_encoder_half, _ = untrained.query_halves(
+        [q.text for q in queries], [q.instruction for q in queries]
+    )
+    expected = sentence_encoder_half @ sentence_encoder_docs.T + effect @ llm_docs.T
     np.testing.assert_allclose(scores.detach().numpy(), expected, atol=2e-2)  # the cache's float16 states
 
 

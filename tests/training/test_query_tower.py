@@ -1,6 +1,6 @@
 """The query-tower objective (training/query_tower/) on a tiny Llama student and a tiny BERT document
-tower: it starts exactly at the anchor (the tower's own vector of instruction + query), lowers the
-in-group InfoNCE against the tower's cached passages, and saves an anchored two-tower checkpoint whose
+sentence encoder: it starts exactly at the anchor (the sentence encoder's own vector of instruction + query), lowers the
+in-group InfoNCE against the sentence encoder's cached passages, and saves an anchored two-tower checkpoint whose
 ``encode_queries`` is what it trained."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def setting(tmp_path_factory):
     root = tmp_path_factory.mktemp("query_tower")
     return {
         "student": build_tiny_model_folder(root / "student", layers=3),
-        "tower": build_tiny_teacher_folder(root / "tower"),
+        "sentence_encoder": build_tiny_teacher_folder(root / "sentence_encoder"),
         "items": write_items(root / "items.jsonl"),
     }
 
@@ -38,7 +38,7 @@ def config_for(setting, tmp_path: Path, **overrides):
         "model.trainable_top_layers": 1,
         "model.lora_rank": 4,
         "model.train_lookahead": False,
-        "query_tower.tower": str(setting["tower"]),
+        "query_tower.sentence_encoder": str(setting["sentence_encoder"]),
         "query_tower.texts_file": str(setting["items"]),
         "query_tower.prefix_cache_dir": str(tmp_path / "prefix"),
         "query_tower.embedding_dir": str(tmp_path / "tower_cache"),
@@ -76,29 +76,29 @@ def trained_queries():
 
 def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint(setting, tmp_path, monkeypatch):
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
     from instemb_rag.training.objectives import objective_for
     from instemb_rag.training.trainer import train
 
     monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
     config = config_for(setting, tmp_path)
     assert objective_for(config).name == "query_tower"
-    tower = DocumentTower.load(str(setting["tower"]))
+    sentence_encoder = SentenceEncoder.load(str(setting["sentence_encoder"]))
     queries = trained_queries()
     texts, instructions = [q[0] for q in queries], [q[1] for q in queries]
-    anchors = tower.anchor_vectors(texts, instructions)
-    passages = tower.encode([text for _, text, _ in PASSAGES])
+    anchors = sentence_encoder.anchor_vectors(texts, instructions)
+    passages = sentence_encoder.encode([text for _, text, _ in PASSAGES])
     positives = [q[2] for q in queries]
 
     final = train(config, log=lambda _: None)
     encoder = InstEmbEncoder.from_pretrained(final, device="cpu")
     assert encoder.is_two_tower and encoder.anchored
-    assert encoder.document_fingerprint == tower.fingerprint
+    assert encoder.document_fingerprint == sentence_encoder.fingerprint
     shipped = encoder.encode_queries(texts, instructions)
     # Trained: the queries moved off their anchors, and rank their passages better than the anchors do.
     assert not np.allclose(shipped, anchors, atol=1e-3)
     assert ranking_loss(shipped, passages, positives) < ranking_loss(anchors, passages, positives)
-    # Documents are the tower's own vectors.
+    # Documents are the sentence encoder's own vectors.
     np.testing.assert_allclose(encoder.encode_documents([PASSAGES[0][1]]), passages[:1], atol=1e-5)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == list(range(1, 13)) and {"infonce", "anchor"} <= set(rows[0])
@@ -107,15 +107,15 @@ def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint
 def test_an_untrained_anchored_encoder_embeds_queries_as_the_anchor(setting, tiny_encoder):
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
-    tower = DocumentTower.load(str(setting["tower"]))
-    head = Projection(tiny_encoder.hidden_size, tower.dimension)
+    sentence_encoder = SentenceEncoder.load(str(setting["sentence_encoder"]))
+    head = Projection(tiny_encoder.hidden_size, sentence_encoder.dimension)
     with torch.no_grad():
         head.linear.weight.zero_()
         head.linear.bias.zero_()
-    encoder = TwoTowerEncoder(tiny_encoder.with_projection(head), tower, anchored=True)
+    encoder = TwoTowerEncoder(tiny_encoder.with_projection(head), sentence_encoder, anchored=True)
     texts, instructions = ["light tent for rain", "compact stove"], ["focus on durability", None]
     np.testing.assert_allclose(
-        encoder.encode_queries(texts, instructions), tower.anchor_vectors(texts, instructions), atol=1e-6
+        encoder.encode_queries(texts, instructions), sentence_encoder.anchor_vectors(texts, instructions), atol=1e-6
     )

@@ -78,10 +78,10 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                     "geometry.contrast_batch_size": 4,
                 }
             )
-    elif (raw.get("query_tower") or {}).get("tower"):
+    elif (raw.get("query_tower") or {}).get("sentence_encoder"):
         overrides.update(
             {
-                "query_tower.tower": str(tiny["teacher"]),
+                "query_tower.sentence_encoder": str(tiny["teacher"]),
                 "query_tower.texts_file": str(tiny["items"]),
                 "query_tower.prefix_cache_dir": str(output / "prefix"),
                 "query_tower.embedding_dir": str(output / "tower_embeddings"),
@@ -92,7 +92,7 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
         overrides.update(
             {
                 "two_spaces.documents_llm": str(tiny["student"]),
-                "two_spaces.tower": str(tiny["teacher"]),
+                "two_spaces.sentence_encoder": str(tiny["teacher"]),
                 "two_spaces.texts_file": str(tiny["items"]),
                 "two_spaces.prefix_cache_dir": str(output / "prefix"),
                 "two_spaces.embedding_dir": str(output / "halves"),
@@ -103,7 +103,7 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
         overrides.update(
             {
                 "effect.documents_llm": str(tiny["student"]),
-                "effect.tower": str(tiny["teacher"]),
+                "effect.sentence_encoder": str(tiny["teacher"]),
                 "effect.texts_file": str(tiny["items"]),
                 "effect.embedding_dir": str(output / "effect_vectors"),
                 "effect.bank_negatives": 4,
@@ -128,7 +128,7 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1] and final.is_dir()
     expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
-    if (raw.get("query_tower") or {}).get("tower"):
+    if (raw.get("query_tower") or {}).get("sentence_encoder"):
         expected = "query_tower"
     if (raw.get("two_spaces") or {}).get("texts_file"):
         expected = "two_spaces"
@@ -173,9 +173,9 @@ def test_a_config_written_before_the_rename_still_loads_with_a_warning(tmp_path)
         assert load_config(None, {"training.teacher_cache": False}).training.llm_target_cache is False
 
 
-def test_a_config_naming_the_tower_document_tower_still_loads_into_tower(tmp_path):
-    """``document_tower`` was the tower recipes' sentence encoder before the part was ``tower``
-    (issue 54): an older YAML, saved run or --set still loads, into the new field, with a warning."""
+def test_a_config_naming_the_sentence_encoder_by_an_older_name_still_loads(tmp_path):
+    """``document_tower`` named the recipes' sentence encoder before issue 54, ``sentence_encoder`` before issue 62:
+    an older YAML, saved run or --set still loads, into the new field, with a warning."""
     old = tmp_path / "old.yaml"
     old.write_text(
         "model: {train_lookahead: false, trainable_top_layers: 2}\n"
@@ -183,15 +183,23 @@ def test_a_config_naming_the_tower_document_tower_still_loads_into_tower(tmp_pat
         "two_spaces: {document_tower: tower-folder}\n"
         "effect: {document_tower: other-folder}\n"
     )
-    with pytest.warns(DeprecationWarning, match=r"query_tower\.tower"):
+    with pytest.warns(DeprecationWarning, match=r"query_tower\.sentence_encoder"):
         config = load_config(old)
-    assert (config.query_tower.tower, config.two_spaces.tower, config.effect.tower) == (
+    assert (
+        config.query_tower.sentence_encoder,
+        config.two_spaces.sentence_encoder,
+        config.effect.sentence_encoder,
+    ) == (
         "minilm",
         "tower-folder",
         "other-folder",
     )
     assert "document_tower" not in json.dumps(config.to_dict())
     with pytest.warns(DeprecationWarning):
-        assert load_config(None, {"effect.document_tower": "x"}).effect.tower == "x"
+        assert load_config(None, {"effect.document_tower": "x"}).effect.sentence_encoder == "x"
+    with pytest.warns(DeprecationWarning):  # its name from issue 54 to issue 62
+        assert load_config(None, {"two_spaces.tower": "x"}).two_spaces.sentence_encoder == "x"
     with pytest.raises(InstEmbError, match="give only one"):
-        load_config(None, {"two_spaces.document_tower": "x", "two_spaces.tower": "y"})
+        load_config(None, {"two_spaces.document_tower": "x", "two_spaces.sentence_encoder": "y"})
+    with pytest.raises(InstEmbError, match="give only one"):
+        load_config(None, {"query_tower.document_tower": "x", "query_tower.tower": "y"})

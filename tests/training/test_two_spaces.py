@@ -23,7 +23,7 @@ def setting(tmp_path_factory):
     root = tmp_path_factory.mktemp("two_spaces")
     return {
         "llm": build_tiny_model_folder(root / "llm", layers=3),
-        "tower": build_tiny_teacher_folder(root / "tower"),
+        "sentence_encoder": build_tiny_teacher_folder(root / "sentence_encoder"),
         "items": write_items(root / "items.jsonl"),
     }
 
@@ -40,7 +40,7 @@ def config_for(setting, tmp_path, **overrides):
         "model.train_lookahead": False,
         "two_spaces.texts_file": str(setting["items"]),
         "two_spaces.documents_llm": str(setting["llm"]),
-        "two_spaces.tower": str(setting["tower"]),
+        "two_spaces.sentence_encoder": str(setting["sentence_encoder"]),
         "two_spaces.prefix_cache_dir": str(tmp_path / "prefix"),
         "two_spaces.embedding_dir": str(tmp_path / "halves"),
         "two_spaces.bank_negatives": 2,
@@ -62,10 +62,12 @@ def config_for(setting, tmp_path, **overrides):
 
 
 def untrained(setting, llm_weight=0.5):
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
     llm = setting["llm"]
-    return untrained_mix(str(llm), str(setting["tower"]), llm_weight=llm_weight, device="cpu", lookahead_length=2)
+    return untrained_two_spaces(
+        str(llm), str(setting["sentence_encoder"]), llm_weight=llm_weight, device="cpu", lookahead_length=2
+    )
 
 
 def trained_queries():
@@ -74,31 +76,36 @@ def trained_queries():
 
 
 def mixed_loss(queries: np.ndarray, documents: np.ndarray, positives: list[int]) -> float:
-    # queries . documents = (w cos_LLM + (1 - w) cos_tower) * mix_scale(w): ranks as the loss does
+    # queries . documents = (w cos_LLM + (1 - w) cos_sentence) * mix_scale(w): ranks as the loss does
     logits = torch.as_tensor(queries @ documents.T) / 0.05
     return float(torch.nn.functional.cross_entropy(logits, torch.tensor(positives)))
 
 
 def test_the_untrained_mix_scores_by_the_weighted_cosines(setting):
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     encoder = untrained(setting, llm_weight=0.7)
-    tower = DocumentTower.load(str(setting["tower"]))
+    sentence_encoder = SentenceEncoder.load(str(setting["sentence_encoder"]))
     texts, instructions = ["light tent for rain", "compact stove"], ["focus on durability", None]
     documents = [text for _, text, _ in PASSAGES]
     llm_queries = encoder.documents_llm.encode(texts, instructions)
     llm_documents = encoder.documents_llm.encode(documents)
-    tower_queries, tower_documents = tower.anchor_vectors(texts, instructions), tower.encode(documents)
+    sentence_encoder_queries, tower_documents = (
+        sentence_encoder.anchor_vectors(texts, instructions),
+        sentence_encoder.encode(documents),
+    )
     from instemb_rag.encoder.composed.encoder import mix_scale
 
-    expected = (0.7 * llm_queries @ llm_documents.T + 0.3 * tower_queries @ tower_documents.T) * mix_scale(0.7)
+    expected = (0.7 * llm_queries @ llm_documents.T + 0.3 * sentence_encoder_queries @ tower_documents.T) * mix_scale(
+        0.7
+    )
     scores = encoder.encode_queries(texts, instructions) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(scores, expected, atol=1e-5)
     # The knob: another weight per call, the same stored documents.
     scores = encoder.encode_queries(texts, instructions, llm_weight=0.2) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(
         scores,
-        (0.2 * llm_queries @ llm_documents.T + 0.8 * tower_queries @ tower_documents.T) * mix_scale(0.2),
+        (0.2 * llm_queries @ llm_documents.T + 0.8 * sentence_encoder_queries @ tower_documents.T) * mix_scale(0.2),
         atol=1e-5,
     )
     explained = encoder.explain(texts[0], instructions[0], documents[:2], llm_weight=0.2)

@@ -7,8 +7,8 @@ legacy.py   the one converter of every older layout into the same spec
 spec.py     read_spec: any folder's parts and routes; llm_checkpoint_of
 parts.py    the parts (the LLM, the sentence encoder, module parts: Projection, WeightGate,
             EffectMap, any class with load/save/get_config_dict/state_tensors)
-routes.py   the document routes (TowerDocuments, HalvesDocuments) and query routes (LLMQueries,
-            AnchoredQueries, MixedQueries, EffectQueries); their math is encoder/combine.py's
+routes.py   the document routes (SentenceEncoderDocuments, TwoSpacesDocuments) and query routes (LLMQueries,
+            AnchoredQueries, TwoSpacesQueries, EffectQueries); their math is encoder/combine.py's
 encoder.py  ComposedEncoder; TwoTowerEncoder and TwoSpacesEncoder name its parts and routes
 effect.py   InstructionEffectEncoder (the instruction's effect)
 gate.py, effect_map.py   the gate and the effect map (parts)

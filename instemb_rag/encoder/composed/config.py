@@ -1,4 +1,4 @@
-"""``instemb_parts.json``: a model folder's parts and routes (format 2), and its one reader.
+"""``instemb_parts.json``: a model folder's parts and routes (format 3), and its one reader.
 
 The shape of sentence-transformers v5's ``modules.json`` + ``Router``: each part is its own
 subfolder with its own config, save and load; a query route and a document route name the parts
@@ -6,17 +6,17 @@ they run and how their vectors combine (routes.py, the math in encoder/combine.p
 and route's ``type`` is its class path, imported when the folder loads (class_paths.py: only
 classes of the ``instemb_rag`` package), so a new part or route is a class in its own file.
 
-    {"format_version": 2,
+    {"format_version": 3,
      "parts": {"documents_llm": {"type": "instemb_rag.encoder.model.InstEmbEncoder", "path": "documents_llm"},
-               "tower": {"type": "instemb_rag.encoder.modules.tower.DocumentTower",
+               "sentence_encoder": {"type": "instemb_rag.encoder.modules.sentence_encoder.SentenceEncoder",
                          "config": {"encoder": "minilm", "fingerprint": "...", "dimension": 384}},
                "effect_map": {"type": "instemb_rag.encoder.composed.effect_map.EffectMap",
                               "path": "effect_map"}, ...},
      "routes": {"query": {"type": "instemb_rag.encoder.composed.routes.EffectQueries",
-                          "llm": "documents_llm", "tower": "tower", "effect_map": "effect_map",
+                          "llm": "documents_llm", "sentence_encoder": "sentence_encoder", "effect_map": "effect_map",
                           "<its knob>": 1.0, "reference_instruction": "..."},
-                "document": {"type": "instemb_rag.encoder.composed.routes.HalvesDocuments",
-                             "llm": "documents_llm", "tower": "tower"}},
+                "document": {"type": "instemb_rag.encoder.composed.routes.TwoSpacesDocuments",
+                             "llm": "documents_llm", "sentence_encoder": "sentence_encoder"}},
      "training": {...}, "files": [...]}
 
 A query route records the folder's own value of each query-time knob it takes under the knob's
@@ -24,7 +24,7 @@ name (knobs.py; routes.py ``Route.knobs``).
 
 Parts (parts.py): the LLM (``LLM_TYPE``: an InstEmb checkpoint folder, instemb_config.json and
 its weights, loaded by encoder/load.py), the sentence encoder (``SENTENCE_ENCODER_TYPE``: an
-installed teacher by name, or its own folder, modules/tower.py's ``TOWER_DIR``), and any module
+installed teacher by name, or its own folder, modules/sentence_encoder.py's ``SENTENCE_ENCODER_DIR``), and any module
 part (a torch module with ``load``, ``save``, ``get_config_dict``, ``state_tensors``: the
 projection, the gate, the effect map), each a subfolder with ``config.json`` and its weights.
 ``files`` lists the files of the parts that are not LLM checkpoints (those list their own), so a
@@ -33,7 +33,7 @@ encoder is the exception, named and checked by fingerprint.
 
 A symmetric model is a checkpoint folder alone (``instemb_config.json``: the spec of one LLM part,
 spec.py). Older folders (a checkpoint with a ``document_tower`` entry, format 1 of this file,
-format 2 with the short type names of before class paths) are read through the one converter
+format 2 with its older names or the short type names of before class paths) are read through the one converter
 (legacy.py) into the same ``ModelSpec``.
 """
 
@@ -55,7 +55,7 @@ __all__ = [
     "QUERY_LLM_DIR",
     "SENTENCE_ENCODER_TYPE",
     "TOWER_HEAD_DIR",
-    "TOWER_KEY",
+    "TWO_TOWER_IDENTITY_KEY",
     "ModelSpec",
     "PartEntry",
     "is_composed",
@@ -67,20 +67,20 @@ __all__ = [
 ]
 
 PARTS_FILE = "instemb_parts.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 DOCUMENTS_LLM_DIR = "documents_llm"
 QUERY_LLM_DIR = "query_llm"
-TOWER_HEAD_DIR = "tower_head"
+TOWER_HEAD_DIR = "tower_head"  # format 1's folder of the two-space head (legacy.py)
 PART_CONFIG_FILE = "config.json"  # a projection's, gate's or effect map's own config, in its subfolder
 
 # The two parts encoder/load.py builds itself (the LLM at a precision and device, with its settings;
 # the sentence encoder by teacher name or folder and fingerprint), named by their class paths. A
 # route of the LLM itself (``type`` LLM_TYPE on both sides) is a symmetric model: the LLM alone.
 LLM_TYPE = "instemb_rag.encoder.model.InstEmbEncoder"
-SENTENCE_ENCODER_TYPE = "instemb_rag.encoder.modules.tower.DocumentTower"
+SENTENCE_ENCODER_TYPE = "instemb_rag.encoder.modules.sentence_encoder.SentenceEncoder"
 # The entry an older two-tower checkpoint's instemb_config.json names its sentence encoder by,
 # and the key of that entry in a two-tower model's fingerprint (routes.py LLMQueries), kept.
-TOWER_KEY = "document_tower"
+TWO_TOWER_IDENTITY_KEY = "document_tower"
 
 
 class PartEntry(BaseModel):

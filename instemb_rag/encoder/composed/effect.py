@@ -30,10 +30,10 @@ from ..combine import (
     check_instruction_strength,
     effect_scale,
 )
-from ..modules.tower import DocumentTower
+from ..modules.sentence_encoder import SentenceEncoder
 from .effect_map import EffectMap
 from .encoder import ComposedEncoder, of_query_route
-from .routes import EffectQueries, HalvesDocuments
+from .routes import EffectQueries, TwoSpacesDocuments
 
 __all__ = [
     "DEFAULT_INSTRUCTION_STRENGTH",
@@ -51,7 +51,7 @@ class InstructionEffectEncoder(ComposedEncoder):
     def __init__(
         self,
         llm,
-        tower: DocumentTower,
+        sentence_encoder: SentenceEncoder,
         effect_map: EffectMap | None = None,
         instruction_strength: float = DEFAULT_INSTRUCTION_STRENGTH,
         reference_instruction: str = REFERENCE_INSTRUCTION,
@@ -60,13 +60,17 @@ class InstructionEffectEncoder(ComposedEncoder):
     ):
         if effect_map is not None and effect_map.dimension != llm.dimension:
             raise InstEmbError(f"The effect map reads {effect_map.dimension} dimensions, the LLM has {llm.dimension}.")
-        parts = {"documents_llm": llm, "tower": tower, **({"effect_map": effect_map} if effect_map is not None else {})}
+        parts = {
+            "documents_llm": llm,
+            "sentence_encoder": sentence_encoder,
+            **({"effect_map": effect_map} if effect_map is not None else {}),
+        }
         query = EffectQueries(
             effect_map="effect_map" if effect_map is not None else None,
             instruction_strength=instruction_strength,
             reference_instruction=reference_instruction,
         )
-        super().__init__(parts, query, HalvesDocuments(), training_info, {"documents_llm": documents_source})
+        super().__init__(parts, query, TwoSpacesDocuments(), training_info, {"documents_llm": documents_source})
 
     KIND = "instruction effect"
     instruction_strength = of_query_route("instruction_strength")
@@ -79,6 +83,6 @@ class InstructionEffectEncoder(ComposedEncoder):
         """This encoder (shared parts) with another default strength: a new view."""
         route = self.query_route
         query = EffectQueries(
-            route.llm, route.tower, route.effect_map, instruction_strength, route.reference_instruction
+            route.llm, route.sentence_encoder, route.effect_map, instruction_strength, route.reference_instruction
         )
         return self.with_parts(query_route=query)

@@ -6,7 +6,7 @@ documents' LLM with its LoRA trained on for queries (training/effect/query_llm.p
 
     effect = D'(q, i) - D'(q, r),   query = [s gain h(effect); M(i + q)]
 
-A saved folder lists the parts ``documents_llm``, ``query_llm``, ``tower`` and ``effect_map`` and the
+A saved folder lists the parts ``documents_llm``, ``query_llm``, ``sentence_encoder`` and ``effect_map`` and the
 ``effect`` query route naming ``query_llm``; it loads through ``encoder.load`` like any composed folder.
 """
 
@@ -18,13 +18,13 @@ from ...errors import InstEmbError
 from ..combine import REFERENCE_INSTRUCTION
 from .effect_map import EffectMap
 from .encoder import ComposedEncoder
-from .routes import EffectQueries, HalvesDocuments
+from .routes import EffectQueries, TwoSpacesDocuments
 
 
 def effect_with_query_llm(
     documents_llm,
     query_llm,
-    tower,
+    sentence_encoder,
     effect_map: EffectMap,
     reference_instruction: str = REFERENCE_INSTRUCTION,
     training_info: dict | None = None,
@@ -38,11 +38,18 @@ def effect_with_query_llm(
             f"The query LLM ({query_llm.dimension}), the effect map ({effect_map.dimension}) and the documents' "
             f"LLM ({documents_llm.dimension}) must share one width: the effect is scored against D(d)."
         )
-    parts = {"documents_llm": documents_llm, "query_llm": query_llm, "tower": tower, "effect_map": effect_map}
+    parts = {
+        "documents_llm": documents_llm,
+        "query_llm": query_llm,
+        "sentence_encoder": sentence_encoder,
+        "effect_map": effect_map,
+    }
     query = EffectQueries(
         llm="query_llm",
         effect_map="effect_map",
         reference_instruction=reference_instruction,
         **EffectQueries.own_knobs(knobs),
     )
-    return ComposedEncoder.assemble(parts, query, HalvesDocuments(), training_info, {"documents_llm": documents_source})
+    return ComposedEncoder.assemble(
+        parts, query, TwoSpacesDocuments(), training_info, {"documents_llm": documents_source}
+    )

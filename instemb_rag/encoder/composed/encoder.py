@@ -30,12 +30,12 @@ from ...instructions import Instructions
 from ...knobs import KNOBS, LLM_WEIGHT, check_knobs
 from ..combine import check_llm_weight, mix_scale
 from ..modules.projection import Projection
-from ..modules.tower import DocumentTower
+from ..modules.sentence_encoder import SentenceEncoder
 from .class_paths import resolve_class
 from .config import DOCUMENTS_LLM_DIR, LLM_TYPE, QUERY_LLM_DIR, ModelSpec, PartEntry, write_spec
 from .gate import WeightGate
 from .parts import is_llm_part, part_files, save_part
-from .routes import AnchoredQueries, HalvesDocuments, LLMQueries, MixedQueries, TowerDocuments
+from .routes import AnchoredQueries, LLMQueries, SentenceEncoderDocuments, TwoSpacesDocuments, TwoSpacesQueries
 
 __all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_weight", "mix_scale"]
 
@@ -65,7 +65,7 @@ class ComposedEncoder(nn.Module):
 
     A torch module: its LLM and module parts are registered submodules (``torch_parts``), so
     ``train``/``eval``/``to``/``parameters``/``state_dict`` are torch's. The sentence encoder is
-    no torch module (modules/tower.py: frozen, in its own dtype): it is in ``parts`` only, and
+    no torch module (modules/sentence_encoder.py: frozen, in its own dtype): it is in ``parts`` only, and
     follows the query LLM's device (``_apply``)."""
 
     def __init__(self, parts: dict, query, document, training_info: dict | None = None, sources: dict | None = None):
@@ -118,15 +118,17 @@ class ComposedEncoder(nn.Module):
         return self.parts[name] if name is not None else None
 
     @property
-    def tower(self) -> DocumentTower:
-        return self.parts[self.document_route.tower]
+    def sentence_encoder(self) -> SentenceEncoder:
+        return self.parts[self.document_route.sentence_encoder]
+
+    tower = sentence_encoder  # older name (issue 62)
 
     def _optional(self, field: str):
         name = getattr(self.query_route, field, None)
         return self.parts[name] if name is not None else None
 
     @property
-    def tower_head(self):
+    def sentence_encoder_head(self):
         return self._optional("head")
 
     @property
@@ -181,7 +183,7 @@ class ComposedEncoder(nn.Module):
 
     @property
     def label(self) -> str | None:
-        return f"{self.KIND} (LLM + {self.tower.reference})" if self.KIND else None
+        return f"{self.KIND} (LLM + {self.sentence_encoder.reference})" if self.KIND else None
 
     @property
     def llm_dimension(self) -> int:
@@ -279,7 +281,7 @@ class ComposedEncoder(nn.Module):
         # What torch's to/cuda/cpu/half run over the registered parts; the sentence encoder, no
         # torch module, then goes to the query LLM's device in its own dtype.
         super()._apply(fn, recurse)
-        self.tower.to(self.device)
+        self.sentence_encoder.to(self.device)
         return self
 
     def with_options(self, **settings) -> ComposedEncoder:
@@ -333,21 +335,27 @@ class ComposedEncoder(nn.Module):
 
 
 class TwoTowerEncoder(ComposedEncoder):
-    """Documents by a sentence encoder (the tower), queries by the LLM (``query_llm``, with a head
-    into the tower's space), anchored on the tower's vector of "instruction + query" or not. The
+    """Documents by a sentence encoder (the sentence encoder), queries by the LLM (``query_llm``, with a head
+    into the sentence encoder's space), anchored on the sentence encoder's vector of "instruction + query" or not. The
     LLM's own attributes (its config, head, hidden size) are this encoder's too."""
 
-    def __init__(self, llm, tower: DocumentTower, anchored: bool = False, training_info=None, query_source=None):
+    def __init__(
+        self, llm, sentence_encoder: SentenceEncoder, anchored: bool = False, training_info=None, query_source=None
+    ):
         head = llm.projection
-        if head is None or head.dimension != tower.dimension:
+        if head is None or head.dimension != sentence_encoder.dimension:
             raise InstEmbError(
-                f"A two-tower encoder needs a projection head (unblended) into its document tower's "
-                f"{tower.dimension}-dimensional space; this one has "
+                f"A two-tower encoder needs a projection head (unblended) into its document sentence encoder's "
+                f"{sentence_encoder.dimension}-dimensional space; this one has "
                 f"{'none' if head is None else f'a {head.dimension}-dimensional output'}."
             )
         query = AnchoredQueries() if anchored else LLMQueries()
         super().__init__(
-            {"query_llm": llm, "tower": tower}, query, TowerDocuments(), training_info, {"query_llm": query_source}
+            {"query_llm": llm, "sentence_encoder": sentence_encoder},
+            query,
+            SentenceEncoderDocuments(),
+            training_info,
+            {"query_llm": query_source},
         )
 
     @property
@@ -363,7 +371,7 @@ class TwoTowerEncoder(ComposedEncoder):
 
     def with_projection(self, projection: Projection | None) -> TwoTowerEncoder:
         return TwoTowerEncoder(
-            self.query_llm.with_projection(projection), self.tower, self.anchored, self.training_info
+            self.query_llm.with_projection(projection), self.sentence_encoder, self.anchored, self.training_info
         )
 
     config = of_query_llm("config")
@@ -379,8 +387,8 @@ class TwoTowerEncoder(ComposedEncoder):
 class TwoSpacesEncoder(ComposedEncoder):
     """Documents ``[A; B] / sqrt(2)``: the documents' LLM's own vector (a symmetric InstEmb encoder,
     frozen) and the sentence encoder's, each normalised. Queries from one prefill of ``query_llm``
-    (the documents' LLM with a query-side adapter, or that LLM itself): the LLM half, the tower
-    half (the sentence encoder's vector of "instruction + query" plus the tower head's correction)
+    (the documents' LLM with a query-side adapter, or that LLM itself): the LLM half, the sentence encoder
+    half (the sentence encoder's vector of "instruction + query" plus the sentence encoder head's correction)
     and the weight w (the caller's ``llm_weight``, else the gate's, else the configured one), as
     ``[w a; (1 - w) b]`` normalised. The score of a document is then ``(w cos(a, A) + (1 - w)
     cos(b, B)) * mix_scale(w)``: it ranks as the weighted sum. Untrained (no query LLM, head or
@@ -390,32 +398,32 @@ class TwoSpacesEncoder(ComposedEncoder):
     def __init__(
         self,
         documents_llm,
-        tower: DocumentTower,
+        sentence_encoder: SentenceEncoder,
         query_llm=None,
-        tower_head: Projection | None = None,
+        sentence_encoder_head: Projection | None = None,
         gate: WeightGate | None = None,
         llm_weight: float = LLM_WEIGHT.default,
         training_info: dict | None = None,
         documents_source: str | os.PathLike | None = None,
         query_source: str | os.PathLike | None = None,
     ):
-        if tower_head is not None and tower_head.dimension != tower.dimension:
+        if sentence_encoder_head is not None and sentence_encoder_head.dimension != sentence_encoder.dimension:
             raise InstEmbError(
-                f"The tower head maps into {tower_head.dimension} dimensions, the tower has {tower.dimension}."
+                f"The sentence encoder head maps into {sentence_encoder_head.dimension} dimensions, the sentence encoder has {sentence_encoder.dimension}."
             )
         if query_llm is not None and query_llm.dimension != documents_llm.dimension:
             raise InstEmbError("The query LLM's embeddings are not in the documents' LLM space (another width).")
-        parts = {"documents_llm": documents_llm, "tower": tower}
-        optional = {"query_llm": query_llm, "tower_head": tower_head, "gate": gate}
+        parts = {"documents_llm": documents_llm, "sentence_encoder": sentence_encoder}
+        optional = {"query_llm": query_llm, "sentence_encoder_head": sentence_encoder_head, "gate": gate}
         parts.update({name: part for name, part in optional.items() if part is not None})
-        query = MixedQueries(
+        query = TwoSpacesQueries(
             llm="query_llm" if query_llm is not None else "documents_llm",
-            head="tower_head" if tower_head is not None else None,
+            head="sentence_encoder_head" if sentence_encoder_head is not None else None,
             gate="gate" if gate is not None else None,
             llm_weight=llm_weight,
         )
         sources = {"documents_llm": documents_source, "query_llm": query_source if query_llm is not None else None}
-        super().__init__(parts, query, HalvesDocuments(), training_info, sources)
+        super().__init__(parts, query, TwoSpacesDocuments(), training_info, sources)
 
     KIND = "two spaces"
     llm_weight = of_query_route("llm_weight")
@@ -423,5 +431,7 @@ class TwoSpacesEncoder(ComposedEncoder):
     def with_llm_weight(self, llm_weight: float) -> TwoSpacesEncoder:
         """This encoder (shared parts) with another configured weight and no gate: a new view."""
         parts = {name: part for name, part in self.parts.items() if name != self.query_route.gate}
-        query = MixedQueries(self.query_route.llm, self.query_route.tower, self.query_route.head, None, llm_weight)
+        query = TwoSpacesQueries(
+            self.query_route.llm, self.query_route.sentence_encoder, self.query_route.head, None, llm_weight
+        )
         return ComposedEncoder.assemble(parts, query, self.document_route, self.training_info, self.sources)

@@ -3,7 +3,7 @@
 export_model(source, target, max_length=, pooling=, head_input_weight=)
     every LLM part exported with those settings (checkpoint.export_checkpoint: a symmetric
     checkpoint is exactly that), every other part copied; the copy is written in format 2
-export_model(source, target, tower={"encoder": ..., "fingerprint": ..., "dimension": ...})
+export_model(source, target, sentence_encoder={"encoder": ..., "fingerprint": ..., "dimension": ...})
     the copy is two-tower over that sentence encoder: the source's LLM (its head trained
     into the encoder's space) embeds queries, the sentence encoder documents. An anchored
     source keeps its anchor unless the entry sets ``query_anchor``. A folder encoder is
@@ -21,13 +21,13 @@ from pathlib import Path
 
 from ...errors import CheckpointError, FingerprintMismatchError
 from ..checkpoint import export_checkpoint, read_config, write_folder_atomically
-from ..modules.tower import TOWER_DIR
+from ..modules.sentence_encoder import SENTENCE_ENCODER_DIR
 from ..st_files import write_sentence_transformers_files
 from .class_paths import class_path
 from .config import LLM_TYPE, SENTENCE_ENCODER_TYPE, ModelSpec, PartEntry, write_spec
 from .encoder import LLM_DIRS
 from .parts import load_part, part_files, save_part
-from .routes import AnchoredQueries, LLMQueries, TowerDocuments
+from .routes import AnchoredQueries, LLMQueries, SentenceEncoderDocuments
 from .spec import read_spec
 
 __all__ = ["export_model"]
@@ -38,16 +38,16 @@ LLM_OPTIONS = {"max_length", "pooling", "head_input_weight"}
 def export_model(source: str | os.PathLike, target: str | os.PathLike, **options) -> Path:
     """Copy the model in ``source`` to ``target`` atomically (see the module docstring)."""
     source, target = Path(source), Path(target)
-    tower = options.pop("tower", None)
+    sentence_encoder = options.pop("sentence_encoder", None)
     unknown = set(options) - LLM_OPTIONS
     if unknown:
-        raise CheckpointError(f"export can set {sorted(LLM_OPTIONS)} and tower, not {sorted(unknown)}.")
+        raise CheckpointError(f"export can set {sorted(LLM_OPTIONS)} and sentence encoder, not {sorted(unknown)}.")
     spec = read_spec(source)
-    if spec.is_symmetric and tower is None:
+    if spec.is_symmetric and sentence_encoder is None:
         return export_checkpoint(source / spec.llm_path(), target, **options)
-    if tower is not None:
-        spec = with_tower(spec, tower, source)
-    head_checked = tower is not None
+    if sentence_encoder is not None:
+        spec = with_sentence_encoder(spec, sentence_encoder, source)
+    head_checked = sentence_encoder is not None
     where = f"{source}"
 
     def fill(staging: Path) -> None:
@@ -62,7 +62,7 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
                         check_head(staging / exported[path], spec)
                 entries[name] = PartEntry(type=LLM_TYPE, path=exported[path])
             elif entry.is_sentence_encoder:
-                entries[name] = copy_tower(entry, source, staging)
+                entries[name] = copy_sentence_encoder(entry, source, staging)
             else:  # a module part: loaded by its class and saved as a part is
                 entries[name] = save_part(name, load_part(entry, source, "cpu", where, name), staging)
         write_spec(
@@ -75,7 +75,7 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
     return target
 
 
-def with_tower(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
+def with_sentence_encoder(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
     """The spec of a two-tower copy of ``spec``'s LLM over the sentence encoder ``entry``."""
     query = spec.routes["query"]
     two_tower = {class_path(LLMQueries), class_path(AnchoredQueries)}
@@ -86,8 +86,8 @@ def with_tower(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
     config = {key: value for key, value in entry.items() if key != "query_anchor"}
     route = AnchoredQueries() if anchored else LLMQueries()
     return ModelSpec(
-        parts={"query_llm": llm, "tower": PartEntry(type=SENTENCE_ENCODER_TYPE, config=config)},
-        routes={"query": route.config(), "document": TowerDocuments().config()},
+        parts={"query_llm": llm, "sentence_encoder": PartEntry(type=SENTENCE_ENCODER_TYPE, config=config)},
+        routes={"query": route.config(), "document": SentenceEncoderDocuments().config()},
         training=spec.training,
     )
 
@@ -95,17 +95,17 @@ def with_tower(spec: ModelSpec, entry: dict, source: Path) -> ModelSpec:
 def check_head(llm_folder: Path, spec: ModelSpec) -> None:
     """A two-tower LLM needs an unblended head into the sentence encoder's space (its queries' space)."""
     head = read_config(llm_folder).projection or {}
-    tower = spec.parts["tower"].config
-    dimension = tower["dimension"]
+    sentence_encoder = spec.parts["sentence_encoder"].config
+    dimension = sentence_encoder["dimension"]
     if head.get("out_features") != dimension or head.get("input_weight"):
         raise CheckpointError(
-            f"This checkpoint cannot take the sentence encoder '{tower['encoder']}': its queries must land in "
+            f"This checkpoint cannot take the sentence encoder '{sentence_encoder['encoder']}': its queries must land in "
             f"that {dimension}-dimensional space, so it needs an unblended projection head with {dimension} "
             f"outputs (it has {'none' if not head else head}). Train it with that sentence encoder as teacher."
         )
 
 
-def copy_tower(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
+def copy_sentence_encoder(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
     """A named sentence encoder stays named. A folder (absolute, or relative: inside ``source``) is
     copied in and recorded as ``TOWER_DIR``, so no absolute path stays in a config or a
     fingerprint; its fingerprint is checked first, so a copy never names an encoder it does not load."""
@@ -128,5 +128,5 @@ def copy_tower(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
             f"Sentence encoder folder {folder} has fingerprint {folder_fingerprint(folder)[:16]}, not the "
             f"{str(config.get('fingerprint'))[:16]} the config names: it is another sentence encoder."
         )
-    shutil.copytree(folder, staging / TOWER_DIR, ignore=shutil.ignore_patterns(".*"))
-    return PartEntry(type=SENTENCE_ENCODER_TYPE, config={**config, "encoder": TOWER_DIR})
+    shutil.copytree(folder, staging / SENTENCE_ENCODER_DIR, ignore=shutil.ignore_patterns(".*"))
+    return PartEntry(type=SENTENCE_ENCODER_TYPE, config={**config, "encoder": SENTENCE_ENCODER_DIR})

@@ -1,4 +1,4 @@
-"""The one converter: every model folder written before the current format (config.py: format 2,
+"""The one converter: every model folder written before the current format (config.py: format 3,
 types as class paths) read into the same ``ModelSpec``, so loading knows one layout.
 
     instemb_config.json + ``document_tower`` entry
@@ -13,11 +13,17 @@ types as class paths) read into the same ``ModelSpec``, so loading knows one lay
     instemb_parts.json format 2 with short type names
                                     (``llm``, ``effect``, ...: before types were class paths) the
                                     same parts and routes, each short name its class path
+    instemb_parts.json format 2     the sentence encoder was the part ``tower`` (class
+                                    ``modules.tower.DocumentTower``), the two-space head
+                                    ``tower_head``, the routes ``TowerDocuments``,
+                                    ``HalvesDocuments``, ``MixedQueries``: format 3 names each
+                                    concept once (``RENAMED_PARTS``, ``RENAMED_CLASSES``)
 
-The folders load unchanged: nothing is rewritten on disk, and a save writes the current format
+Every older layout is read into format 2's shape first, then renamed (``current_names``). The
+folders load unchanged: nothing is rewritten on disk, and a save writes the current format
 (``instemb-rag export OLD NEW`` re-saves a folder without loading its weights). The fingerprint
 of a two-tower model keeps its older recipe (the checkpoint config's identity with the tower's
-entry under ``TOWER_KEY``), so every index built with one searches as it did. The short names
+entry under ``TWO_TOWER_IDENTITY_KEY``), so every index built with one searches as it did. The short names
 below are read here and nowhere else.
 """
 
@@ -40,13 +46,13 @@ from .config import (
     QUERY_LLM_DIR,
     SENTENCE_ENCODER_TYPE,
     TOWER_HEAD_DIR,
-    TOWER_KEY,
+    TWO_TOWER_IDENTITY_KEY,
     ModelSpec,
     read_raw,
     validated,
 )
 
-__all__ = ["PART_TYPES", "ROUTE_TYPES", "TOWER_KEY", "convert"]
+__all__ = ["PART_TYPES", "RENAMED_CLASSES", "RENAMED_PARTS", "ROUTE_TYPES", "convert"]
 
 ANCHOR_KEY = "query_anchor"
 KINDS = ("two_spaces", "instruction_effect")
@@ -62,15 +68,25 @@ PART_TYPES = {
 }
 ROUTE_TYPES = {
     "document": {
-        "sentence_encoder": f"{COMPOSED}.routes.TowerDocuments",
-        "halves": f"{COMPOSED}.routes.HalvesDocuments",
+        "sentence_encoder": f"{COMPOSED}.routes.SentenceEncoderDocuments",
+        "halves": f"{COMPOSED}.routes.TwoSpacesDocuments",
     },
     "query": {
         "llm": f"{COMPOSED}.routes.LLMQueries",
         "anchored": f"{COMPOSED}.routes.AnchoredQueries",
-        "mixed": f"{COMPOSED}.routes.MixedQueries",
+        "mixed": f"{COMPOSED}.routes.TwoSpacesQueries",
         "effect": f"{COMPOSED}.routes.EffectQueries",
     },
+}
+
+
+# Format 3 (issue 62): one name per concept. A format-2 folder's names, and each one's now.
+RENAMED_PARTS = {"tower": "sentence_encoder", "tower_head": "sentence_encoder_head"}
+RENAMED_CLASSES = {
+    "instemb_rag.encoder.modules.tower.DocumentTower": SENTENCE_ENCODER_TYPE,
+    f"{COMPOSED}.routes.TowerDocuments": f"{COMPOSED}.routes.SentenceEncoderDocuments",
+    f"{COMPOSED}.routes.HalvesDocuments": f"{COMPOSED}.routes.TwoSpacesDocuments",
+    f"{COMPOSED}.routes.MixedQueries": f"{COMPOSED}.routes.TwoSpacesQueries",
 }
 
 
@@ -108,13 +124,36 @@ def convert(folder: str | os.PathLike, raw: dict | None = None) -> ModelSpec:
         raw = read_raw(folder / PARTS_FILE)
     if raw is not None:
         path = folder / PARTS_FILE
-        version = raw.get("format_version")
-        if version == FORMAT_VERSION:
+        if raw.get("format_version") == FORMAT_VERSION:  # short type names of a current folder
             return validated(ModelSpec, with_class_paths(raw, path), path)
-        return with_class_paths(_parts_v1(folder, raw).model_dump(), path, ModelSpec)
+        if raw.get("format_version") == 2:
+            return validated(ModelSpec, current_names(with_class_paths(raw, path)), path)
+        return ModelSpec(**current_names(with_class_paths(_parts_v1(folder, raw), path)))
     if (folder / CONFIG_FILE).is_file():
-        return with_class_paths(_checkpoint(folder).model_dump(), folder / CONFIG_FILE, ModelSpec)
+        return ModelSpec(**current_names(with_class_paths(_checkpoint(folder), folder / CONFIG_FILE)))
     raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
+
+
+def current_names(raw: dict) -> dict:
+    """A spec of format 2's names (class paths) in format 3's: the parts renamed, the routes'
+    fields that name them, the classes that moved."""
+    parts = {
+        RENAMED_PARTS.get(name, name): {**entry, "type": RENAMED_CLASSES.get(entry["type"], entry["type"])}
+        for name, entry in raw["parts"].items()
+    }
+    routes = {side: _renamed_route(route) for side, route in raw["routes"].items()}
+    return {**raw, "format_version": FORMAT_VERSION, "parts": parts, "routes": routes}
+
+
+def _renamed_route(route: dict) -> dict:
+    renamed = {}
+    for field, value in route.items():
+        if field == "type":
+            value = RENAMED_CLASSES.get(value, value)
+        elif isinstance(value, str) and field in ("tower", "head"):  # the fields that name a renamed part
+            value = RENAMED_PARTS.get(value, value)
+        renamed[RENAMED_PARTS.get(field, field)] = value
+    return renamed
 
 
 def with_class_paths(raw: dict, path: Path, model: type[ModelSpec] | None = None):
@@ -155,20 +194,22 @@ def _tower_part(entry: dict) -> dict:
     return {"type": "sentence_encoder", "config": {key: value for key, value in entry.items() if key != ANCHOR_KEY}}
 
 
-def _checkpoint(folder: Path) -> ModelSpec:
-    """A two-tower checkpoint: instemb_config.json naming its sentence encoder (``TOWER_KEY``)."""
+def _checkpoint(folder: Path) -> dict:
+    """A two-tower checkpoint: instemb_config.json naming its sentence encoder (``TWO_TOWER_IDENTITY_KEY``)."""
     read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
-    entry = read_raw(folder / CONFIG_FILE).get(TOWER_KEY)
+    entry = read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY)
     if not isinstance(entry, dict) or not isinstance(entry.get(ANCHOR_KEY, False), bool):
-        raise CheckpointError(f"{folder / CONFIG_FILE}: {TOWER_KEY} must be an object, its {ANCHOR_KEY} true or false.")
+        raise CheckpointError(
+            f"{folder / CONFIG_FILE}: {TWO_TOWER_IDENTITY_KEY} must be an object, its {ANCHOR_KEY} true or false."
+        )
     query = {"type": "anchored" if entry.get(ANCHOR_KEY) else "llm", "llm": "query_llm", "tower": "tower"}
-    return ModelSpec(
-        parts={"query_llm": {"type": "llm", "path": "."}, "tower": _tower_part(entry)},
-        routes={"query": query, "document": {"type": "sentence_encoder", "tower": "tower"}},
-    )
+    return {
+        "parts": {"query_llm": {"type": "llm", "path": "."}, "tower": _tower_part(entry)},
+        "routes": {"query": query, "document": {"type": "sentence_encoder", "tower": "tower"}},
+    }
 
 
-def _parts_v1(folder: Path, raw: dict) -> ModelSpec:
+def _parts_v1(folder: Path, raw: dict) -> dict:
     path = folder / PARTS_FILE
     if raw.get("format_version") != 1 or raw.get("kind") not in KINDS:
         raise CheckpointError(
@@ -177,7 +218,7 @@ def _parts_v1(folder: Path, raw: dict) -> ModelSpec:
         )
     parts = {
         "documents_llm": {"type": "llm", "path": DOCUMENTS_LLM_DIR},
-        "tower": _tower_part(raw.get(TOWER_KEY) or {}),
+        "tower": _tower_part(raw.get(TWO_TOWER_IDENTITY_KEY) or {}),
     }
     document = {"type": "halves", "llm": "documents_llm", "tower": "tower"}
     if raw["kind"] == "two_spaces":
@@ -208,4 +249,4 @@ def _parts_v1(folder: Path, raw: dict) -> ModelSpec:
             "instruction_strength": old.instruction_strength,
             "reference_instruction": old.reference_instruction,
         }
-    return ModelSpec(parts=parts, routes={"query": query, "document": document}, training=old.training)
+    return {"parts": parts, "routes": {"query": query, "document": document}, "training": old.training}

@@ -4,7 +4,7 @@
                       (encoder/checkpoint.py), loaded by encoder/references.py (the LLM is built there:
                       precision, device, settings), saved by its own ``save``
     the sentence encoder
-                      DocumentTower (``SENTENCE_ENCODER_TYPE``, modules/tower.py): an installed
+                      SentenceEncoder (``SENTENCE_ENCODER_TYPE``, modules/sentence_encoder.py): an installed
                       teacher by name, or its own folder copied in (``TOWER_DIR``); its entry is
                       its config
     module parts      any torch module class with the ``ModulePart`` methods, imported by its
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ...errors import CheckpointError
-from ..modules.tower import TOWER_DIR, DocumentTower
+from ..modules.sentence_encoder import SENTENCE_ENCODER_DIR, SentenceEncoder
 from .class_paths import class_path, resolve_class
 from .config import LLM_TYPE, PART_CONFIG_FILE, SENTENCE_ENCODER_TYPE, PartEntry, read_raw
 
@@ -51,12 +51,12 @@ def is_module_part(part) -> bool:
 
 def is_llm_part(part) -> bool:
     """An LLM part: neither the sentence encoder nor a module part."""
-    return not isinstance(part, DocumentTower) and not is_module_part(part)
+    return not isinstance(part, SentenceEncoder) and not is_module_part(part)
 
 
 def part_type(part) -> str:
     """The type (class path) a loaded part is saved as."""
-    if isinstance(part, DocumentTower):
+    if isinstance(part, SentenceEncoder):
         return SENTENCE_ENCODER_TYPE
     return class_path(type(part)) if is_module_part(part) else LLM_TYPE
 
@@ -75,7 +75,7 @@ def module_class(entry: PartEntry, where: str, name: str) -> type:
 def load_part(entry: PartEntry, folder: Path, device: str, where: str, name: str = ""):
     """A part that is not an LLM, loaded from the model folder ``folder`` on ``device``."""
     if entry.is_sentence_encoder:
-        return DocumentTower.from_config(entry.config or {}, device, folder, where)
+        return SentenceEncoder.from_config(entry.config or {}, device, folder, where)
     cls = module_class(entry, where, name)
     path = folder / (entry.path or ".")
     config = entry.config if entry.config is not None else read_raw(path / PART_CONFIG_FILE)
@@ -100,8 +100,10 @@ def part_files(staging: Path, entries: dict[str, PartEntry]) -> list[str]:
     folders = [
         entry.path for entry in entries.values() if not entry.is_llm and not entry.is_sentence_encoder and entry.path
     ]
-    if any(entry.is_sentence_encoder and entry.config.get("encoder") == TOWER_DIR for entry in entries.values()):
-        folders.append(TOWER_DIR)
+    if any(
+        entry.is_sentence_encoder and entry.config.get("encoder") == SENTENCE_ENCODER_DIR for entry in entries.values()
+    ):
+        folders.append(SENTENCE_ENCODER_DIR)
     return sorted(
         path.relative_to(staging).as_posix()
         for name in folders

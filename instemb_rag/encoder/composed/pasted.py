@@ -1,7 +1,7 @@
 """The two-tower anchor: a sentence encoder on both sides, the instruction pasted before the query
 (``pasted:`` references, resolved by encoder/load.py).
 
-What a user could build in ten minutes with the document tower alone (issue 44): documents by
+What a user could build in ten minutes with the document sentence encoder alone (issue 44): documents by
 the sentence encoder, each query as ``instruction + " " + query`` (teachers.teacher_text) by the
 same encoder. Every eval task takes it as ``--model pasted:NAME`` (NAME: an installed teacher
 such as ``minilm``, or a sentence-transformers folder), so the query tower is compared with it on
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...instructions import Instructions, per_item_instructions
-from ..modules.tower import DocumentTower
+from ..modules.sentence_encoder import SentenceEncoder
 
 PREFIX = "pasted:"
 
@@ -27,30 +27,30 @@ def is_pasted_reference(model: str | None) -> bool:
 class PastedInstructionEncoder:
     """The Encoder protocol over one sentence encoder: the instruction pasted in front of the query."""
 
-    def __init__(self, tower: DocumentTower):
-        self.tower = tower
+    def __init__(self, sentence_encoder: SentenceEncoder):
+        self.sentence_encoder = sentence_encoder
         self.training_info: dict = {}
 
     @classmethod
     def load(cls, model: str, device: str = "cpu") -> PastedInstructionEncoder:
         reference = model[len(PREFIX) :] if is_pasted_reference(model) else model
-        return cls(DocumentTower.load(DocumentTower.recorded_reference(reference), device=device))
+        return cls(SentenceEncoder.load(SentenceEncoder.recorded_reference(reference), device=device))
 
     @property
     def fingerprint(self) -> str:
-        return f"pasted-{self.tower.fingerprint[:24]}"
+        return f"pasted-{self.sentence_encoder.fingerprint[:24]}"
 
     @property
     def document_fingerprint(self) -> str:
-        return self.tower.fingerprint
+        return self.sentence_encoder.fingerprint
 
     @property
     def dimension(self) -> int:
-        return self.tower.dimension
+        return self.sentence_encoder.dimension
 
     @property
     def label(self) -> str:
-        return f"{self.tower.name}, instruction pasted"
+        return f"{self.sentence_encoder.name}, instruction pasted"
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
         from ...teachers import teacher_text
@@ -58,10 +58,10 @@ class PastedInstructionEncoder:
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
         texts = [teacher_text(query, instruction) for query, instruction in zip(queries, per_item)]
-        return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))
+        return self.sentence_encoder.encode(texts, batch_size=kwargs.get("batch_size", 64))
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         from ...teachers import teacher_text
 
         texts = [teacher_text(document, instruction) for document in documents]
-        return self.tower.encode(texts, batch_size=kwargs.get("batch_size", 64))
+        return self.sentence_encoder.encode(texts, batch_size=kwargs.get("batch_size", 64))

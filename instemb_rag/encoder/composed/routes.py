@@ -7,14 +7,14 @@ records each route by its class path (``config()``; class_paths.py), so a new ro
 (``part_fields``), and the encoder class its query route makes (``arrangement``, a class path).
 
     document routes
-      TowerDocuments    the sentence encoder alone (two-tower); a document instruction is refused
-      HalvesDocuments   [A; B] / sqrt 2: the documents' LLM and the sentence encoder (two spaces,
+      SentenceEncoderDocuments    the sentence encoder alone (two-tower); a document instruction is refused
+      TwoSpacesDocuments   [A; B] / sqrt 2: the documents' LLM and the sentence encoder (two spaces,
                         the instruction's effect)
     query routes
       LLMQueries        the LLM (through its head, into the sentence encoder's space: two-tower)
       AnchoredQueries   the sentence encoder's vector of "instruction + query" plus the LLM's
                         correction, normalised (an anchored two-tower)
-      MixedQueries      [w a; (1 - w) b] normalised: the LLM half, the anchored tower half, the
+      TwoSpacesQueries      [w a; (1 - w) b] normalised: the LLM half, the anchored sentence encoder half, the
                         weight (the caller's llm_weight, else the gate's, else the configured one)
       EffectQueries     [s h(effect); M(i + q)] normalised: the instruction's effect on the LLM's
                         query vector through the effect map, the sentence encoder's vector
@@ -45,15 +45,15 @@ from ..combine import (
     effect_query,
     effect_rows,
     effect_scale,
-    mixed_query,
     refuse_document_instruction,
     split_document_halves,
+    two_spaces_query,
     unit,
     weighted_rows,
 )
-from ..sides import DocumentSide, llm_part, tower_part
+from ..sides import DocumentSide, llm_part, sentence_encoder_part
 from .class_paths import class_path, resolve_class
-from .config import TOWER_KEY
+from .config import TWO_TOWER_IDENTITY_KEY
 
 __all__ = ["Route", "route_from_config"]
 
@@ -67,7 +67,7 @@ class Route:
     # value of each in its field of the knob's name, and its encode/explain take them by name.
     knobs: ClassVar[tuple[Knob, ...]] = ()
     # Its fields that name parts of the folder (the encoder checks they exist).
-    part_fields: ClassVar[tuple[str, ...]] = ("llm", "tower", "head", "gate", "effect_map")
+    part_fields: ClassVar[tuple[str, ...]] = ("llm", "sentence_encoder", "head", "gate", "effect_map")
     # The class path of the encoder class a query route makes (None: ComposedEncoder itself);
     # a path, not the class: the encoder classes import this module.
     arrangement: ClassVar[str | None] = None
@@ -104,44 +104,47 @@ class Route:
 
 # ---------------------------------------------------------------------------- documents
 @dataclass(frozen=True)
-class TowerDocuments(Route):
+class SentenceEncoderDocuments(Route):
     role: ClassVar[str] = "document"
-    tower: str = "tower"
+    sentence_encoder: str = "sentence_encoder"
 
     def dimension(self, enc) -> int:
-        return enc.parts[self.tower].dimension
+        return enc.parts[self.sentence_encoder].dimension
 
     def fingerprint(self, enc) -> str:
-        return enc.parts[self.tower].fingerprint
+        return enc.parts[self.sentence_encoder].fingerprint
 
     def side(self, enc) -> DocumentSide:
-        tower = enc.parts[self.tower]
-        return DocumentSide((tower_part(tower),), tower.fingerprint)
+        sentence_encoder = enc.parts[self.sentence_encoder]
+        return DocumentSide((sentence_encoder_part(sentence_encoder),), sentence_encoder.fingerprint)
 
     def encode(self, enc, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        tower = enc.parts[self.tower]
-        refuse_document_instruction(instruction, tower.reference, "two-tower")
-        return tower.encode_documents(documents, None, **kwargs)
+        sentence_encoder = enc.parts[self.sentence_encoder]
+        refuse_document_instruction(instruction, sentence_encoder.reference, "two-tower")
+        return sentence_encoder.encode_documents(documents, None, **kwargs)
 
 
 @dataclass(frozen=True)
-class HalvesDocuments(Route):
+class TwoSpacesDocuments(Route):
     role: ClassVar[str] = "document"
     llm: str = "documents_llm"
-    tower: str = "tower"
+    sentence_encoder: str = "sentence_encoder"
 
     def dimension(self, enc) -> int:
-        return enc.parts[self.llm].dimension + enc.parts[self.tower].dimension
+        return enc.parts[self.llm].dimension + enc.parts[self.sentence_encoder].dimension
 
     def fingerprint(self, enc) -> str:
         """The two document parts only: every arrangement over them searches the same index."""
         digest = hashlib.sha256(b"two_spaces/1")
         digest.update(enc.parts[self.llm].fingerprint.encode())
-        digest.update(enc.parts[self.tower].fingerprint.encode())
+        digest.update(enc.parts[self.sentence_encoder].fingerprint.encode())
         return digest.hexdigest()[:32]
 
     def side(self, enc) -> DocumentSide:
-        return DocumentSide((llm_part(enc.parts[self.llm]), tower_part(enc.parts[self.tower])), self.fingerprint(enc))
+        return DocumentSide(
+            (llm_part(enc.parts[self.llm]), sentence_encoder_part(enc.parts[self.sentence_encoder])),
+            self.fingerprint(enc),
+        )
 
     def halves(self, enc, documents: Sequence[str] | np.ndarray, batch_size: int = 16, show_progress: bool = False):
         """(A, B): each document's LLM and sentence-encoder vectors, each normalised. ``documents``:
@@ -156,7 +159,7 @@ class HalvesDocuments(Route):
             return split_document_halves(documents, enc.parts[self.llm].dimension)
         documents = list(documents)
         llm = enc.parts[self.llm].encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
-        return llm, enc.parts[self.tower].encode_documents(documents, None, batch_size=max(batch_size, 32))
+        return llm, enc.parts[self.sentence_encoder].encode_documents(documents, None, batch_size=max(batch_size, 32))
 
     def encode(self, enc, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         self.side(enc).refuse_instruction(instruction)
@@ -173,17 +176,17 @@ class LLMQueries(Route):
     arrangement: ClassVar[str] = f"{COMPOSED}.encoder.TwoTowerEncoder"
     anchor: ClassVar[bool] = False
     llm: str = "query_llm"
-    tower: str = "tower"
+    sentence_encoder: str = "sentence_encoder"
 
     def identity(self, enc) -> dict:
         """What a two-tower fingerprint adds to its LLM's identity: the sentence encoder's entry."""
-        return self.tower_identity(enc.parts[self.tower].recorded_config())
+        return self.sentence_encoder_identity(enc.parts[self.sentence_encoder].recorded_config())
 
-    def tower_identity(self, entry: dict) -> dict:
-        return {TOWER_KEY: {**entry, "query_anchor": True} if self.anchor else dict(entry)}
+    def sentence_encoder_identity(self, entry: dict) -> dict:
+        return {TWO_TOWER_IDENTITY_KEY: {**entry, "query_anchor": True} if self.anchor else dict(entry)}
 
     def llm_identities(self, spec) -> tuple[dict, ...]:
-        return (self.tower_identity(spec.parts[self.tower].config or {}),)
+        return (self.sentence_encoder_identity(spec.parts[self.sentence_encoder].config or {}),)
 
     def fingerprint(self, enc) -> str:
         return enc.parts[self.llm].fingerprint_with_identity(self.identity(enc))
@@ -209,12 +212,16 @@ class AnchoredQueries(LLMQueries):
     def tokens(self, enc, query: str, instruction: str | None) -> int:
         from ...teachers.teacher import teacher_text
 
-        return super().tokens(enc, query, instruction) + enc.parts[self.tower].tokens(teacher_text(query, instruction))
+        return super().tokens(enc, query, instruction) + enc.parts[self.sentence_encoder].tokens(
+            teacher_text(query, instruction)
+        )
 
     def encode(self, enc, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
         queries = list(queries)
         correction = enc.parts[self.llm].encode_unnormalised(queries, instructions, **kwargs)
-        anchors = enc.parts[self.tower].anchor_vectors(queries, per_item_instructions(instructions, len(queries)))
+        anchors = enc.parts[self.sentence_encoder].anchor_vectors(
+            queries, per_item_instructions(instructions, len(queries))
+        )
         return anchored(anchors, correction)
 
     def encode_instructions(self, enc, text: str, instructions: Sequence[str | None], batch_size: int) -> np.ndarray:
@@ -224,7 +231,7 @@ class AnchoredQueries(LLMQueries):
             enc.parts[self.llm], text, instructions, batch_size=batch_size, normalise=False
         )
         per_item = [normalize_instruction(instruction) for instruction in instructions]
-        return anchored(enc.parts[self.tower].anchor_vectors([text] * len(per_item), per_item), correction)
+        return anchored(enc.parts[self.sentence_encoder].anchor_vectors([text] * len(per_item), per_item), correction)
 
     def route_queries(self, enc, pooled: torch.Tensor, anchors: torch.Tensor):
         """(queries, corrections) from pooled states [B, hidden] and the anchors [B, d]: training's
@@ -235,16 +242,16 @@ class AnchoredQueries(LLMQueries):
 
 # ---------------------------------------------------------------------------- queries: two spaces
 @dataclass(frozen=True)
-class HalvesQueries(Route):
+class TwoSpacesRoute(Route):
     """A query route over the documents' two spaces: its LLM and the sentence encoder."""
 
     role: ClassVar[str] = "query"
     llm: str = "documents_llm"
-    tower: str = "tower"
+    sentence_encoder: str = "sentence_encoder"
 
 
 @dataclass(frozen=True)
-class MixedQueries(HalvesQueries):
+class TwoSpacesQueries(TwoSpacesRoute):
     arrangement: ClassVar[str] = f"{COMPOSED}.encoder.TwoSpacesEncoder"
     knobs: ClassVar[tuple[Knob, ...]] = (LLM_WEIGHT,)
     head: str | None = None
@@ -271,18 +278,20 @@ class MixedQueries(HalvesQueries):
     def tokens(self, enc, query: str, instruction: str | None) -> int:
         from ...teachers.teacher import teacher_text
 
-        tower = enc.parts[self.tower].tokens(teacher_text(query, instruction))
-        return len(enc.parts[self.llm].build_ids(query, instruction)) + tower
+        sentence_encoder = enc.parts[self.sentence_encoder].tokens(teacher_text(query, instruction))
+        return len(enc.parts[self.llm].build_ids(query, instruction)) + sentence_encoder
 
     @torch.inference_mode()
     def query_halves(self, enc, queries, instructions=None, batch_size: int = 16, show_progress: bool = False):
-        """(a, b, w): each query's LLM half and tower half (normalised) and its weight (the gate's,
+        """(a, b, w): each query's LLM half and sentence encoder half (normalised) and its weight (the gate's,
         else the configured one), from one prefill of the query LLM."""
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
         llm = enc.parts[self.llm]
         pooled, embedded = llm.encode_pooled(queries, per_item, batch_size, show_progress)
-        anchors = torch.as_tensor(enc.parts[self.tower].anchor_vectors(queries, per_item), dtype=torch.float32)
+        anchors = torch.as_tensor(
+            enc.parts[self.sentence_encoder].anchor_vectors(queries, per_item), dtype=torch.float32
+        )
         if not len(queries):
             return unit(embedded).numpy(), unit(anchors).numpy(), torch.full((0,), self.llm_weight).numpy()
         device = llm.device
@@ -295,31 +304,33 @@ class MixedQueries(HalvesQueries):
         (training/two_spaces/: differentiable, on the pooled states of the frozen-prefix cache)."""
         llm_half = unit(embedded.float())
         correction = enc.parts[self.head](pooled) if self.head is not None else None
-        tower_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
+        sentence_encoder_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
         if self.gate is not None:
             weights = enc.parts[self.gate](pooled)
         else:
             weights = torch.full((len(pooled),), float(self.llm_weight), device=pooled.device)
-        return llm_half, tower_half, weights, correction
+        return llm_half, sentence_encoder_half, weights, correction
 
     def encode(self, enc, queries, instructions=None, llm_weight: float | None = None, **kwargs) -> np.ndarray:
         """``llm_weight`` as checked where it entered (ComposedEncoder.encode_queries); None: the model's own."""
         batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
-        llm_half, tower_half, weights = self.query_halves(enc, queries, instructions, batch_size, show_progress)
+        llm_half, sentence_encoder_half, weights = self.query_halves(
+            enc, queries, instructions, batch_size, show_progress
+        )
         if llm_weight is not None:
             weights = np.full_like(weights, llm_weight)
-        return mixed_query(llm_half, tower_half, weights)
+        return two_spaces_query(llm_half, sentence_encoder_half, weights)
 
     def explain(self, enc, query: str, instruction: str | None, documents, llm_weight: float | None = None):
-        llm_half, tower_half, weights = self.query_halves(enc, [query], [instruction])
+        llm_half, sentence_encoder_half, weights = self.query_halves(enc, [query], [instruction])
         weight = float(weights[0]) if llm_weight is None else llm_weight
-        llm_docs, tower_docs = enc.document_route.halves(enc, documents)
-        return weighted_rows(llm_docs @ llm_half[0], tower_docs @ tower_half[0], weight)
+        llm_docs, sentence_encoder_docs = enc.document_route.halves(enc, documents)
+        return weighted_rows(llm_docs @ llm_half[0], sentence_encoder_docs @ sentence_encoder_half[0], weight)
 
 
 # ---------------------------------------------------------------------------- queries: the instruction's effect
 @dataclass(frozen=True)
-class EffectQueries(HalvesQueries):
+class EffectQueries(TwoSpacesRoute):
     arrangement: ClassVar[str] = f"{COMPOSED}.effect.InstructionEffectEncoder"
     knobs: ClassVar[tuple[Knob, ...]] = (INSTRUCTION_STRENGTH,)
     effect_map: str | None = None
@@ -348,13 +359,13 @@ class EffectQueries(HalvesQueries):
         sentence encoder's pass."""
         from ...teachers.teacher import teacher_text
 
-        tower_tokens = enc.parts[self.tower].tokens(teacher_text(query, instruction))
+        sentence_encoder_tokens = enc.parts[self.sentence_encoder].tokens(teacher_text(query, instruction))
         if not instruction:
-            return tower_tokens
+            return sentence_encoder_tokens
         llm = enc.parts[self.llm]
         under, reference = llm.build_ids(query, instruction), llm.build_ids(query, self.reference_instruction)
         shared = next((n for n, (a, b) in enumerate(zip(under, reference)) if a != b), min(len(under), len(reference)))
-        return len(under) + len(reference) - shared + tower_tokens
+        return len(under) + len(reference) - shared + sentence_encoder_tokens
 
     def llm_pairs(self, enc, queries: Sequence[str], instructions: Sequence[str], batch_size: int = 16) -> np.ndarray:
         """[2, N, d]: the LLM's unit query vectors under each instruction and under the reference.
@@ -378,9 +389,11 @@ class EffectQueries(HalvesQueries):
         strength = self.instruction_strength if instruction_strength is None else instruction_strength
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
-        tower = enc.parts[self.tower]
-        tower_half = unit(
-            np.asarray(tower.anchor_vectors(queries, per_item), dtype=np.float32).reshape(len(queries), tower.dimension)
+        sentence_encoder = enc.parts[self.sentence_encoder]
+        sentence_encoder_half = unit(
+            np.asarray(sentence_encoder.anchor_vectors(queries, per_item), dtype=np.float32).reshape(
+                len(queries), sentence_encoder.dimension
+            )
         )
         effects = np.zeros((len(queries), enc.parts[self.llm].dimension), dtype=np.float32)
         strengths = np.zeros(len(queries), dtype=np.float32)
@@ -390,7 +403,7 @@ class EffectQueries(HalvesQueries):
             effect, gain = self.route_effect(enc, torch.as_tensor(pairs[0]), torch.as_tensor(pairs[1]), strength)
             strengths[rows] = strength * gain.float().cpu().numpy()
             effects[rows] = effect.float().cpu().numpy()
-        return effects, tower_half, strengths
+        return effects, sentence_encoder_half, strengths
 
     def route_effect(
         self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float | None = None
@@ -409,17 +422,19 @@ class EffectQueries(HalvesQueries):
         return effect_half(mapped, gain, strength), gain
 
     def encode(self, enc, queries, instructions=None, instruction_strength=None, **kwargs) -> np.ndarray:
-        effects, tower_half, _ = self.query_halves(
+        effects, sentence_encoder_half, _ = self.query_halves(
             enc, queries, instructions, instruction_strength, kwargs.get("batch_size", 16)
         )
-        return effect_query(effects, tower_half)
+        return effect_query(effects, sentence_encoder_half)
 
     def explain(self, enc, query: str, instruction: str | None, documents, instruction_strength=None):
-        effects, tower_half, effective = self.query_halves(enc, [query], [instruction], instruction_strength)
-        llm_docs, tower_docs = enc.document_route.halves(enc, documents)
+        effects, sentence_encoder_half, effective = self.query_halves(enc, [query], [instruction], instruction_strength)
+        llm_docs, sentence_encoder_docs = enc.document_route.halves(enc, documents)
         scale = float(effect_scale(effects)[0])
         knob = self.instruction_strength if instruction_strength is None else instruction_strength  # given, or own
-        return effect_rows(tower_docs @ tower_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale)
+        return effect_rows(
+            sentence_encoder_docs @ sentence_encoder_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale
+        )
 
 
 def route_from_config(side: str, raw: dict, where: str = "instemb_parts.json") -> Route:

@@ -12,7 +12,7 @@ from . import legacy
 from .config import (
     FORMAT_VERSION,
     PARTS_FILE,
-    TOWER_KEY,
+    TWO_TOWER_IDENTITY_KEY,
     ModelSpec,
     is_composed,
     read_raw,
@@ -44,7 +44,7 @@ def checkpoint_spec(folder: Path) -> ModelSpec:
     if not (folder / CONFIG_FILE).is_file():
         raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
     read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
-    if read_raw(folder / CONFIG_FILE).get(TOWER_KEY) is not None:  # older checkpoints wrote null: none
+    if read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY) is not None:  # older checkpoints wrote null: none
         return legacy.convert(folder)
     return symmetric_spec()
 

@@ -19,7 +19,7 @@ class EffectArguments:
 
     texts_file: str | None = None  # embedding items: queries (with instructions) and passages
     documents_llm: str = "default"  # the symmetric LLM (its documents' and queries' vectors); default: shipped
-    tower: str = "minilm"  # the sentence encoder: an installed teacher or a folder
+    sentence_encoder: str = "minilm"  # the sentence encoder: an installed teacher or a folder
     embedding_dir: str | None = None  # the cached vectors; None = $INSTEMB_HOME/teacher_embeddings
     max_queries: int | None = None
     validation_share: float = 0.1  # queries held out of training, for the run's own validation metric
@@ -58,7 +58,7 @@ class EffectArguments:
         return [
             (
                 config.geometry.teacher_encoder is None
-                and config.query_tower.tower is None
+                and config.query_tower.sentence_encoder is None
                 and config.two_spaces.texts_file is None,
                 "effect, two_spaces, query_tower and geometry are four recipes: set one of them",
             ),

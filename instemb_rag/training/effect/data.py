@@ -50,7 +50,7 @@ def load_effect_data(
     seed: int,
     embedding_dir=None,
     llm=None,
-    tower=None,
+    sentence_encoder=None,
     log=print,
 ) -> EffectData:
     items = read_items(texts_file)
@@ -61,7 +61,7 @@ def load_effect_data(
         queries = queries[:max_queries]
     if not queries:
         raise no_training_queries(texts_file)
-    vectors = cache_effect_vectors(queries + passages, embedding_dir, llm, tower, log)
+    vectors = cache_effect_vectors(queries + passages, embedding_dir, llm, sentence_encoder, log)
     group_rows: dict[str, list[int]] = {}
     for row, item in enumerate(passages):
         if item.group:

@@ -46,9 +46,9 @@ class EffectObjective(Objective):
     def prepare(self) -> Prepared:
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect
-        llm, tower, documents_source = documents_llm_and_tower(config)
+        llm, sentence_encoder, documents_source = documents_llm_and_sentence_encoder(config)
         data = load_effect_data(
-            e.texts_file, e.max_queries, e.validation_share, t.seed, e.embedding_dir, llm, tower, log
+            e.texts_file, e.max_queries, e.validation_share, t.seed, e.embedding_dir, llm, sentence_encoder, log
         )
         effect_map = EffectMap(llm.dimension, e.rank).to(device)
         named = {f"effect_map.{name}": p for name, p in effect_map.named_parameters()}
@@ -59,7 +59,9 @@ class EffectObjective(Objective):
         scheduler = get_linear_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
         training_queries = [data.queries.queries[row] for row in data.training_rows]
         order = BatchOrder.items(training_queries, [len(q.text) for q in training_queries], t.batch_size, t.seed)
-        encoder = InstructionEffectEncoder(llm, tower, effect_map, documents_source=documents_source, **e.knobs)
+        encoder = InstructionEffectEncoder(
+            llm, sentence_encoder, effect_map, documents_source=documents_source, **e.knobs
+        )
         data_info = {
             "texts_file": str(e.texts_file),
             "data_sha256": file_sha256(e.texts_file),
@@ -121,18 +123,18 @@ class EffectObjective(Objective):
         return {kind: round(sum(found) / len(found), 4) for kind, found in hits.items() if found}
 
 
-def documents_llm_and_tower(config):
+def documents_llm_and_sentence_encoder(config):
     """The fixed documents' side an effect run trains against: its LLM (the shipped one for
     "default"), its sentence encoder, as the recipe names them, and the LLM's checkpoint folder
     (None for a bare model folder), which the saved encoder records."""
     from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
     from ...encoder.checkpoint import is_checkpoint
-    from ...encoder.modules.tower import DocumentTower
+    from ...encoder.modules.sentence_encoder import SentenceEncoder
 
     e = config.effect
     source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
     # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
     lookahead = None if is_checkpoint(source) else config.model.lookahead_length
     llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
-    tower = DocumentTower.load(DocumentTower.recorded_reference(e.tower))
-    return llm, tower, (source if is_checkpoint(source) else None)
+    sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(e.sentence_encoder))
+    return llm, sentence_encoder, (source if is_checkpoint(source) else None)

@@ -57,12 +57,12 @@ class EffectLLMObjective(Objective):
         return {"infonce": 1.0, "keep": config.effect.keep_weight, "contrast": config.effect.contrast_weight}
 
     def prepare(self) -> Prepared:
-        from .objective import documents_llm_and_tower
+        from .objective import documents_llm_and_sentence_encoder
 
         config, device, log = self.config, self.device, self.log
         t, e = config.training, config.effect
-        documents_llm, tower, documents_source = documents_llm_and_tower(config)
-        self.data = load_llm_effect_data(e, t.seed, documents_llm, tower, log)
+        documents_llm, sentence_encoder, documents_source = documents_llm_and_sentence_encoder(config)
+        self.data = load_llm_effect_data(e, t.seed, documents_llm, sentence_encoder, log)
         student = load_student(config, device)
         parts = make_trainable(student, config)
         top = open_query_layers(student, parts, e.query_layers)
@@ -88,7 +88,7 @@ class EffectLLMObjective(Objective):
         lengths = [cache.index[input_key(q.text, q.instruction)][2] for q in queries]
         self.order = BatchOrder.items(queries, lengths, t.batch_size, t.seed)
         self.encoder = effect_with_query_llm(
-            documents_llm, student, tower, effect_map, documents_source=documents_source, **e.knobs
+            documents_llm, student, sentence_encoder, effect_map, documents_source=documents_source, **e.knobs
         )
         self.student, self.cache, self.effect_map = student, cache, effect_map
         data_info = {
@@ -118,7 +118,10 @@ class EffectLLMObjective(Objective):
         effect_half, gain = self.query_effects(rows)
         llm_candidates = data.llm_passages[columns].to(device)
         scores = effect_scores(
-            effect_half, data.anchors[rows].to(device), llm_candidates, data.tower_passages[columns].to(device)
+            effect_half,
+            data.anchors[rows].to(device),
+            llm_candidates,
+            data.sentence_encoder_passages[columns].to(device),
         )
         if e.group_negatives_only:
             scores = scores.masked_fill(~data.own_columns(rows, columns).to(device), float("-inf"))
@@ -147,9 +150,14 @@ class EffectLLMObjective(Objective):
         batch, siblings = [b for b, _ in pairs], [s for _, s in pairs]
         sibling_effect, _ = self.query_effects(siblings)
         passages = [data.positives[rows[b]] for b in batch]
-        llm, tower = data.llm_passages[passages].to(device), data.tower_passages[passages].to(device)
-        own = (data.anchors[[rows[b] for b in batch]].to(device) * tower).sum(-1) + (effect_half[batch] * llm).sum(-1)
-        other = (data.anchors[siblings].to(device) * tower).sum(-1) + (sibling_effect * llm).sum(-1)
+        llm, sentence_encoder = (
+            data.llm_passages[passages].to(device),
+            data.sentence_encoder_passages[passages].to(device),
+        )
+        own = (data.anchors[[rows[b] for b in batch]].to(device) * sentence_encoder).sum(-1) + (
+            effect_half[batch] * llm
+        ).sum(-1)
+        other = (data.anchors[siblings].to(device) * sentence_encoder).sum(-1) + (sibling_effect * llm).sum(-1)
         logits = torch.stack([own, other], dim=1) / self.config.effect.temperature
         return torch.nn.functional.cross_entropy(logits, torch.zeros(len(pairs), dtype=torch.long, device=device))
 
@@ -254,7 +262,7 @@ class LLMEffectData:
             for n, q in enumerate(queries)
         ]
         self.own_traps = {qid for qid, ids in negatives.items() if ids}
-        self.anchors, self.tower_passages = vectors["tower_queries"], vectors["tower_passages"]
+        self.anchors, self.sentence_encoder_passages = vectors["tower_queries"], vectors["tower_passages"]
         self.llm_passages = vectors["llm_passages"]
         rows = list(range(len(queries)))
         random.Random(f"{seed}:validation").shuffle(rows)
@@ -299,7 +307,7 @@ class LLMEffectData:
         return unique, [position[self.positives[r]] for r in rows]
 
 
-def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEffectData:
+def load_llm_effect_data(e, seed: int, documents_llm, sentence_encoder, log=print) -> LLMEffectData:
     """The items file's queries and passages with their cached vectors (the documents' LLM half and
     the sentence encoder's; the query LLM's states are the prefix cache's)."""
     from ...datasets.embedding_items import read_items
@@ -320,8 +328,10 @@ def load_llm_effect_data(e, seed: int, documents_llm, tower, log=print) -> LLMEf
     folder = Path(e.embedding_dir) if e.embedding_dir else instemb_home() / "teacher_embeddings"
     as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32)  # noqa: E731
     texts = [teacher_text(q.text, q.instruction) for q in queries]
-    vectors = {"tower_queries": as_tensor(cached_embeddings(tower.sentence_encoder, texts, folder))}
-    vectors["tower_passages"] = as_tensor(cached_embeddings(tower.sentence_encoder, [p.text for p in passages], folder))
+    vectors = {"tower_queries": as_tensor(cached_embeddings(sentence_encoder.teacher, texts, folder))}
+    vectors["tower_passages"] = as_tensor(
+        cached_embeddings(sentence_encoder.teacher, [p.text for p in passages], folder)
+    )
     log(f"effect data: {len(queries)} queries, {len(passages)} passages; caching the documents' LLM half")
     vectors["llm_passages"] = cached_llm_half(
         documents_llm, "default", [p.text for p in passages], e.embedding_dir, log

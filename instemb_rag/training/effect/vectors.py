@@ -42,7 +42,7 @@ def pair_key(query: str, instruction: str | None) -> str:
     return json.dumps([query, instruction], ensure_ascii=False)
 
 
-def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, tower=None, log=print) -> dict:
+def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sentence_encoder=None, log=print) -> dict:
     """``{"llm_passages", "tower_passages", "llm_queries", "llm_references", "tower_queries"}``:
     float32 tensors, rows in the order of the items' passages and queries (queries with an
     instruction: a query without one is the sentence encoder's alone, nothing to train)."""
@@ -51,7 +51,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, towe
     from ...teachers.teacher import teacher_text
     from ..cached_vectors import cached_llm_half
 
-    llm, tower = _frozen_parts(llm, tower)
+    llm, sentence_encoder = _frozen_parts(llm, sentence_encoder)
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
     passages = [item.text for item in items if item.role == "passage"]
     queries = [item for item in items if item.role == "query" and item.instruction]
@@ -60,24 +60,24 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, towe
     vectors = {}
     # Queries first: they are quick, and a run stopped in the passages has them all.
     vectors["tower_queries"] = as_tensor(
-        cached_embeddings(tower.sentence_encoder, [teacher_text(q.text, q.instruction) for q in queries], folder)
+        cached_embeddings(sentence_encoder.teacher, [teacher_text(q.text, q.instruction) for q in queries], folder)
     )
     keys = [pair_key(q.text, q.instruction) for q in queries] + [
         pair_key(q.text, REFERENCE_INSTRUCTION) for q in queries
     ]
     both = as_tensor(cached_embeddings(queries_side, keys, folder, shard_rows=QUERY_SHARD_ROWS))
     vectors["llm_queries"], vectors["llm_references"] = both[: len(queries)], both[len(queries) :]
-    vectors["tower_passages"] = as_tensor(cached_embeddings(tower.sentence_encoder, passages, folder))
+    vectors["tower_passages"] = as_tensor(cached_embeddings(sentence_encoder.teacher, passages, folder))
     vectors["llm_passages"] = cached_llm_half(llm, "default", passages, embedding_dir, log)
     return vectors
 
 
-def _frozen_parts(llm, tower):
+def _frozen_parts(llm, sentence_encoder):
     from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from ...encoder.modules.tower import DocumentTower
+    from ...encoder.modules.sentence_encoder import SentenceEncoder
 
     if llm is None:
         llm = InstEmbEncoder.from_pretrained(shipped_llm_checkpoint())
-    if tower is None:
-        tower = DocumentTower.load(DocumentTower.recorded_reference("minilm"))
-    return llm, tower
+    if sentence_encoder is None:
+        sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference("minilm"))
+    return llm, sentence_encoder

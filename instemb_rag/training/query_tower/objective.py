@@ -1,14 +1,14 @@
 """The query-tower objective (``QueryTowerObjective``), plugged into the one trainer loop (trainer.py).
 
-A run (``query_tower.tower`` set in the config; objectives.py selects this objective):
+A run (``query_tower.sentence_encoder`` set in the config; objectives.py selects this objective):
 
 1. embeds every passage of the items file and every query's "instruction + query" once with the
-   frozen document tower, cached on disk (training/cached_vectors.py); documents are never read
+   frozen document sentence encoder, cached on disk (training/cached_vectors.py); documents are never read
    by the LLM;
 2. loads the student (the starting checkpoint's LoRA goes on training live), opens its top K
    layers and fills the frozen-prefix cache with the queries (tens of tokens each);
 3. attaches a projection head into the document space, at zero: the first step's query
-   embedding is exactly the document tower's own vector of "instruction + query" (the anchor);
+   embedding is exactly the document sentence encoder's own vector of "instruction + query" (the anchor);
 4. each step runs the top K layers on the cached queries, adds the head's correction to the
    anchors, and ranks each query's positive passage above its group's other passages and a
    sample of the bank (losses/query_tower.py); the queries come from the encoder's own query
@@ -27,7 +27,7 @@ import torch
 
 from ...encoder.composed.encoder import TwoTowerEncoder
 from ...encoder.modules.projection import Projection
-from ...encoder.modules.tower import DocumentTower
+from ...encoder.modules.sentence_encoder import SentenceEncoder
 from ...hashing import file_sha256
 from ...losses.query_tower import bank_infonce, correction_norm
 from ...paths import instemb_home
@@ -54,8 +54,10 @@ class QueryTowerObjective(Objective):
     def prepare(self) -> Prepared:
         config, device, log = self.config, self.device, self.log
         t, q, m = config.training, config.query_tower, config.model
-        tower = DocumentTower.load(DocumentTower.recorded_reference(q.tower), device=str(device))
-        data = load_data(q.texts_file, q.max_queries, tower, q.embedding_dir, log)
+        sentence_encoder = SentenceEncoder.load(
+            SentenceEncoder.recorded_reference(q.sentence_encoder), device=str(device)
+        )
+        data = load_data(q.texts_file, q.max_queries, sentence_encoder, q.embedding_dir, log)
         encoder = load_student(config, device)
         parts = make_trainable(encoder, config)
         encoder.eval()  # no dropout layers
@@ -66,12 +68,12 @@ class QueryTowerObjective(Objective):
         log(f"prefix cache ready ({len(cache.index)} inputs, {time.perf_counter() - started:.0f} s this run)")
         lengths = [cache.index[input_key(*item.student_input)][2] for item in data.queries]
         order = BatchOrder.items(data.queries, lengths, t.batch_size, t.seed)
-        head = Projection(encoder.hidden_size, tower.dimension).to(device)
+        head = Projection(encoder.hidden_size, sentence_encoder.dimension).to(device)
         if not (t.resume and latest_checkpoint(Path(t.output_dir)) is not None):
             with torch.no_grad():  # a zero correction: the run starts at the anchor
                 head.linear.weight.zero_()
                 head.linear.bias.zero_()
-        encoder = TwoTowerEncoder(encoder.with_projection(head), tower, anchored=True)
+        encoder = TwoTowerEncoder(encoder.with_projection(head), sentence_encoder, anchored=True)
         parts.named.update({f"projection.{name}": p for name, p in head.named_parameters()})
         optimizer, scheduler = optimizer_with_head(parts, head, t, q.head_learning_rate)
         data_info = {
@@ -81,7 +83,7 @@ class QueryTowerObjective(Objective):
             "passages": len(data.passages),
             "seed": t.seed,
             "batches_per_epoch": order.per_epoch,
-            "sentence_encoder": tower.get_config_dict(),
+            "sentence_encoder": sentence_encoder.get_config_dict(),
         }
         run_info = {"device": str(device), "prefix_cache": str(cache.folder), **data_info}
         self.encoder, self.cache, self.data, self.order, self.head = encoder, cache, data, order, head

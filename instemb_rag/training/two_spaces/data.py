@@ -18,12 +18,12 @@ from ..cached_vectors import QueryTowerData, cached_llm_half, load_data
 
 @dataclass
 class TwoSpacesData:
-    halves: QueryTowerData  # queries, positives, groups, the tower half of passages, the anchors
+    halves: QueryTowerData  # queries, positives, groups, the sentence encoder half of passages, the anchors
     llm_passages: torch.Tensor  # [P, d_llm] the LLM half of the same passages, normalised
 
 
-def load_two_spaces_data(texts_file, max_queries, tower, documents_llm, reference, embedding_dir, log=print):
-    halves = load_data(texts_file, max_queries, tower, embedding_dir, log)
+def load_two_spaces_data(texts_file, max_queries, sentence_encoder, documents_llm, reference, embedding_dir, log=print):
+    halves = load_data(texts_file, max_queries, sentence_encoder, embedding_dir, log)
     passages = [item.text for item in read_items(texts_file) if item.role == "passage"]
     started = time.perf_counter()
     llm_passages = cached_llm_half(documents_llm, reference, passages, embedding_dir, log)

@@ -6,12 +6,12 @@ A run (``two_spaces.texts_file`` set; objectives.py selects this objective):
    documents' LLM (slow: start it first) and the sentence encoder; documents never run again;
 2. loads the student (the documents' LLM with its LoRA going on training live: the query-side
    adapter), opens its top K layers and fills the frozen-prefix cache with the queries;
-3. attaches the tower head (at zero: the tower half is exactly the sentence encoder's vector of
+3. attaches the sentence encoder head (at zero: the sentence encoder half is exactly the sentence encoder's vector of
    "instruction + query") and the gate (zero weights, bias at logit(w0)): step 0 is exactly the
    untrained mix at w0;
 4. each step runs the top K layers on the cached queries once; DAAP gives the LLM half, the head
-   the tower half's correction, the gate the weight; InfoNCE ranks each query's positive passage by
-   ``w cos_LLM + (1 - w) cos_tower`` above its group's other passages (a subject's other aspects,
+   the sentence encoder half's correction, the gate the weight; InfoNCE ranks each query's positive passage by
+   ``w cos_LLM + (1 - w) cos_sentence`` above its group's other passages (a subject's other aspects,
    a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py). The halves
    come from the encoder's own query route (``route_halves``), the one ``encode_queries`` runs.
 
@@ -30,11 +30,11 @@ from torch import nn
 from ...encoder.composed.encoder import TwoSpacesEncoder
 from ...encoder.composed.gate import WeightGate
 from ...encoder.modules.projection import Projection
-from ...encoder.modules.tower import DocumentTower
+from ...encoder.modules.sentence_encoder import SentenceEncoder
 from ...hashing import file_sha256
 from ...knobs import LLM_WEIGHT
 from ...losses.query_tower import correction_norm
-from ...losses.two_spaces import mixed_infonce
+from ...losses.two_spaces import two_spaces_infonce
 from ..batch_order import BatchOrder
 from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum
@@ -47,7 +47,7 @@ __all__ = ["TwoSpacesObjective"]
 
 
 class QuerySideHeads(nn.Module):
-    """The tower head and the gate: one parameter group at the head learning rate."""
+    """The sentence encoder head and the gate: one parameter group at the head learning rate."""
 
     def __init__(self, head: Projection, gate: WeightGate | None):
         super().__init__()
@@ -78,9 +78,11 @@ class TwoSpacesObjective(Objective):
         # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
         lookahead = None if is_checkpoint(source) else m.lookahead_length
         documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)
-        tower = DocumentTower.load(DocumentTower.recorded_reference(s.tower), device=str(device))
+        sentence_encoder = SentenceEncoder.load(
+            SentenceEncoder.recorded_reference(s.sentence_encoder), device=str(device)
+        )
         data = load_two_spaces_data(
-            s.texts_file, s.max_queries, tower, documents_llm, s.documents_llm, s.embedding_dir, log
+            s.texts_file, s.max_queries, sentence_encoder, documents_llm, s.documents_llm, s.embedding_dir, log
         )
         student = load_student(config, device)
         if student.dimension != documents_llm.dimension:
@@ -97,10 +99,10 @@ class TwoSpacesObjective(Objective):
         log(f"prefix cache ready ({len(cache.index)} inputs, {time.perf_counter() - started:.0f} s this run)")
         lengths = [cache.index[input_key(*item.student_input)][2] for item in queries]
         order = BatchOrder.items(queries, lengths, t.batch_size, t.seed)
-        head = Projection(student.hidden_size, tower.dimension).to(device)
+        head = Projection(student.hidden_size, sentence_encoder.dimension).to(device)
         gate = WeightGate(student.hidden_size, s.initial_llm_weight).to(device) if s.gate else None
         if not (t.resume and latest_checkpoint(Path(t.output_dir)) is not None):
-            with torch.no_grad():  # a zero correction: the tower half starts at the anchor
+            with torch.no_grad():  # a zero correction: the sentence encoder half starts at the anchor
                 head.linear.weight.zero_()
                 head.linear.bias.zero_()
         heads = QuerySideHeads(head, gate)
@@ -108,7 +110,7 @@ class TwoSpacesObjective(Objective):
         optimizer, scheduler = optimizer_with_head(parts, heads, t, s.head_learning_rate)
         encoder = TwoSpacesEncoder(
             documents_llm,
-            tower,
+            sentence_encoder,
             student,
             head,
             gate,
@@ -146,14 +148,14 @@ class TwoSpacesObjective(Objective):
         batch = self.order.step(step)
         pooled = pooled_embeddings(self.student, self.cache, [halves.queries[i].student_input for i in batch])
         # The encoder's own query route (what encode_queries runs), on the cached pooled states.
-        llm_half, tower_half, weights, corrections = self.encoder.route_halves(
+        llm_half, sentence_encoder_half, weights, corrections = self.encoder.route_halves(
             pooled, self.student.project(pooled), halves.anchors[batch].to(device)
         )
         rows, positives = halves.candidates(batch, s.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {
-            "infonce": mixed_infonce(
+            "infonce": two_spaces_infonce(
                 (llm_half, self.data.llm_passages[rows].to(device)),
-                (tower_half, halves.passages[rows].to(device)),
+                (sentence_encoder_half, halves.passages[rows].to(device)),
                 weights,
                 torch.tensor(positives, device=device),
                 s.temperature,

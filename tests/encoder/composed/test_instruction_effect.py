@@ -35,14 +35,14 @@ def effect(tiny_model_dir, tiny_st_dir):
 
 
 def test_a_query_ranks_by_the_plain_score_plus_the_instructions_effect(effect):
-    llm, tower = effect.document_halves(DOCS)
+    llm, sentence_encoder = effect.document_halves(DOCS)
     documents = effect.encode_documents(DOCS)
     queries = effect.encode_queries(QUERIES, INSTRUCTIONS)
     under = effect.query_llm.encode_queries(QUERIES, INSTRUCTIONS)
     reference = effect.query_llm.encode_queries(QUERIES, [REFERENCE_INSTRUCTION] * 2)
-    plain = effect.tower.anchor_vectors(QUERIES, INSTRUCTIONS)
+    plain = effect.sentence_encoder.anchor_vectors(QUERIES, INSTRUCTIONS)
     plain = plain / np.linalg.norm(plain, axis=1, keepdims=True)
-    combined = plain @ tower.T + 2.0 * (under - reference) @ llm.T
+    combined = plain @ sentence_encoder.T + 2.0 * (under - reference) @ llm.T
     np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
     effect_half = 2.0 * (under - reference)
     np.testing.assert_allclose(queries @ documents.T, combined * effect_scale(effect_half)[:, None], atol=1e-4)
@@ -51,9 +51,11 @@ def test_a_query_ranks_by_the_plain_score_plus_the_instructions_effect(effect):
 def test_without_an_instruction_the_query_is_the_sentence_encoders_alone(effect):
     for instruction in (None, "   "):
         vector = effect.encode_queries(["which tent is light ?"], instruction)[0]
-        tower = effect.tower.encode_documents(["which tent is light ?"])[0]
+        sentence_encoder = effect.sentence_encoder.encode_documents(["which tent is light ?"])[0]
         np.testing.assert_allclose(vector[: effect.llm_dimension], 0.0)
-        np.testing.assert_allclose(vector[effect.llm_dimension :], tower / np.linalg.norm(tower), atol=1e-5)
+        np.testing.assert_allclose(
+            vector[effect.llm_dimension :], sentence_encoder / np.linalg.norm(sentence_encoder), atol=1e-5
+        )
 
 
 def test_the_reference_instruction_moves_nothing_and_strength_zero_is_plain_search(effect):
@@ -77,9 +79,9 @@ def test_the_strength_is_a_knob_outside_every_fingerprint(effect):
 
 
 def test_the_document_side_is_the_two_space_mixes(effect, tiny_model_dir, tiny_st_dir):
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
-    mix = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
+    mix = untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     assert mix.document_fingerprint == effect.document_fingerprint
     np.testing.assert_allclose(mix.encode_documents(DOCS), effect.encode_documents(DOCS), atol=1e-6)
 
@@ -108,7 +110,7 @@ def test_a_saved_folder_loads_back_to_the_same_vectors(effect, tmp_path):
         effect_map.up.weight.normal_(0, 0.1)
         effect_map.gain.weight.normal_(0, 0.1)
     trained = InstructionEffectEncoder(
-        effect.documents_llm, effect.tower, effect_map, 1.5, documents_source=effect.documents_source
+        effect.documents_llm, effect.sentence_encoder, effect_map, 1.5, documents_source=effect.documents_source
     )
     trained.save(tmp_path / "effect")
     loaded = InstEmbEncoder.from_pretrained(tmp_path / "effect", device="cpu", lookahead_length=2)

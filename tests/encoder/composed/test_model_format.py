@@ -1,4 +1,4 @@
-"""One model format (issue 62 item 1): instemb_parts.json format 2 records every part's and route's
+"""One model format (issue 62 item 1): instemb_parts.json format 3 records every part's and route's
 type as its class path, a save writes it and a load reads it without the converter (legacy.py),
 which reads older folders and nothing else; only instemb-rag's own classes are imported; a new
 part or route is a class in a module of its own, with no table to add it to; every committed
@@ -81,7 +81,7 @@ def test_a_save_records_class_paths_and_loads_back_without_the_converter(effect,
     assert raw["format_version"] == FORMAT_VERSION and uses_class_paths(raw)
     assert {name: entry["type"] for name, entry in raw["parts"].items()} == {
         "documents_llm": LLM_TYPE,
-        "tower": SENTENCE_ENCODER_TYPE,
+        "sentence_encoder": SENTENCE_ENCODER_TYPE,
         "effect_map": class_path(EffectMap),
     }
     assert raw["routes"]["query"]["type"] == class_path(EffectQueries)
@@ -92,15 +92,56 @@ def test_a_save_records_class_paths_and_loads_back_without_the_converter(effect,
     )
 
 
+def format_2_names(folder: Path) -> dict:
+    """Rewrite a saved folder's instemb_parts.json in format 2's names (the part ``tower``, the
+    classes before issue 62 named each concept once), as the committed folders were written."""
+    path = folder / PARTS_FILE
+    raw = json.loads(path.read_text())
+    old_parts = {new: old for old, new in legacy.RENAMED_PARTS.items()}
+    old_classes = {new: old for old, new in legacy.RENAMED_CLASSES.items()}
+    raw["format_version"] = 2
+    raw["parts"] = {
+        old_parts.get(name, name): {**entry, "type": old_classes.get(entry["type"], entry["type"])}
+        for name, entry in raw["parts"].items()
+    }
+    for side, route in raw["routes"].items():
+        route["type"] = old_classes.get(route["type"], route["type"])
+        raw["routes"][side] = {
+            old_parts.get(field, field): old_parts.get(value, value) if field in ("sentence_encoder", "head") else value
+            for field, value in route.items()
+        }
+    path.write_text(json.dumps(raw))
+    return raw
+
+
+def test_format_2_names_are_read_by_the_converter_into_format_3(effect, tmp_path):
+    from instemb_rag.encoder.load import load_model
+
+    effect.save(tmp_path / "saved")
+    current = read_spec(tmp_path / "saved")
+    raw = format_2_names(tmp_path / "saved")
+    assert "tower" in raw["parts"] and raw["routes"]["document"]["type"].endswith(".HalvesDocuments")
+    assert read_spec(tmp_path / "saved") == current
+    loaded = load_model(tmp_path / "saved", device="cpu")
+    assert loaded.fingerprint == effect.fingerprint
+    np.testing.assert_array_equal(
+        loaded.encode_queries(TEXTS, INSTRUCTIONS), effect.encode_queries(TEXTS, INSTRUCTIONS)
+    )
+
+
 def short_names(folder: Path) -> None:
     """Rewrite a saved folder's types as the short names of format 2 before class paths."""
     path = folder / PARTS_FILE
+    format_2_names(folder)
     raw = json.loads(path.read_text())
     parts = {value: key for key, value in legacy.PART_TYPES.items()}
+    current = {old: new for old, new in legacy.RENAMED_CLASSES.items()}
     for entry in raw["parts"].values():
-        entry["type"] = parts[entry["type"]]
+        entry["type"] = parts[current.get(entry["type"], entry["type"])]
     for side, route in raw["routes"].items():
-        route["type"] = {value: key for key, value in legacy.ROUTE_TYPES[side].items()}[route["type"]]
+        route["type"] = {value: key for key, value in legacy.ROUTE_TYPES[side].items()}[
+            current.get(route["type"], route["type"])
+        ]
     path.write_text(json.dumps(raw))
 
 
@@ -157,7 +198,7 @@ def test_a_folder_naming_a_foreign_part_class_is_refused_with_the_path(effect, t
     ("path", "message"),
     [
         ("instemb_rag.encoder.composed.routes.NoSuchRoute", "names no class of this instemb-rag"),
-        ("instemb_rag.encoder.composed.routes.HalvesDocuments", "is not a query route"),
+        ("instemb_rag.encoder.composed.routes.TwoSpacesDocuments", "is not a query route"),
         ("instemb_rag.encoder.composed.gate.WeightGate", "is not a query route"),
         ("effect", "is not a class path"),
     ],
@@ -241,7 +282,7 @@ def test_a_new_part_and_route_are_classes_recorded_by_their_path(effect, new_mod
 # ---------------------------------------------------------------------------- the committed folders
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda path: path.name)
 def test_every_committed_folder_is_in_the_current_format(folder, no_converter):
-    """A parts folder in format 2 with class paths (read here with the converter refused, each
+    """A parts folder in format 3 with class paths (read here with the converter refused, each
     type imported), or a symmetric checkpoint alone (its LLM is the model)."""
     from instemb_rag.encoder.composed.parts import module_class
 

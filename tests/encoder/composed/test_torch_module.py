@@ -21,41 +21,41 @@ INSTRUCTIONS = ["focus on weight", "focus on durability"]
 
 @pytest.fixture
 def mixed(tiny_model_dir, tiny_st_dir) -> TwoSpacesEncoder:
-    """A two-space encoder with a query LLM of its own, a tower head and a gate: every kind of part."""
-    from instemb_rag.encoder.load import load_model, untrained_mix
+    """A two-space encoder with a query LLM of its own, a sentence encoder head and a gate: every kind of part."""
+    from instemb_rag.encoder.load import load_model, untrained_two_spaces
 
-    mix = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
+    mix = untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     query_llm = load_model(str(tiny_model_dir), device="cpu", lookahead_length=2)
     torch.manual_seed(0)
-    head = Projection(query_llm.hidden_size, mix.tower.dimension)
+    head = Projection(query_llm.hidden_size, mix.sentence_encoder.dimension)
     gate = WeightGate(query_llm.hidden_size)
-    return TwoSpacesEncoder(mix.documents_llm, mix.tower, query_llm, head, gate).eval()
+    return TwoSpacesEncoder(mix.documents_llm, mix.sentence_encoder, query_llm, head, gate).eval()
 
 
 def test_its_parameters_are_every_torch_part_once_and_not_the_sentence_encoders(mixed):
     assert isinstance(mixed, nn.Module)
     expected = {
         id(parameter)
-        for part in (mixed.documents_llm, mixed.query_llm, mixed.tower_head, mixed.gate)
+        for part in (mixed.documents_llm, mixed.query_llm, mixed.sentence_encoder_head, mixed.gate)
         for parameter in part.parameters()
     }
     found = [id(parameter) for parameter in mixed.parameters()]
     assert len(found) == len(set(found)) and set(found) == expected
-    tower_parameters = {id(parameter) for parameter in mixed.tower.sentence_encoder.model.parameters()}
+    tower_parameters = {id(parameter) for parameter in mixed.sentence_encoder.teacher.model.parameters()}
     assert tower_parameters and not tower_parameters & expected
 
 
 def test_its_state_dict_is_each_part_under_its_name(mixed):
     state = mixed.state_dict()
-    for name in ("documents_llm", "query_llm", "tower_head", "gate"):
+    for name in ("documents_llm", "query_llm", "sentence_encoder_head", "gate"):
         own = mixed.parts[name].state_dict()
         assert own and all(torch.equal(state[f"torch_parts.{name}.{key}"], value) for key, value in own.items())
-    assert {key.split(".")[1] for key in state} == {"documents_llm", "query_llm", "tower_head", "gate"}
+    assert {key.split(".")[1] for key in state} == {"documents_llm", "query_llm", "sentence_encoder_head", "gate"}
 
 
 def test_train_and_eval_reach_every_torch_part_and_leave_the_sentence_encoder_frozen(mixed):
     before = mixed.encode_queries(QUERIES, INSTRUCTIONS)
-    tower_model = mixed.tower.sentence_encoder.model
+    tower_model = mixed.sentence_encoder.teacher.model
     assert mixed.train() is mixed
     assert all(module.training for module in mixed.modules())
     assert not tower_model.training
@@ -75,11 +75,11 @@ def test_train_takes_the_fingerprint_afresh(mixed):
 
 def test_to_moves_the_sentence_encoder_with_the_query_llm_in_its_own_dtype(mixed):
     # "meta" needs no accelerator: every torch part goes there, the sentence encoder follows.
-    tower_dtype = next(mixed.tower.sentence_encoder.model.parameters()).dtype
+    tower_dtype = next(mixed.sentence_encoder.teacher.model.parameters()).dtype
     assert mixed.to("meta") is mixed
     assert mixed.device == torch.device("meta")
     assert all(parameter.device.type == "meta" for parameter in mixed.parameters())
-    assert all(p.device.type == "meta" for p in mixed.tower.sentence_encoder.model.parameters())
+    assert all(p.device.type == "meta" for p in mixed.sentence_encoder.teacher.model.parameters())
     mixed.to(torch.float64)
     assert all(parameter.dtype == torch.float64 for parameter in mixed.parameters())
-    assert next(mixed.tower.sentence_encoder.model.parameters()).dtype == tower_dtype
+    assert next(mixed.sentence_encoder.teacher.model.parameters()).dtype == tower_dtype

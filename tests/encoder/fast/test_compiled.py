@@ -55,9 +55,9 @@ def test_compile_of_a_two_space_model_compiles_its_llm(home, tiny_model_dir, tin
     """--compile on a two-space model (a two-space default included): its LLM's blocks, the cache
     keyed on the whole model's fingerprint."""
     pytest.importorskip("sentence_transformers")
-    from instemb_rag.encoder.load import untrained_mix
+    from instemb_rag.encoder.load import untrained_two_spaces
 
-    mix = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
+    mix = untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     assert not is_compiled(mix)
     folder = compile_encoder(mix)
     assert is_compiled(mix) and folder.name == mix.fingerprint and folder.is_relative_to(home / "compile")
