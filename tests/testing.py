@@ -21,6 +21,15 @@ WORDS = (
     "question answer instruction text about what which how why does do yes no maybe ."
 ).split()
 
+# The index tests' small corpus in WORDS: a light tent, a durable one and two other items, so that
+# "focus on weight" and "focus on durability" each have one right answer.
+TENT_DOCS = {
+    "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
+    "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",
+    "stove.txt": "the stove is light . fuel gas burner .",
+    "pack.txt": "the backpack strap and frame are heavy but durable .",
+}
+
 
 def word_level_tokenizer(words: list[str], **special_tokens: str):
     """A word-level fast tokenizer: the special tokens first (in the order given), then ``words``."""

@@ -8,16 +8,12 @@ import json
 
 import pytest
 from helpers import index_cli_args
+from testing import TENT_DOCS
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 
-DOCS = {
-    "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
-    "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",
-    "stove.txt": "the stove is light . fuel gas burner .",
-    "pack.txt": "the backpack strap and frame are heavy but durable .",
-}
+DOCS = TENT_DOCS
 QUERY = "which tent is light ?"
 runner = CliRunner()
 

@@ -8,18 +8,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from testing import TENT_DOCS
 
 from instemb_rag.errors import InstEmbError
 from instemb_rag.index import Index, Indexer, IndexOptions
 
 pytest.importorskip("sentence_transformers")
 
-DOCS = {
-    "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
-    "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",
-    "stove.txt": "the stove is light . fuel gas burner .",
-    "pack.txt": "the backpack strap and frame are heavy but durable .",
-}
+DOCS = TENT_DOCS
 QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
 
 

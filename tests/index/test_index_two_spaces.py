@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import index_cli_args
+from testing import TENT_DOCS
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
@@ -23,12 +24,7 @@ from instemb_rag.index.manifest import MANIFEST_FILE, read_manifest
 
 pytest.importorskip("sentence_transformers")
 
-DOCS = {
-    "tents/ridge.md": "the tent is durable nylon . good in rain and wind .",
-    "tents/light.md": "a light tent . packed size 30 cm . weight 1 kg .",
-    "stove.txt": "the stove is light . fuel gas burner .",
-    "pack.txt": "the backpack strap and frame are heavy but durable .",
-}
+DOCS = TENT_DOCS
 QUERY, INSTRUCTION = "which tent is light ?", "focus on weight"
 runner = CliRunner()
 
