@@ -8,8 +8,9 @@ from .instructions import normalize_instruction
 
 if TYPE_CHECKING:
     from .encoder import InstEmbEncoder
+    from .reader import Reranker
 
-__all__ = ["InstEmbEncoder", "normalize_instruction"]
+__all__ = ["InstEmbEncoder", "Reranker", "normalize_instruction"]
 __version__ = "0.1.0"
 
 
@@ -20,4 +21,8 @@ def __getattr__(name: str):
         from .encoder import InstEmbEncoder
 
         return InstEmbEncoder
+    if name == "Reranker":
+        from .reader import Reranker
+
+        return Reranker
     raise AttributeError(f"module 'instemb_rag' has no attribute {name!r}")

@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "compose",
     "daemon",
     "mcp",
+    "reader",
 ]
 
 # The sections of `instemb-rag --help`, in order, each with its commands in the order listed.
@@ -48,6 +49,8 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "build-data",
         "build-distill-texts",
         "build-facet-groups",
+        "build-reader-data",
+        "train-reader",
     ),
 }
 OTHER_COMMANDS = "Other commands"

@@ -93,6 +93,15 @@ def eval_command(
     lexical_engine: str = typer.Option(
         "fts5", help="With --hybrid: fts5 (the index's SQLite full-text index) or bm25s (to compare engines)."
     ),
+    reader: Path | None = typer.Option(
+        None,
+        "--reader",
+        help="Re-score each query's top hits with a reader, as `query --rerank` does: a model folder with a "
+        "rerank route, or a trained reader's final/ folder. Facet groups then pair it with the model without it.",
+    ),
+    rerank_top: int | None = typer.Option(
+        None, "--rerank-top", min=1, help="With --reader: hits it reads per query (default: its own)."
+    ),
     batch_size: int = typer.Option(16, help="Texts per forward pass."),
     device: str = device_option(),
     precision: Precision = precision_option(),
@@ -131,6 +140,17 @@ def eval_command(
 
             mode = RERANK if lexical_rerank else hybrid.value
             hybrid_settings = HybridSettings(mode, hybrid_weight, lexical_words, lexical_engine)
+        reranker = None
+        if reader is not None:
+            import dataclasses
+
+            from ..reader.reranker import Reranker
+
+            reranker = Reranker.from_pretrained(reader)
+            if rerank_top is not None:
+                reranker = Reranker(
+                    reranker.model, dataclasses.replace(reranker.route, top=rerank_top), reranker.source
+                )
         facet_groups = facet_groups_or_refuse(
             task_names, {"--groups": groups, "--baseline": baseline, "--teacher": teacher, "--against": against}
         )
@@ -148,6 +168,7 @@ def eval_command(
                     "batch_size": batch_size,
                     "progress": progress,
                     "hybrid": hybrid_settings,
+                    "rerank": reranker,
                 }
                 run = run_facet_groups(encoder, model, facet_groups, (baseline, teacher, against), settings, seed)
                 results.extend(run.results)
@@ -168,6 +189,7 @@ def eval_command(
                         exclude_seen=exclude_seen,
                         steering_split=split.value,
                         hybrid=hybrid_settings,
+                        rerank=reranker,
                     )
                 )
             for note in results[-1]["notes"]:

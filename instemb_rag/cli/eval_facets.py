@@ -45,6 +45,10 @@ def run_facet_groups(encoder, model: str | None, facet_groups, others, settings:
     baselines, teachers, against = others
     batch, progress = settings["batch_size"], settings["progress"]
     rankers = [instemb_ranker(encoder, f"instemb {model or 'default'}", batch, progress)]
+    if settings.get("rerank") is not None:  # the model with its reader first, paired with the model alone
+        rankers.insert(
+            0, instemb_ranker(encoder, f"instemb {model or 'default'}", batch, progress, rerank=settings["rerank"])
+        )
     hybrid = settings.get("hybrid")
     if hybrid is not None:
         import dataclasses

@@ -113,8 +113,9 @@ def load_folder(
             parts[name] = by_path[path]
     target = str(parts[query.llm].device)
     where = f"{folder}/instemb_parts.json"
+    reader_parts = spec.reader_parts()  # the reranker's (reader/reranker.py), loaded on first use
     for name, entry in spec.parts.items():
-        if not entry.is_llm:
+        if not entry.is_llm and name not in reader_parts:
             parts[name] = load_part(entry, folder, target, where, name)
     # Saved again as loaded, an LLM part's folder is copied byte for byte (its LoRA unmerged),
     # unless other settings were asked for: then the encoder in memory is what a save must write.

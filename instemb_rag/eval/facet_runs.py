@@ -36,10 +36,31 @@ class Ranker:
 
 
 def instemb_ranker(
-    encoder: Encoder, label: str | None = None, batch_size: int = 16, show_progress: bool = False, hybrid=None
+    encoder: Encoder,
+    label: str | None = None,
+    batch_size: int = 16,
+    show_progress: bool = False,
+    hybrid=None,
+    rerank=None,
 ) -> Ranker:
     """An InstEmb encoder: the query under its instruction, passages with no instruction; with
-    ``hybrid`` (eval/hybrid.py HybridSettings) its scores fused with the full-text ranking."""
+    ``hybrid`` (eval/hybrid.py HybridSettings) its scores fused with the full-text ranking; with
+    ``rerank`` (a Reranker) each ask's top passages re-scored by the reader (reranked.py)."""
+    if rerank is not None:
+        from .reranked import reranked_matrix
+        from .tasks import rerank_description
+
+        plain = instemb_ranker(encoder, label, batch_size, show_progress, hybrid)
+        identity = {**plain.identity, **rerank_description(rerank)}
+        identity["label"] = f"{plain.label} {identity.pop('label_suffix')}"
+
+        def reread(groups):
+            layout = PoolLayout.of(groups)
+            return reranked_matrix(
+                rerank, plain.scores(groups), layout.passage_texts, layout.queries, layout.instructions
+            )
+
+        return Ranker(identity["label"], identity, reread)
 
     def embed_queries(queries, instructions):
         return encoder.encode_queries(queries, instructions, batch_size=batch_size, show_progress=show_progress)

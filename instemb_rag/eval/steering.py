@@ -44,6 +44,7 @@ import numpy as np
 from ..choices import SteeringSplit, values
 from ..datasets.builders import HELD_OUT_FRACTION, HELD_OUT_SEED
 from .data import EvalDataError
+from .reranked import reranked_matrix
 
 SPLITS = values(SteeringSplit)
 
@@ -308,12 +309,20 @@ def score_stance_groups(context, by_group, texts, groups: list[str], phrasings: 
         [s for _, _, s in sentences], batch_size=context.batch_size, show_progress=context.show_progress
     )
     asked = [(group, label) for label in ("SUPPORTS", "REFUTES") for group in groups]
-    queries = context.queries([texts[group] for group, _ in asked], [phrasings[label] for _, label in asked])
+    query_texts, instructions = [texts[group] for group, _ in asked], [phrasings[label] for _, label in asked]
+    queries = context.queries(query_texts, instructions)
+    matrix = reranked_matrix(
+        getattr(context, "rerank", None),
+        queries @ doc_matrix.T,
+        [s for _, _, s in sentences],
+        query_texts,
+        instructions,
+    )
     values = []
     for row, (group, label) in enumerate(asked):
         wanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance == label]
         unwanted = [i for i, (owner, stance, _) in enumerate(sentences) if owner == group and stance != label]
-        scores = queries[row] @ doc_matrix.T
+        scores = matrix[row]
         values.append(float(np.mean([scores[w] > scores[u] for w in wanted for u in unwanted])))
     return StanceScores(asked, values, len(sentences))
 

@@ -44,6 +44,7 @@ from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
 from .data import EvalDataError, RetrievalData, load_beir, load_sts
 from .hybrid import HybridSettings, hybrid_scores
+from .reranked import reranked_matrix
 from .results import TaskResult, encoder_description, item_clusters
 from .sampling import sample_in_order, subsample_corpus
 from .scifact_stance import run_scifact_stance
@@ -203,6 +204,7 @@ def evaluate(
     exclude_seen: str | Path | SeenTexts | None = None,
     steering_split: str = "heldout",
     hybrid: HybridSettings | None = None,
+    rerank=None,
 ) -> dict:
     """Evaluate an encoder on one task; returns a JSON-able dict (see :class:`TaskResult`).
 
@@ -215,14 +217,16 @@ def evaluate(
     steering tasks on their training groups (a fit diagnostic; see steering.py). ``facet-groups``
     scores every group of the checkout's dev set; the limits and the cache do not apply to it.
     ``hybrid`` scores the retrieval, stance and facet-groups tasks with the dense scores fused
-    with the full-text ranking, as ``Index.search(..., hybrid=...)`` does (hybrid.py).
+    with the full-text ranking, as ``Index.search(..., hybrid=...)`` does (hybrid.py). ``rerank`` (a
+    reader/reranker.py Reranker) re-scores each query's top hits with the reader, as
+    ``Index.search(..., rerank=True)`` does (reranked.py).
     """
     spec, location = resolve_task(task_name, data_root)
     if spec.kind == "facet-groups":
         from .facet_groups import load_facet_groups
         from .facet_runs import instemb_ranker, run_facet_groups
 
-        ranker = instemb_ranker(encoder, label, batch_size, show_progress, hybrid)
+        ranker = instemb_ranker(encoder, label, batch_size, show_progress, hybrid, rerank)
         return run_facet_groups(load_facet_groups(location), [ranker], location, seed).results[0]
     if cache is True:
         cache = EmbeddingCache()
@@ -236,7 +240,7 @@ def evaluate(
         raise EvalDataError(
             f"--hybrid scores retrieval, stance and facet-groups tasks; {spec.name} ranks no documents."
         )
-    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split, hybrid)
+    context = _RunContext(encoder, cache, batch_size, show_progress, seed, exclude_seen, steering_split, hybrid, rerank)
     limits = {
         "max_queries": max_queries,
         "max_docs": max_docs,
@@ -269,6 +273,10 @@ def evaluate(
             "label": f"{description['label']} + {hybrid.label()}",
             "hybrid": hybrid.describe(),
         }
+    if rerank is not None:
+        reader = rerank_description(rerank)
+        description = {**description, **reader, "label": f"{description['label']} {reader.pop('label_suffix')}"}
+        description.pop("label_suffix", None)
     result = TaskResult(
         task=spec.name,
         kind=spec.kind,
@@ -298,10 +306,13 @@ class _RunContext:
     seen: SeenTexts | None = None
     steering_split: str = "heldout"
     hybrid: HybridSettings | None = None
+    rerank: object = None  # reader/reranker.py Reranker
 
     def scores(self, queries: np.ndarray, documents: np.ndarray, texts: list[str], query_texts, instructions):
-        """[queries, documents]: cosine, or the hybrid ranking's rank scores."""
-        return hybrid_scores(self.hybrid, queries @ documents.T, texts, query_texts, instructions)
+        """[queries, documents]: cosine (each row's top hits fused with the reader's score under
+        ``rerank``), or the hybrid ranking's rank scores."""
+        dense = reranked_matrix(self.rerank, queries @ documents.T, texts, query_texts, instructions)
+        return hybrid_scores(self.hybrid, dense, texts, query_texts, instructions)
 
     def unseen(self, items: list, text_of, what: str) -> tuple[list, list[str]]:
         """Items whose text the model did not read in training, and a note on what was dropped."""
@@ -326,6 +337,14 @@ class _RunContext:
         return self.encoder.encode_queries(
             texts, instructions, batch_size=self.batch_size, show_progress=self.show_progress
         )
+
+
+def rerank_description(reranker) -> dict:
+    """What a run with the reader records beside the encoder's identity (``compare`` pairs it as another ranker)."""
+    return {
+        "label_suffix": f"+ reader (top {reranker.top}, w {reranker.fusion_weight})",
+        "reranker": {"source": str(reranker.source), "top": reranker.top, "fusion_weight": reranker.fusion_weight},
+    }
 
 
 def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_docs):

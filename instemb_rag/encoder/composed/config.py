@@ -52,6 +52,7 @@ __all__ = [
     "FORMAT_VERSION",
     "LLM_TYPE",
     "PARTS_FILE",
+    "RERANK_ROUTE",
     "QUERY_LLM_DIR",
     "SENTENCE_ENCODER_TYPE",
     "TOWER_HEAD_DIR",
@@ -81,6 +82,8 @@ SENTENCE_ENCODER_TYPE = "instemb_rag.encoder.modules.sentence_encoder.SentenceEn
 # The entry an older two-tower checkpoint's instemb_config.json names its sentence encoder by,
 # and the key of that entry in a two-tower model's fingerprint (routes.py LLMQueries), kept.
 TWO_TOWER_IDENTITY_KEY = "document_tower"
+# The optional third route: the reader that re-orders the first stage's top hits (reader/reranker.py).
+RERANK_ROUTE = "rerank"
 
 
 class PartEntry(BaseModel):
@@ -117,9 +120,22 @@ class ModelSpec(BaseModel):
     @field_validator("routes")
     @classmethod
     def _two_routes(cls, routes: dict) -> dict:
-        if set(routes) != {"query", "document"}:
-            raise ValueError(f"must be a query route and a document route; found {sorted(routes)}")
+        if not {"query", "document"} <= set(routes) or set(routes) - {"query", "document", RERANK_ROUTE}:
+            raise ValueError(
+                f"must be a query route and a document route (and optionally a {RERANK_ROUTE} route); found {sorted(routes)}"
+            )
         return routes
+
+    def reader_parts(self) -> set[str]:
+        """The parts only the rerank route reads (reader/reranker.py loads them, on first use): the
+        encoder leaves them out, so its vectors and fingerprints are those of the folder without them."""
+        rerank = self.routes.get(RERANK_ROUTE)
+        if rerank is None:
+            return set()
+        embedding = {
+            value for route in ("query", "document") for value in self.routes[route].values() if isinstance(value, str)
+        }
+        return {name for name in (rerank.get("reader"),) if isinstance(name, str) and name not in embedding}
 
     @property
     def is_symmetric(self) -> bool:
