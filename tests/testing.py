@@ -463,3 +463,23 @@ def minilm_or_skip() -> None:
             f"encoder, which is not installed under {teachers_root()}: `{install_command('minilm')}` adds it "
             "(about 90 MB)"
         )
+
+
+def build_tiny_reader_folder(folder: Path, sentence_encoder_folder: Path, fusion_weight: float = 0.3) -> Path:
+    """A tiny reader (issue 67) over a tiny sentence-transformers folder, saved as training writes
+    final/: LoRA r2 and the head moved off their starting values, so the reader tells texts apart."""
+    import json
+
+    import torch
+
+    from instemb_rag.reader.model import ReaderModel
+
+    model = ReaderModel.untrained(str(sentence_encoder_folder), lora_rank=2, max_length=24, seed=0)
+    with torch.no_grad():
+        for name, parameter in model.bert.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+        model.head.weight.normal_(std=1.0)
+    model.save(folder)
+    (folder / "fusion.json").write_text(json.dumps({"weight": fusion_weight}))
+    return folder

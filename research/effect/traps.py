@@ -4,7 +4,7 @@ file repeats the instruction's words?
     python research/effect/traps.py OUT.json BASELINE[@S] MODEL[@S] [MODEL[@S] ...]
 
 MODEL as in own_files.py: ``default``, ``pasted:minilm``, ``effect`` (untrained) or a folder; ``@S``
-sets an instruction-effect model's strength. Each corpus's 12 files are embedded whole (each is
+sets an instruction-effect model's strength; ``+reader:FOLDER`` adds a reader's second stage. Each corpus's 12 files are embedded whole (each is
 shorter than one chunk, as the indexer stores it) and each case's query ranks them. Per model:
 first in corpus per corpus and pooled, and the share of cases whose trap ranks above the right
 file; each later model paired with BASELINE over the 30 cases (95 % bootstrap interval, the
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from own_files import load  # noqa: E402
+from own_files import load_ranker, ranked_scores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2] / "eval_sets" / "traps"
 
@@ -30,16 +30,18 @@ def cases() -> list[dict]:
     return [json.loads(line) for line in (ROOT / "queries.jsonl").read_text().splitlines() if line.strip()]
 
 
-def score(encoder) -> dict:
+def score(encoder, reranker=None) -> dict:
     rows = []
     by_corpus = collections.defaultdict(list)
     for case in cases():
         by_corpus[case["corpus"]].append(case)
     for corpus, items in sorted(by_corpus.items()):
         files = sorted((ROOT / corpus).glob("*.md"))
-        documents = encoder.encode_documents([path.read_text(encoding="utf-8") for path in files])
-        queries = encoder.encode_queries([c["query"] for c in items], [c["instruction"] for c in items])
-        for case, scores in zip(items, queries @ documents.T):
+        texts = [path.read_text(encoding="utf-8") for path in files]
+        documents = encoder.encode_documents(texts)
+        asked, instructions = [c["query"] for c in items], [c["instruction"] for c in items]
+        queries = encoder.encode_queries(asked, instructions)
+        for case, scores in zip(items, ranked_scores(reranker, queries @ documents.T, texts, asked, instructions)):
             order = [files[n].name for n in np.argsort(-scores)]
             rank, trap_rank = order.index(case["expected"]) + 1, order.index(case["trap"]) + 1
             rows.append({**case, "rank": rank, "trap_rank": trap_rank, "first": order[0]})
@@ -68,7 +70,7 @@ def paired(candidate: dict, baseline: dict) -> dict:
 def main(out: str, baseline: str, *models: str) -> None:
     results = {}
     for reference in (baseline, *models):
-        results[reference] = result = score(load(reference))
+        results[reference] = result = score(*load_ranker(reference))
         corpora = " ".join(f"{c} {v:.3f}" for c, v in result["per_corpus"].items())
         line = f"{reference}: first in corpus {result['first_in_corpus']:.3f} ({corpora}); trap above right {result['trap_above_right']:.3f}"
         if reference != baseline:

@@ -17,20 +17,9 @@ TEXTS = ["a light tent for one", "a heavy tent for storms", "the tent is not lig
 @pytest.fixture(scope="module")
 def reader_dir(tiny_st_dir, tmp_path_factory) -> Path:
     """A tiny reader (1-layer BERT of the tiny sentence encoder, LoRA r2) saved as training writes final/."""
-    import torch
+    from testing import build_tiny_reader_folder
 
-    from instemb_rag.reader.model import ReaderModel
-
-    model = ReaderModel.untrained(str(tiny_st_dir), lora_rank=2, max_length=24, seed=0)
-    with torch.no_grad():  # LoRA starts at zero; move it so that merging has something to fold in
-        for name, parameter in model.bert.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.5)
-        model.head.weight.normal_(std=1.0)
-    folder = tmp_path_factory.mktemp("reader") / "final"
-    model.save(folder)
-    (folder / "fusion.json").write_text(json.dumps({"weight": 0.3}))
-    return folder
+    return build_tiny_reader_folder(tmp_path_factory.mktemp("reader") / "final", tiny_st_dir, fusion_weight=0.3)
 
 
 def test_score_is_first_stage_plus_weighted_sigmoid(reader_dir):

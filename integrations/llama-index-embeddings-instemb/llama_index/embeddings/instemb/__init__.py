@@ -9,6 +9,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION
 
 from .base import FILE_METADATA_KEYS, InstEmbEmbedding, InstEmbNodeParser, InstructionEmbeddingStartEvent
 from .query import InstructedText, InstructionQueryBundle
+from .rerank import InstEmbRerank
 from .retriever import InstEmbRetriever, InstructionFusionRetriever
 from .stores import faiss_vector_store, qdrant_vector_store
 
@@ -17,6 +18,7 @@ __all__ = [
     "FILE_METADATA_KEYS",
     "InstEmbEmbedding",
     "InstEmbNodeParser",
+    "InstEmbRerank",
     "InstEmbRetriever",
     "InstructedText",
     "InstructionEmbeddingStartEvent",
