@@ -44,6 +44,7 @@ SCRIPTS = {
     "training": "bench_training.py",
     "serve": "bench_serve.py",
     "cli": "bench_cli.py",  # `instemb-rag query` end to end: warm (resident process), cold, in-process
+    "reader": "bench_reader.py",  # the reader's second stage: p50 of re-scoring k hits (issue 67)
     "ray": "bench_ray.py",  # `ray` extra; skipped (a row saying so) without it
     "gpu": "bench_gpu.py",  # CUDA only (run by default with --device cuda; see gpu.sh)
 }

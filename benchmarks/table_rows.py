@@ -411,7 +411,21 @@ RENDERERS = {
     "cli": cli_rows,
     "ray": ray_rows,
     "gpu": gpu_rows,
+    "reader": lambda result: reader_rows(result),
 }
+
+
+def reader_rows(result: dict) -> list[tuple]:
+    """The reader's cost per depth k: p50 (p90) of re-scoring the top k hits."""
+    return [
+        (
+            f"reader: re-score top {key[1:]} ({row['tokens']} tokens)",
+            f"p50 {fmt(row['p50_s'], 3)} s (p90 {fmt(row['p90_s'], 3)})",
+            "",
+            "",
+        )
+        for key, row in result["by_depth"].items()
+    ]
 
 
 def rows_for(name: str, result: dict) -> list[tuple]:

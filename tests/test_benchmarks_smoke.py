@@ -90,6 +90,12 @@ def test_hybrid_smoke():
     assert len(rows) == 3 and set(result["fused_over_dense_p50"]) == {"hybrid_rrf", "hybrid_z"}
 
 
+def test_reader_smoke():
+    result, rows = smoke("reader")
+    assert set(result["by_depth"]) == {"k3", "k5"} and all(row["p50_s"] > 0 for row in result["by_depth"].values())
+    assert len(rows) == 2
+
+
 def test_training_smoke():
     result, rows = smoke("training")
     modes = ["full", "llm_target_cache", "lookahead_frozen", "prefix_k1", "prefix_k2", "all", "query_tower"]

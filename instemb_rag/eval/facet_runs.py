@@ -47,8 +47,7 @@ def instemb_ranker(
     ``hybrid`` (eval/hybrid.py HybridSettings) its scores fused with the full-text ranking; with
     ``rerank`` (a Reranker) each ask's top passages re-scored by the reader (reranked.py)."""
     if rerank is not None:
-        from .reranked import reranked_matrix
-        from .tasks import rerank_description
+        from .reranked import rerank_description, reranked_matrix
 
         plain = instemb_ranker(encoder, label, batch_size, show_progress, hybrid)
         identity = {**plain.identity, **rerank_description(rerank)}

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["reranked_matrix"]
+__all__ = ["rerank_description", "reranked_matrix"]
 
 
 def reranked_matrix(
@@ -33,3 +33,11 @@ def reranked_matrix(
         )
         scores[row, top] = fused
     return scores
+
+
+def rerank_description(reranker) -> dict:
+    """What a run with the reader records beside the encoder's identity (``compare`` pairs it as another ranker)."""
+    return {
+        "label_suffix": f"+ reader (top {reranker.top}, w {reranker.fusion_weight})",
+        "reranker": {"source": str(reranker.source), "top": reranker.top, "fusion_weight": reranker.fusion_weight},
+    }

@@ -44,7 +44,7 @@ from .bootstrap import bootstrap_interval, intervals_for
 from .cache import EmbeddingCache, embed_corpus
 from .data import EvalDataError, RetrievalData, load_beir, load_sts
 from .hybrid import HybridSettings, hybrid_scores
-from .reranked import reranked_matrix
+from .reranked import rerank_description, reranked_matrix
 from .results import TaskResult, encoder_description, item_clusters
 from .sampling import sample_in_order, subsample_corpus
 from .scifact_stance import run_scifact_stance
@@ -337,14 +337,6 @@ class _RunContext:
         return self.encoder.encode_queries(
             texts, instructions, batch_size=self.batch_size, show_progress=self.show_progress
         )
-
-
-def rerank_description(reranker) -> dict:
-    """What a run with the reader records beside the encoder's identity (``compare`` pairs it as another ranker)."""
-    return {
-        "label_suffix": f"+ reader (top {reranker.top}, w {reranker.fusion_weight})",
-        "reranker": {"source": str(reranker.source), "top": reranker.top, "fusion_weight": reranker.fusion_weight},
-    }
 
 
 def _run_retrieval(context: _RunContext, data: RetrievalData, max_queries, max_docs):
