@@ -39,8 +39,9 @@ LAYERS: list[set[str]] = [
     {"teachers"},
     # the model: everything that builds and runs an InstEmbEncoder
     {"encoder"},
-    # the loss functions the model is trained with
-    {"losses"},
+    # the loss functions the model is trained with; the reader (issue 67: the second stage that
+    # re-orders the first stage's top hits, a model folder's reader part and rerank route)
+    {"losses", "reader"},
     # what uses the model: indexing and search, training, evaluation, other libraries' loaders
     # (interop: sentence-transformers), a query's inputs checked once where they enter (queries)
     {"index", "training", "eval", "interop", "queries"},

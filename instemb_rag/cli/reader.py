@@ -19,7 +19,7 @@ def build_reader_data_command(
     written_groups: Path | None = typer.Option(
         None,
         "--written-groups",
-        help="Hand-written training groups (default: research/data/facet_groups_train.jsonl where it exists).",
+        help="Hand-written training groups (the facet-groups format) for the aspect and choice records; none by default.",
     ),
     data_root: Path | None = typer.Option(
         None, "--data-root", help="Folder of the public data sets; default: $INSTEMB_DATA_ROOT, else ../shared/data."
@@ -37,7 +37,8 @@ def build_reader_data_command(
 
     if not facet_groups.is_file():
         fail(f"{facet_groups} not found: run `instemb-rag build-facet-groups --out {facet_groups.parent}` first.", 2)
-    written = written_groups or Path("research/data/facet_groups_train.jsonl")
+    if written_groups is not None and not written_groups.is_file():
+        fail(f"--written-groups {written_groups} not found.", 2)
     try:
         teacher = load_teacher("minilm")
         plan = ReaderDataPlan(
@@ -55,7 +56,9 @@ def build_reader_data_command(
 
 
 def train_reader_command(
-    recipe: Path = typer.Argument(..., help="A YAML recipe with a `reader:` section (research/reader/round1.yaml)."),
+    recipe: Path = typer.Argument(
+        ..., help="A YAML recipe with a `reader:` section (the ReaderTrainingArguments keys)."
+    ),
     overrides: list[str] = typer.Argument(None, help="key=value settings over the recipe's (max_steps=200)."),
 ) -> None:
     """Train the reader (resumes from the run's last checkpoint); writes final/ with its fusion weight."""
@@ -67,7 +70,7 @@ def train_reader_command(
         fail(f"recipe {recipe} not found.", 2)
     values = (yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}).get("reader")
     if not isinstance(values, dict):
-        fail(f"{recipe}: no `reader:` section (see research/reader/round1.yaml).", 2)
+        fail(f"{recipe}: no `reader:` section (a mapping of the ReaderTrainingArguments keys).", 2)
     for override in overrides or []:
         key, sep, value = override.partition("=")
         if not sep:

@@ -276,7 +276,7 @@ def plain_records(records: Sequence, rng: random.Random, limit: int, encode=None
 @dataclass(frozen=True)
 class ReaderDataPlan:
     facet_groups: Path  # runs/facets/train.jsonl (build-facet-groups)
-    written_groups: Path | None  # research/data/facet_groups_train.jsonl (hand-written training subjects)
+    written_groups: Path | None  # hand-written training subjects (the facet-groups format), or none
     data_root: Path
     seed: int = 0
     aspect_per_group: int = 1

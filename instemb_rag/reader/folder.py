@@ -32,7 +32,7 @@ def with_reader(
     from ..encoder.composed.config import PARTS_FILE, RERANK_ROUTE, ModelSpec, PartEntry, write_spec
     from ..encoder.composed.spec import read_spec
     from .model import ReaderModel
-    from .reranker import DEFAULT_TOP, RerankRoute, _bare_reader
+    from .reranker import DEFAULT_TOP, RerankRoute, bare_reader_route
 
     model_folder, reader_folder, out = Path(model_folder), Path(reader_folder), Path(out)
     if not (model_folder / PARTS_FILE).is_file():
@@ -46,7 +46,7 @@ def with_reader(
             f"reader folder {reader_folder} lacks {', '.join(missing)}: use a training run's final/ folder."
         )
     ReaderModel.from_folder(reader_folder, merged=False)  # refuses a reader whose base is not installed here
-    calibrated = _bare_reader(reader_folder) if fusion_weight is None else None
+    calibrated = bare_reader_route(reader_folder) if fusion_weight is None else None
     route = RerankRoute(
         reader=READER_DIR,
         fusion_weight=float(fusion_weight if fusion_weight is not None else calibrated.fusion_weight),

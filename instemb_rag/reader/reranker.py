@@ -111,7 +111,7 @@ def _read_route(folder: Path) -> tuple[RerankRoute, Path]:
     return route, folder / part["path"]
 
 
-def _bare_reader(folder: Path) -> RerankRoute:
+def bare_reader_route(folder: Path) -> RerankRoute:
     """A reader folder as training writes it (config.json, weights, fusion.json beside them)."""
     fusion = folder / FUSION_FILE
     if not fusion.is_file():
@@ -155,7 +155,7 @@ class Reranker:
         if (folder / "instemb_parts.json").is_file():
             route, reader_folder = _read_route(folder)
         else:
-            route, reader_folder = _bare_reader(folder), folder
+            route, reader_folder = bare_reader_route(folder), folder
         model = ReaderModel.from_folder(reader_folder, device=device, merged=True)
         return cls(model, route, folder)
 
