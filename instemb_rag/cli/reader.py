@@ -41,9 +41,7 @@ def build_reader_data_command(
         fail(f"--written-groups {written_groups} not found.", 2)
     try:
         teacher = load_teacher("minilm")
-        plan = ReaderDataPlan(
-            facet_groups, written if written.is_file() else None, data_root or default_data_root(), seed
-        )
+        plan = ReaderDataPlan(facet_groups, written_groups, data_root or default_data_root(), seed)
         records = build_reader_records(plan, encode=lambda texts: teacher.encode(list(texts), batch_size=64))
     except InstEmbError as exc:
         fail(exc)

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 REPORT="$1"; READER="$2"
 INSTEMB=".venv/bin/instemb-rag"; PY=".venv/bin/python"
 QTOWER_SEEN="runs/qtower/seen_records.jsonl"        # the default's training texts (see dev_report.sh)
-X
+READER_SEEN="${READER_SEEN:-runs/reader/records.seen.jsonl}"  # build-reader-data writes <out>.seen.jsonl
 FACTBOOK="runs/facets/dev_factbook.jsonl"
 for needed in "$QTOWER_SEEN" "$READER_SEEN" "$FACTBOOK"; do
   [ -e "$needed" ] || { echo "error: $needed not found (instemb_rag/training/recipes/two-spaces.yaml and research/reader/round1.yaml say how to make it)" >&2; exit 2; }
