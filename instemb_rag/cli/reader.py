@@ -24,6 +24,11 @@ def build_reader_data_command(
     data_root: Path | None = typer.Option(
         None, "--data-root", help="Folder of the public data sets; default: $INSTEMB_DATA_ROOT, else ../shared/data."
     ),
+    scientific: bool = typer.Option(
+        False,
+        "--scientific-plain",
+        help="Add PubMedQA and COVID-QA questions as plain-search records (scientific text).",
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Build the reader's training records: aspects with rule-built traps, choices, stance, negation, plain search."""

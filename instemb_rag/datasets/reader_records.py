@@ -240,9 +240,12 @@ def paired_records(
             )
 
 
-def plain_records(records: Sequence, rng: random.Random, limit: int, encode=None) -> Iterator[ReaderRecord]:
-    """MS MARCO questions with their passage against the nearest other passages (``encode``: texts ->
-    unit vectors, the sentence encoder; without it, random other passages)."""
+def plain_records(
+    records: Sequence, rng: random.Random, limit: int, encode=None, source: str = "msmarco_qa"
+) -> Iterator[ReaderRecord]:
+    """Questions (a record's ``instruction``) with their passage (its ``text``) against the nearest
+    other passages of the set (``encode``: texts -> unit vectors, the sentence encoder; without it,
+    random other passages): MS MARCO, and PubMedQA and COVID-QA for scientific text."""
     import numpy as np
 
     records = list(records)
@@ -264,7 +267,7 @@ def plain_records(records: Sequence, rng: random.Random, limit: int, encode=None
         yield ReaderRecord(
             id=f"plain:{record.source}",
             kind="plain",
-            source="msmarco_qa",
+            source=source,
             query=record.instruction,
             instruction=instruction,
             positive=passages[index],
@@ -284,6 +287,7 @@ class ReaderDataPlan:
     negation_limit: int = 1500
     plain_limit: int = 1500
     max_aspect_groups: int = 2600
+    scientific_plain: bool = False  # PubMedQA and COVID-QA questions beside MS MARCO's (round 2)
 
 
 def _read_groups(path: Path) -> list[dict]:
@@ -312,6 +316,11 @@ def build_reader_records(plan: ReaderDataPlan, encode=None) -> list[ReaderRecord
     records += list(paired_records(pairs, "negation", "stance_pairs", rng, plan.negation_limit))
     msmarco, _ = build_set("msmarco_qa", plan.data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
     records += list(plain_records(msmarco, rng, plan.plain_limit, encode))
+    if plan.scientific_plain:
+        for name in ("pubmedqa", "covid_qa"):
+            scientific, _ = build_set(name, plan.data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
+            unique = list({record.text: record for record in scientific}.values())
+            records += list(plain_records(unique, rng, plan.plain_limit, encode, source=name))
     rng.shuffle(records)
     return records
 
