@@ -27,7 +27,10 @@ __all__ = [
 
 
 class StoreKind(str, Enum):
-    """``--store``: faiss (FAISS file + SQLite catalog) or qdrant (embedded, or a server with --qdrant-url)."""
+    """The built-in vector stores, each a module of index/stores/ (its registry, registry.py, reads
+    this list): faiss (FAISS file + SQLite catalog) or qdrant (embedded, or a server with
+    --qdrant-url). ``--store`` takes any registered store (``registry.StoreKind``: these and any
+    a plugin registers)."""
 
     faiss = "faiss"
     qdrant = "qdrant"

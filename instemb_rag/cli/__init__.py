@@ -90,7 +90,21 @@ def usual_usage_piece(argument: TyperArgument) -> str:
 
 
 class UsualUsage:
-    """Mixed into every command's class: the usage line in the usual form."""
+    """Mixed into every command's class: the usage line in the usual form, and the options of a
+    help panel (``rich_help_panel``, e.g. "Qdrant server") in a section of their own after the
+    command's common options (the plain help ignores panels otherwise: rich_markup_mode=None)."""
+
+    def format_options(self, ctx, formatter) -> None:
+        sections: dict[str, list] = {"Arguments": [], "Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                common = "Arguments" if param.param_type_name == "argument" else "Options"
+                sections.setdefault(getattr(param, "rich_help_panel", None) or common, []).append(record)
+        for title, records in sections.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from ..choices import FaissIndexKind, Precision, QdrantQuantization, StoreKind, supported_types
+from ..choices import Precision, supported_types
 from .common import (  # noqa: F401
     ExitCode,
     compile_option,
@@ -18,6 +18,7 @@ from .common import (  # noqa: F401
     precision_option,
     strict_precision_option,
 )
+from .store_options import STORE_OPTIONS_HERE, store_options
 
 # The exit codes of the one table in common.py, under the names the index tests use.
 EXIT_BAD_INPUT = ExitCode.BAD_INPUT
@@ -41,48 +42,14 @@ class RayOptionalValueCommand(TyperCommand):
         return super().parse_args(ctx, fixed)
 
 
+@store_options()
 def index_command(
     path: Path = typer.Argument(..., help=f"Folder (or file) of documents: {supported_types()}."),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."
     ),
-    store: StoreKind | None = typer.Option(
-        None, "--store", help="Vector store; default: faiss for a new index, the index's own otherwise."
-    ),
-    faiss_index: FaissIndexKind | None = typer.Option(
-        None, "--faiss-index", help="flat is exact (default); hnsw and ivf are approximate."
-    ),
-    qdrant_url: str | None = typer.Option(
-        None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."
-    ),
-    qdrant_api_key: str | None = typer.Option(
-        None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."
-    ),
-    qdrant_collection: str = typer.Option("instemb", "--qdrant-collection", help="Collection name on the server."),
-    qdrant_shards: int | None = typer.Option(
-        None,
-        "--qdrant-shards",
-        min=1,
-        help="New server collection: shard_number (shards spread over the cluster's nodes).",
-    ),
-    qdrant_replication: int | None = typer.Option(
-        None, "--qdrant-replication", min=1, help="New server collection: replication_factor (copies of each shard)."
-    ),
-    qdrant_write_consistency: int | None = typer.Option(
-        None,
-        "--qdrant-write-consistency",
-        min=1,
-        help="New server collection: write_consistency_factor (replicas that acknowledge a write).",
-    ),
-    qdrant_on_disk: bool = typer.Option(
-        False, "--qdrant-on-disk", help="New server collection: vectors memory-mapped from disk."
-    ),
-    qdrant_quantization: QdrantQuantization = typer.Option(
-        QdrantQuantization.none,
-        "--qdrant-quantization",
-        help="New server collection: int8 = scalar quantization kept in RAM (4x smaller), originals rescore.",
-    ),
+    stores: object = STORE_OPTIONS_HERE,  # a StoreOptions from --store, --faiss-index, --qdrant-url... (store_options.py)
     ray: str | None = typer.Option(
         None,
         "--ray",
@@ -123,7 +90,7 @@ def index_command(
     from rich.console import Console
 
     from ..errors import InstEmbError
-    from ..index import Indexer, IndexOptions, StoreOptions
+    from ..index import Indexer, IndexOptions
     from ..index.display import RichChunkProgress, print_summary
     from ..index.manifest import model_label
 
@@ -137,18 +104,7 @@ def index_command(
         fail("--ray-workers and --ray-gpus-per-worker need --ray.", ExitCode.BAD_INPUT)
     options = IndexOptions(
         index_dir=index_dir,
-        stores=StoreOptions(
-            store and store.value,
-            faiss_index and faiss_index.value,
-            qdrant_url,
-            qdrant_api_key,
-            qdrant_collection,
-            shard_number=qdrant_shards,
-            replication_factor=qdrant_replication,
-            write_consistency_factor=qdrant_write_consistency,
-            on_disk=qdrant_on_disk,
-            quantization=qdrant_quantization.value,
-        ),
+        stores=stores,
         chunk_size=chunk_size,
         chunk_overlap=chunk_overlap,
         max_file_bytes=int(max_file_size * 1024 * 1024),

@@ -27,6 +27,7 @@ from .common import (
     strict_precision_option,
 )
 from .knob_options import KNOBS_HERE, knob_options
+from .store_options import STORE_OPTIONS_HERE, store_options
 
 
 class HybridOptionalValueCommand(TyperCommand):
@@ -58,6 +59,7 @@ def knob_option(knob: Knob):
     )
 
 
+@store_options(with_store=False, at_query=True)
 @knob_options(knob_option)
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
@@ -96,8 +98,7 @@ def query_command(
         "each hit's parts).",
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Encoder; default: the one the index was built with."),
-    qdrant_url: str | None = typer.Option(None, "--qdrant-url", help="Override the server URL stored in the index."),
-    qdrant_api_key: str | None = typer.Option(None, "--qdrant-api-key", envvar="QDRANT_API_KEY"),
+    stores: object = STORE_OPTIONS_HERE,  # a StoreOptions: the store settings a query overrides (--qdrant-url...)
     device: str = device_option(),
     precision: Precision = precision_option(),
     strict_precision: bool = strict_precision_option(),
@@ -115,7 +116,7 @@ def query_command(
     Answered by the resident query process, which keeps the model and the index loaded between
     queries (started in the background by the first query; `instemb-rag daemon` shows and stops it),
     unless --no-daemon or $INSTEMB_NO_DAEMON=1, or an option only this process can honour (int8,
-    --compile, a Qdrant URL or key) is given."""
+    --compile, a store setting such as a Qdrant URL or key) is given."""
     from rich.console import Console
 
     from ..errors import InstEmbError
@@ -130,7 +131,7 @@ def query_command(
     except InstEmbError as error:
         fail(error)
     asked = Asked(query, k, index_dir, parsed, hybrid, hybrid_weight, explain, model, device)
-    here_only = HereOnly(precision, compile, strict_precision, qdrant_url, qdrant_api_key)
+    here_only = HereOnly(precision, compile, strict_precision, stores)
     answer = None
     if here_only.default and resident_wanted(no_daemon):
         answer = answer_through_resident(asked)
@@ -157,17 +158,17 @@ class Asked:
 @dataclass(frozen=True)
 class HereOnly:
     """Options only the command's own process honours (the model loaded at another precision or
-    compiled, another Qdrant server): any of them set, the query is answered in-process."""
+    compiled, a store setting such as another Qdrant server): any of them set, the query is
+    answered in-process."""
 
     precision: Precision
     compile: bool
     strict_precision: bool
-    qdrant_url: str | None
-    qdrant_api_key: str | None
+    stores: object  # a StoreOptions: the store settings given (none: the index's own)
 
     @property
     def default(self) -> bool:
-        return self.precision == "fp32" and not self.compile and self.qdrant_url is None and self.qdrant_api_key is None
+        return self.precision == "fp32" and not self.compile and not self.stores.settings
 
 
 @dataclass
@@ -219,7 +220,7 @@ def answer_through_resident(asked: Asked) -> Answer | None:
 
 
 def answer_in_process(asked: Asked, here_only: HereOnly) -> Answer:
-    """Load the model and open the index here (the path of --no-daemon, int8, --compile, Qdrant options)."""
+    """Load the model and open the index here (the path of --no-daemon, int8, --compile, store settings)."""
     from ..errors import InstEmbError
     from ..index import Index
     from ..index.errors import EncoderMismatchError
@@ -238,8 +239,7 @@ def answer_in_process(asked: Asked, here_only: HereOnly) -> Answer:
             asked.index_dir,
             encoder=encoder,
             model=model and model_label(model),
-            qdrant_url=here_only.qdrant_url,
-            qdrant_api_key=here_only.qdrant_api_key,
+            stores=here_only.stores,
             device=device,
         )
         hybrid = asked.hybrid and asked.hybrid.value

@@ -25,6 +25,19 @@ from typing import Any
 
 from instemb_rag.errors import InstEmbError
 
+# What LlamaIndex's SimpleDirectoryReader's default file_metadata adds to every document: tokens
+# alike across a corpus that a framework embeds before each chunk's text unless told not to (the
+# text is what instemb-rag embeds; the keys stay on the chunk for filters and citations).
+FILE_METADATA_KEYS = (
+    "file_path",
+    "file_name",
+    "file_type",
+    "file_size",
+    "creation_date",
+    "last_modified_date",
+    "last_accessed_date",
+)
+
 
 class TruncationWarning(UserWarning):
     """A text was longer than the encoder reads: its end was cut off before embedding."""

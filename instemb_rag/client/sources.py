@@ -16,9 +16,32 @@ from typing import Any
 from ..choices import PoolingMode, Precision
 from ..errors import InstEmbError
 
-__all__ = ["ENCODER_SETTINGS", "open_encoder"]
+__all__ = ["ENCODER_SETTINGS", "SERVER_FIELDS", "open_encoder", "open_encoder_of_fields"]
 
 ENCODER_SETTINGS = ("pooling", "lookahead_length", "max_length", "precision")
+SERVER_FIELDS = ("base_url", "api_key", "timeout")
+
+
+def open_encoder_of_fields(model_path: Any, encoder: Any, device: str, fields: dict[str, Any]) -> tuple:
+    """``open_encoder`` for a framework's embedding class built from keyword fields: the encoder
+    settings, ``fingerprint`` and query-time knobs are taken out of ``fields`` (the knobs checked
+    before any model loads, then against the model), the server's read. (the encoder, its settings,
+    the knobs as the model takes them, whether it is a server's)."""
+    from ..knobs import KNOBS
+    from ..queries import QueryKnobs
+
+    knobs = QueryKnobs.checked({name: fields.pop(name, None) for name in KNOBS})
+    asked = {name: fields.pop(name, None) for name in (*ENCODER_SETTINGS, "fingerprint")}
+    server = {name: fields[name] for name in SERVER_FIELDS if name in fields}
+    model_path = None if model_path is None else str(model_path)
+    loaded, settings = open_encoder(model_path, encoder, device=device, **server, **asked)
+    remote = server.get("base_url") is not None
+    try:
+        return loaded, settings, knobs.require(loaded), remote
+    except BaseException:
+        if remote:
+            loaded.close()
+        raise
 
 
 def open_encoder(

@@ -1,10 +1,10 @@
 """The options of an index run, and the one place that checks them.
 
 ``IndexOptions`` (the run: folder, chunking, batching, the model's label, ``ray``),
-``RayOptions`` (`index --ray`), ``StoreOptions`` (which vector store and its settings) and
-``CollectionOptions`` (a new Qdrant server collection's layout). ``resolve_options`` decides the
-store of a run: the options for a new index (bad values are ``BadInputError``), the manifest's
-for an existing one (asking for another store is refused).
+``RayOptions`` (`index --ray`) and ``StoreOptions`` (which vector store, and the settings of the
+registered stores: stores/registry.py). ``resolve_options`` decides the store of a run: the
+options for a new index (bad values are ``BadInputError``), the manifest's for an existing one
+(asking for another store is refused), each setting as its registration says.
 
 Light on purpose (no faiss, no qdrant, no torch): the command line and the Ray driver build
 these before any store or model loads.
@@ -12,19 +12,30 @@ these before any store or model loads.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from ..choices import FaissIndexKind, QdrantQuantization, StoreKind, values
 from .errors import BadInputError, IndexFolderError
 from .manifest import MANIFEST_FILE, Manifest
+from .stores.registry import (
+    AS_CREATED,
+    DEFAULT_STORE,
+    THIS_RUN,
+    StoreSetting,
+    StoreSettings,
+    registered_stores,
+    store_registration,
+    store_settings,
+)
 
 __all__ = [
-    "DEFAULT_COLLECTION",
+    "DEFAULT_COLLECTION",  # noqa: F822 (Qdrant's, stores/qdrant.py: __getattr__ below)
     "DEFAULT_MAX_FILE_BYTES",
-    "STORE_KINDS",
-    "CollectionOptions",
+    "STORE_KINDS",  # noqa: F822 (read from the registry when asked: __getattr__ below)
+    "CollectionOptions",  # noqa: F822 (Qdrant's, stores/qdrant.py: __getattr__ below)
     "IndexOptions",
     "RayOptions",
     "StoreOptions",
@@ -32,68 +43,63 @@ __all__ = [
     "resolve_options",
 ]
 
-STORE_KINDS = values(StoreKind)
-DEFAULT_COLLECTION = "instemb"
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class CollectionOptions:
-    """How a new server collection is laid out (Qdrant distributed mode). None: the server's default.
+def __getattr__(name: str):
+    """Names that moved to the store that owns them, kept importable from here."""
+    if name == "STORE_KINDS":  # the registered stores' names, read when asked (a plugin's included)
+        return tuple(registered_stores())
+    if name in ("CollectionOptions", "DEFAULT_COLLECTION"):  # Qdrant's: stores/qdrant.py
+        from .stores.qdrant import DEFAULT_COLLECTION, CollectionOptions
 
-    shard_number: shards the points are split over (spread across the cluster's nodes);
-    replication_factor: copies of each shard; write_consistency_factor: replicas that must
-    acknowledge a write; on_disk: vectors memory-mapped from disk instead of RAM;
-    quantization "int8": scalar int8 copies of the vectors kept in RAM for search (4x smaller),
-    the float32 originals used to rescore."""
+        return {"CollectionOptions": CollectionOptions, "DEFAULT_COLLECTION": DEFAULT_COLLECTION}[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    shard_number: int | None = None
-    replication_factor: int | None = None
-    write_consistency_factor: int | None = None
-    on_disk: bool = False
-    quantization: str = "none"
 
-    def recorded(self) -> dict:
-        """The non-default options, as the manifest records them."""
-        default = CollectionOptions()
-        return {key: value for key, value in asdict(self).items() if value != getattr(default, key)}
+class StoreOptions(StoreSettings):
+    """Which vector store (``store``: a registered name; None: the manifest's, or faiss for a new
+    index) and the settings of the registered stores (stores/registry.py), each an attribute:
+    ``StoreOptions(store="qdrant", qdrant_url="http://HOST:6333")``. A setting left None is not
+    given (its attribute answers the registered default)."""
+
+    store: str | None = None
+
+    def __init__(self, store: str | None = None, **settings: Any):
+        super().__init__(**settings)
+        self.store = getattr(store, "value", store)
 
     @classmethod
-    def from_recorded(cls, recorded: dict) -> CollectionOptions:
-        return cls(**{key: recorded[key] for key in asdict(cls()) if key in recorded})
-
-
-@dataclass
-class StoreOptions:
-    store: str | None = None  # faiss | qdrant; None: the manifest's store, or faiss for a new index
-    faiss_index: str | None = None  # flat | hnsw | ivf; None: the manifest's, or flat
-    qdrant_url: str | None = None  # None: embedded shard in the index folder
-    qdrant_api_key: str | None = None
-    qdrant_collection: str = DEFAULT_COLLECTION
-    # Layout of a new server collection (CollectionOptions; recorded in the manifest)
-    shard_number: int | None = None
-    replication_factor: int | None = None
-    write_consistency_factor: int | None = None
-    on_disk: bool = False
-    quantization: str = "none"
-
-    def collection_options(self) -> CollectionOptions:
-        return CollectionOptions(**{f.name: getattr(self, f.name) for f in fields(CollectionOptions)})
+    def of_index(cls, manifest: Manifest, given: StoreOptions | Mapping[str, Any] | None = None) -> StoreOptions:
+        """The options an existing index was built with (the settings its manifest recorded), with
+        the ``given`` settings a query may override (a store's ``at_query`` ones, e.g. a server URL)."""
+        given = given.settings if isinstance(given, StoreSettings) else dict(given or {})
+        settings = {}
+        for setting in store_settings():
+            value = given.get(setting.name) if setting.at_query else None
+            settings[setting.name] = value if value is not None else manifest.store_options.get(setting.name)
+        return cls(manifest.store, **settings)
 
     @classmethod
     def from_manifest(
         cls, manifest: Manifest, qdrant_url: str | None = None, qdrant_api_key: str | None = None
     ) -> StoreOptions:
-        """The options an existing index was built with (a server URL can be overridden)."""
-        recorded = manifest.store_options
-        return cls(
-            store=manifest.store,
-            faiss_index=recorded.get("faiss_index"),
-            qdrant_url=qdrant_url or recorded.get("qdrant_url"),
-            qdrant_api_key=qdrant_api_key,
-            qdrant_collection=recorded.get("qdrant_collection", DEFAULT_COLLECTION),
-            **vars(CollectionOptions.from_recorded(recorded)),
-        )
+        """Kept for callers of the older name: ``of_index`` with Qdrant's two query-time settings."""
+        return cls.of_index(manifest, {"qdrant_url": qdrant_url, "qdrant_api_key": qdrant_api_key})
+
+    def collection_options(self):
+        """Kept for callers of the older name: a new Qdrant server collection's layout
+        (stores/qdrant.py: ``CollectionOptions.of``)."""
+        from .stores.qdrant import CollectionOptions
+
+        return CollectionOptions.of(self)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StoreOptions) and (self.store, self.settings) == (other.store, other.settings)
+
+    def __repr__(self) -> str:
+        given = "".join(f", {name}={value!r}" for name, value in self.settings.items())
+        return f"StoreOptions(store={self.store!r}{given})"
 
 
 def parse_choice(enum_type: type[Enum], value, field: str, error_type: type[Exception] = BadInputError) -> str:
@@ -105,29 +111,45 @@ def parse_choice(enum_type: type[Enum], value, field: str, error_type: type[Exce
         raise error_type(f"{field} must be one of {choices}, got {value!r}") from None
 
 
+def checked_setting(setting: StoreSetting, value: Any) -> Any:
+    """``value`` (None: the default) of ``setting``, checked against its choices and minimum."""
+    value = setting.default if value is None else value
+    if value is None:
+        return None
+    if isinstance(setting.type, type) and issubclass(setting.type, Enum):
+        return parse_choice(setting.type, value, setting.flag)
+    if setting.minimum is not None and value < setting.minimum:
+        raise BadInputError(f"{setting.flag} must be at least {setting.minimum:g}, got {value}")
+    return value
+
+
 def resolve_options(options: StoreOptions, manifest: Manifest | None, index_dir: Path) -> StoreOptions:
-    """The store of a new index (the options, default faiss/flat) or of an existing one (its
-    manifest's; asking for another store is refused), with every choice checked."""
+    """The store of a new index (the options, default faiss) or of an existing one (its
+    manifest's; asking for another store is refused), with every setting checked and taken as
+    its registration says (``on_existing_index``)."""
     if manifest is None:
-        store = parse_choice(StoreKind, options.store or "faiss", "--store")
-        faiss_index = parse_choice(FaissIndexKind, options.faiss_index or "flat", "--faiss-index")
-        quantization = parse_choice(QdrantQuantization, options.quantization or "none", "--qdrant-quantization")
-        for name in ("shard_number", "replication_factor", "write_consistency_factor"):
-            if getattr(options, name) is not None and getattr(options, name) < 1:
-                raise BadInputError(f"{name} must be at least 1, got {getattr(options, name)}")
-        return replace(options, store=store, faiss_index=faiss_index, quantization=quantization)
-    store = parse_choice(StoreKind, manifest.store, f"{index_dir / MANIFEST_FILE}: store", IndexFolderError)
-    if options.store and parse_choice(StoreKind, options.store, "--store") != store:
+        store = store_registration(options.store or DEFAULT_STORE, "--store").name
+        return StoreOptions(
+            store, **{s.name: checked_setting(s, options.settings.get(s.name)) for s in store_settings()}
+        )
+    where = f"{index_dir / MANIFEST_FILE}: store"
+    store = store_registration(manifest.store, where, IndexFolderError).name
+    if options.store and store_registration(options.store, "--store").name != store:
         raise IndexFolderError(
-            f"The index in {index_dir} uses --store {store}; to switch to {StoreKind(options.store).value}, "
+            f"The index in {index_dir} uses --store {store}; to switch to {getattr(options.store, 'value', options.store)}, "
             "pass --rebuild (re-embeds everything) or use another --index-dir."
         )
-    faiss_index = parse_choice(
-        FaissIndexKind, options.faiss_index or manifest.store_options.get("faiss_index", "flat"), "--faiss-index"
-    )
-    # the collection exists: its layout is the one recorded when it was created
-    layout = vars(CollectionOptions.from_recorded(manifest.store_options))
-    return replace(options, store=store, faiss_index=faiss_index, **layout)
+    settings = {}
+    for setting in store_settings():
+        given, recorded = options.settings.get(setting.name), manifest.store_options.get(setting.name)
+        if setting.on_existing_index == THIS_RUN:
+            value = given
+        elif setting.on_existing_index == AS_CREATED:  # the store exists: as it was made
+            value = recorded
+        else:
+            value = given if given is not None else recorded
+        settings[setting.name] = checked_setting(setting, value)
+    return StoreOptions(store, **settings)
 
 
 @dataclass

@@ -64,8 +64,8 @@ class Index:
         self.manifest = manifest
         self.catalog = catalog
         self.encoder = encoder
-        given = stores or StoreOptions()  # only a server URL and API key can differ from the manifest's
-        self.stores = StoreOptions.from_manifest(manifest, given.qdrant_url, given.qdrant_api_key)
+        # the manifest's, but for what a query may override (a store's at_query settings: a server URL)
+        self.stores = StoreOptions.of_index(manifest, stores)
         self.store = open_store(self.index_dir, catalog, self.stores, manifest.dimension, for_search=True)
         self.fallback_reason: str | None = self.store.fallback_reason
         self.placement_note: str | None = None  # set when FAISS cannot follow the encoder onto its GPU
@@ -89,9 +89,13 @@ class Index:
         qdrant_api_key: str | None = None,
         device: str = "auto",
         read_only: bool = False,
+        stores: StoreOptions | None = None,
     ) -> Index:
         """Open index_dir; load the encoder it was built with unless one is given. ``read_only``:
-        the catalog is opened so that nothing can write it (the resident query process)."""
+        the catalog is opened so that nothing can write it (the resident query process).
+        ``stores``: the settings a query may override (a store's at_query ones, e.g. a Qdrant
+        server's URL and API key; ``qdrant_url`` and ``qdrant_api_key`` are kept for callers of
+        the older names)."""
         index_dir = Path(index_dir)
         manifest = require_manifest(index_dir)
         label = model or manifest.encoder_reference
@@ -100,7 +104,8 @@ class Index:
 
             encoder = load_model(manifest.encoder_model(model), device=device)
         check_encoder(manifest, encoder, index_dir, label)
-        stores = StoreOptions.from_manifest(manifest, qdrant_url, qdrant_api_key)
+        given = {"qdrant_url": qdrant_url, "qdrant_api_key": qdrant_api_key, **(stores.settings if stores else {})}
+        stores = StoreOptions.of_index(manifest, given)
         catalog = Catalog.open(index_dir, read_only=read_only)
         try:
             return cls(index_dir, manifest, catalog, encoder, stores)

@@ -57,7 +57,7 @@ class ResidentSearchRequest(SearchRequest):
 class HeldIndex:
     stamp: tuple
     state: ServerState
-    transient: bool  # opened for one query (embedded Qdrant: it holds the index lock while open)
+    transient: bool  # opened for one query (a store not kept_open: an embedded Qdrant shard holds the index lock)
 
 
 class ResidentState:
@@ -104,6 +104,7 @@ class ResidentState:
         from ..index import Index
         from ..index.manifest import model_label
         from ..index.search import require_manifest
+        from ..index.stores.registry import store_registration
 
         index_dir = Path(body.index_dir)
         manifest = require_manifest(index_dir)  # no index there: say so before loading any model
@@ -122,7 +123,9 @@ class ResidentState:
             thread.shutdown()
             raise
         state = ServerState(encoder, self.options, index, thread, batcher=batcher)
-        return HeldIndex(stamp, state, transient=index.manifest.store != "faiss")
+        # a store the process may not keep open between queries (its registration says: an embedded
+        # Qdrant shard holds the index lock while open) is opened for this query only
+        return HeldIndex(stamp, state, transient=not store_registration(index.manifest.store).kept_open)
 
     def _encoder(self, reference: str | None, device: str):
         """The model ``reference`` (None: the shipped default), loaded once per process."""

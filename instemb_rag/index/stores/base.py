@@ -3,6 +3,15 @@
 The SQLite catalog is the source of truth (chunks, vectors, a generation number per commit);
 a store is a derived view of its vectors that the indexer keeps in step and search asks for
 the top k. The indexer and search talk to this protocol only.
+
+A store's class is registered (registry.py) and opened through two class methods besides:
+
+    open(index_dir, catalog, options, dimension, for_search=False) -> VectorStore
+        the store ``options`` (a ``StoreOptions``: its settings as attributes) name, bound to
+        ``catalog`` (None: no catalog, e.g. to drop it); ``for_search``: opened by a query;
+    wipe(index_dir, options, dimension, drop_server_collection) -> None
+        a rebuild: remove its files from ``index_dir`` (called for every registered store, whichever
+        the index used); with ``drop_server_collection``, also what it keeps outside the folder.
 """
 
 from __future__ import annotations

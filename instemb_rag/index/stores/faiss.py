@@ -5,6 +5,9 @@ written to a temporary name then renamed, so a reader finds either a complete fi
 the current generation or none, in which case the index is rebuilt from the catalog.
 Inner product on L2-normalised vectors = cosine. ``flat`` is exact; ``hnsw`` and ``ivf``
 are approximate, for large corpora.
+
+Registered as the store ``faiss`` (``REGISTRATION``; registry.py), the default of a new index.
+faiss and numpy are imported where used, so that reading the registry (the command line) does not.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-
-import faiss
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...choices import FaissIndexKind, values
 from ..crash import crash_point
+from .registry import THIS_RUN_ELSE_RECORDED, StoreRegistration, StoreSetting
+
+if TYPE_CHECKING:
+    import faiss
+    import numpy as np
 
 FAISS_KINDS = values(FaissIndexKind)
 CACHE_PATTERN = re.compile(r"^vectors-g(\d+)\.faiss$")
@@ -27,12 +33,31 @@ HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
 IVF_POINTS_PER_LIST = 39  # faiss warns below ~39 training points per centroid
 
+REGISTRATION = StoreRegistration(
+    name="faiss",
+    store_class=f"{__name__}:FaissStore",
+    summary="faiss: a FAISS file beside the SQLite catalog",
+    settings=(
+        StoreSetting(
+            "faiss_index",
+            "--faiss-index",
+            "flat is exact (default); hnsw and ivf are approximate.",
+            default="flat",
+            type=FaissIndexKind,
+            on_existing_index=THIS_RUN_ELSE_RECORDED,  # another kind: the cache is rebuilt (finish)
+        ),
+    ),
+)
+
 
 def cache_path(index_dir: Path, generation: int) -> Path:
     return Path(index_dir) / f"vectors-g{generation}.faiss"
 
 
 def build_index(kind: str | FaissIndexKind, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> faiss.Index:
+    import faiss
+    import numpy as np
+
     if kind not in FAISS_KINDS:
         raise ValueError(f"faiss index kind must be one of {FAISS_KINDS}, got {kind!r}")
     kind = FaissIndexKind(kind).value
@@ -58,6 +83,8 @@ def build_index(kind: str | FaissIndexKind, ids: np.ndarray, vectors: np.ndarray
 
 def save_cache(index: faiss.Index, index_dir: Path, generation: int) -> Path:
     """Write atomically, then drop the files of older generations."""
+    import faiss
+
     target = cache_path(index_dir, generation)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     faiss.write_index(index, str(temporary))
@@ -73,6 +100,8 @@ def save_cache(index: faiss.Index, index_dir: Path, generation: int) -> Path:
 
 def load_cache(index_dir: Path, generation: int) -> faiss.Index | None:
     """The cache of exactly this generation, or None (missing, stale or unreadable)."""
+    import faiss
+
     path = cache_path(index_dir, generation)
     if not path.is_file():
         return None
@@ -84,6 +113,9 @@ def load_cache(index_dir: Path, generation: int) -> faiss.Index | None:
 
 def search(index: faiss.Index, vector: np.ndarray, k: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]:
     """Top-k (id, score); allowed_ids restricts the search exactly (filter before ranking)."""
+    import faiss
+    import numpy as np
+
     if index.ntotal == 0 or (allowed_ids is not None and len(allowed_ids) == 0):
         return []
     params = None
@@ -118,6 +150,16 @@ class FaissStore:
         self._gpu_device: int | None = None  # set by place_on_gpu
         self._gpu_index = None
         self._gpu_generation = -1
+
+    @classmethod
+    def open(cls, index_dir: Path, catalog, options, dimension: int, for_search: bool = False) -> FaissStore:
+        """The store ``options`` (a ``StoreOptions``) name: the cache of its ``faiss_index`` kind."""
+        return cls(index_dir, catalog, options.faiss_index or "flat", dimension)
+
+    @classmethod
+    def wipe(cls, index_dir: Path, options, dimension: int, drop_server_collection: bool) -> None:
+        """A rebuild: the cache files go (there is nothing outside the folder)."""
+        cls.wipe_local(index_dir)
 
     @staticmethod
     def wipe_local(index_dir: Path) -> None:

@@ -17,6 +17,11 @@ itself), payload {source, position}; text stays in the catalog, which remains th
 A server collection is created with the options of ``CollectionOptions`` (shards, replication,
 write consistency, on-disk vectors, int8 scalar quantization; docs/scale-out.md); the server is
 checked reachable within ``CONNECT_TIMEOUT_S`` so a wrong URL fails in seconds.
+
+Registered as the store ``qdrant`` (``REGISTRATION``, registry.py): its settings are the options
+of `index --help`'s "Qdrant server" section; the resident query process opens it per query
+(``kept_open=False``: the embedded shard holds the index lock); a rebuild drops a server
+collection (``wipe``). qdrant-edge, qdrant-client and numpy are imported where used.
 """
 
 from __future__ import annotations
@@ -24,15 +29,19 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import numpy as np
-
+from ...choices import QdrantQuantization
 from ...net import unreachable_reason
 from ..errors import BadInputError, IndexBusyError, IndexFolderError
 from ..lock import hold_index_lock
-from ..options import CollectionOptions
+from .registry import AS_CREATED, StoreRegistration, StoreSetting
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SHARD_DIR = "qdrant"
 SCROLL_PAGE = 1000
@@ -41,6 +50,91 @@ BUSY_NOTE = "an index run is in progress: exact search over the last committed c
 LAG_NOTE = "the Qdrant store lags the catalog: exact search over the committed chunks"
 CONNECT_TIMEOUT_S = 5.0  # TCP reachability of --qdrant-url, and qdrant-client's request timeout floor
 REQUEST_TIMEOUT_S = 60
+DEFAULT_COLLECTION = "instemb"
+SERVER_PANEL = "Qdrant server"  # the help panel of its options in `instemb-rag index --help`
+
+
+def server_setting(name: str, flag: str, help: str, **declared) -> StoreSetting:
+    """A setting of a server collection, in the "Qdrant server" panel of `index --help`."""
+    return StoreSetting(name, flag, help, panel=SERVER_PANEL, **declared)
+
+
+def layout_setting(name: str, flag: str, help: str, **declared) -> StoreSetting:
+    """A setting of a new server collection's layout: fixed when the collection is created."""
+    return server_setting(name, flag, f"New server collection: {help}", on_existing_index=AS_CREATED, **declared)
+
+
+def layout_count(name: str, flag: str, help: str) -> StoreSetting:
+    return layout_setting(name, flag, help, type=int, minimum=1)
+
+
+REGISTRATION = StoreRegistration(
+    name="qdrant",
+    store_class=f"{__name__}:QdrantStore",
+    summary="qdrant: embedded on disk, or a server with --qdrant-url",
+    kept_open=False,  # the embedded shard holds the index lock while open: one query at a time
+    settings=(
+        server_setting(
+            "qdrant_url",
+            "--qdrant-url",
+            "Qdrant server/cluster URL; default: embedded on disk.",
+            at_query=True,
+            query_help="Override the server URL stored in the index.",
+        ),
+        server_setting(
+            "qdrant_api_key", "--qdrant-api-key", "API key for --qdrant-url.", envvar="QDRANT_API_KEY", at_query=True
+        ),
+        server_setting(
+            "qdrant_collection", "--qdrant-collection", "Collection name on the server.", default=DEFAULT_COLLECTION
+        ),
+        layout_count("shard_number", "--qdrant-shards", "shard_number (shards spread over the cluster's nodes)."),
+        layout_count("replication_factor", "--qdrant-replication", "replication_factor (copies of each shard)."),
+        layout_count(
+            "write_consistency_factor",
+            "--qdrant-write-consistency",
+            "write_consistency_factor (replicas that acknowledge a write).",
+        ),
+        layout_setting("on_disk", "--qdrant-on-disk", "vectors memory-mapped from disk.", default=False, type=bool),
+        layout_setting(
+            "quantization",
+            "--qdrant-quantization",
+            "int8 = scalar quantization kept in RAM (4x smaller), originals rescore.",
+            default="none",
+            type=QdrantQuantization,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class CollectionOptions:
+    """How a new server collection is laid out (Qdrant distributed mode). None: the server's default.
+
+    shard_number: shards the points are split over (spread across the cluster's nodes);
+    replication_factor: copies of each shard; write_consistency_factor: replicas that must
+    acknowledge a write; on_disk: vectors memory-mapped from disk instead of RAM;
+    quantization "int8": scalar int8 copies of the vectors kept in RAM for search (4x smaller),
+    the float32 originals used to rescore."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+    on_disk: bool = False
+    quantization: str = "none"
+
+    def recorded(self) -> dict:
+        """The non-default options, as the manifest records them."""
+        default = CollectionOptions()
+        return {key: value for key, value in asdict(self).items() if value != getattr(default, key)}
+
+    @classmethod
+    def from_recorded(cls, recorded: dict) -> CollectionOptions:
+        return cls(**{key: recorded[key] for key in asdict(cls()) if key in recorded})
+
+    @classmethod
+    def of(cls, options) -> CollectionOptions:
+        """The layout a ``StoreOptions`` holds (its layout settings)."""
+        return cls(**{key: getattr(options, key) for key in asdict(cls())})
 
 
 def collection_request(collection: str, dimension: int, options: CollectionOptions, models) -> dict:
@@ -258,7 +352,7 @@ class QdrantStore:
                 options.qdrant_collection,
                 dimension,
                 catalog=catalog,
-                collection_options=options.collection_options(),
+                collection_options=CollectionOptions.of(options),
             )
         description = {"qdrant": "embedded"}
         lock = None
@@ -288,6 +382,14 @@ class QdrantStore:
         transport = ServerCollection(url, api_key, collection, dimension, client, collection_options)
         description = {"qdrant_url": url, "qdrant_collection": collection, **collection_options.recorded()}
         return cls(transport, description, dimension, catalog)
+
+    @classmethod
+    def wipe(cls, index_dir: Path, options, dimension: int, drop_server_collection: bool) -> None:
+        """A rebuild: the embedded shard goes; with ``drop_server_collection``, the points of the
+        server collection ``options`` name too."""
+        cls.wipe_local(index_dir)
+        if drop_server_collection and options.qdrant_url:
+            cls.open(index_dir, None, options, dimension).drop()
 
     @staticmethod
     def wipe_local(index_dir: Path) -> None:
@@ -381,6 +483,8 @@ class QdrantStore:
             return None
         if sources is not None and not sources:
             return []
+        import numpy as np
+
         points = self.transport.query(np.asarray(vector, np.float32), k, None if sources is None else list(sources))
         return [(int(point.id), float(point.score)) for point in points]
 

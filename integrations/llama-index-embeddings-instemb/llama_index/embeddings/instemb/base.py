@@ -6,7 +6,6 @@ events, node parser and serialisation (``to_dict``, pickling: the same encoder).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -19,11 +18,11 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode
-from typing_extensions import Self
 
-from instemb_rag.client.caches import DocumentEmbeddingCache, QueryEmbeddingCache
+from instemb_rag.client.adapters import Closes, delegated, in_worker_thread
 from instemb_rag.client.embedder import Embedder
-from instemb_rag.client.sources import ENCODER_SETTINGS, open_encoder
+from instemb_rag.client.limits import FILE_METADATA_KEYS
+from instemb_rag.client.sources import open_encoder_of_fields
 from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instruction
 from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
@@ -39,16 +38,6 @@ DEFAULT_MODEL_NAME = "instemb-default"
 DOCUMENT_ADVICE = (  # the truncation warning's advice for documents (instemb_rag/client/limits.py)
     "Split documents into chunks the model reads whole: transformations=[embed_model.node_parser()] "
     "(chunks of embed_model.recommended_chunk_size tokens, at most {limit})."
-)
-# What SimpleDirectoryReader's default file_metadata adds to every document.
-FILE_METADATA_KEYS = (
-    "file_path",
-    "file_name",
-    "file_type",
-    "file_size",
-    "creation_date",
-    "last_modified_date",
-    "last_accessed_date",
 )
 
 
@@ -92,26 +81,6 @@ class InstructionEmbeddingStartEvent(EmbeddingStartEvent):
     @classmethod
     def class_name(cls) -> str:
         return "InstructionEmbeddingStartEvent"
-
-
-class Closes:
-    """A ``with`` block closes it (``close()``)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def in_worker_thread(name: str) -> Callable[..., Any]:
-    """The async twin of the sync call ``name``, in a worker thread: the encoder runs one forward
-    pass at a time anyway, and the event loop is never blocked."""
-
-    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(getattr(self, name), *args, **kwargs)
-
-    return call
 
 
 class InstEmbEmbedding(Closes, BaseEmbedding):
@@ -160,15 +129,11 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         """``fields``: the fields above and BaseEmbedding's; the settings and knobs are checked before
         the model loads, and set as the encoder runs them."""
         normalize_instruction(query_instruction)  # refuses a non-string, naming it
-        knobs = QueryKnobs.checked({name: fields.pop(name, None) for name in KNOBS})
         model_path = None if model_path is None else str(model_path)
-        asked = {name: fields.pop(name, None) for name in (*ENCODER_SETTINGS, "fingerprint")}
-        server = {name: fields[name] for name in ("base_url", "api_key", "timeout") if name in fields}
-        loaded, settings = open_encoder(model_path, encoder, device=device, **server, **asked)
-        remote = server.get("base_url") is not None
+        loaded, settings, knobs, remote = open_encoder_of_fields(model_path, encoder, device, fields)
         try:
             fields.setdefault("model_name", loaded.model_id if remote else model_path or DEFAULT_MODEL_NAME)
-            fields.update(settings, fingerprint=loaded.fingerprint, **knobs.require(loaded))
+            fields.update(settings, fingerprint=loaded.fingerprint, **knobs)
             super().__init__(model_path=model_path, device=device, query_instruction=query_instruction, **fields)
             document_options = {"document_advice": DOCUMENT_ADVICE, "document_instruction": self.text_instruction}
             self._embedder = Embedder(loaded, self.query_cache_size, self.embeddings_cache, remote, **document_options)
@@ -213,10 +178,7 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         view._owns_remote = False
         return view
 
-    @property
-    def encoder(self) -> Any:
-        """The local encoder, or with base_url the RemoteEncoder (the same encode_* API)."""
-        return self._embedder.encoder
+    encoder = delegated("_embedder", "encoder", "The local encoder, or with base_url the RemoteEncoder (same API).")
 
     @property
     def is_remote(self) -> bool:
@@ -231,23 +193,14 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         if self._owns_remote:
             self.encoder.close()
 
-    @property
-    def query_cache(self) -> QueryEmbeddingCache:
-        return self._embedder.query_cache
-
-    @property
-    def document_cache(self) -> DocumentEmbeddingCache | None:
-        return self._embedder.document_cache  # over embeddings_cache (None without one)
-
-    @property
-    def document_fingerprint(self) -> str:
-        """What the document cache keys on: the encoder's document side (a server's: its model card's)."""
-        return self._embedder.document_fingerprint
-
-    @property
-    def document_token_limit(self) -> int:
-        """Tokens of a document (its text and the metadata LlamaIndex embeds with it) the model reads."""
-        return self._embedder.document_token_limit
+    query_cache = delegated("_embedder", "query_cache", "The query embeddings' LRU (QueryEmbeddingCache).")
+    document_cache = delegated("_embedder", "document_cache", "Over embeddings_cache (None without one).")
+    document_fingerprint = delegated(
+        "_embedder", "document_fingerprint", "What the document cache keys on: the encoder's document side."
+    )
+    document_token_limit = delegated(
+        "_embedder", "document_token_limit", "Tokens of a document (text and embedded metadata) the model reads."
+    )
 
     @property
     def recommended_chunk_size(self) -> int:

@@ -1,43 +1,17 @@
 """The Qdrant store ``qdrant_vector_store()`` returns: LlamaIndex's async calls work, and close() closes.
 
-LlamaIndex's ``QdrantVectorStore`` runs its async methods on an ``AsyncQdrantClient`` only. A Qdrant
-server gets qdrant-client's own; Qdrant's local mode (``:memory:``, a path) cannot have two clients
-on one storage, so there the async client runs the sync client's calls in a worker thread."""
+LlamaIndex's ``QdrantVectorStore`` runs its async methods on an ``AsyncQdrantClient`` only; the
+client pair comes from instemb_rag.client.adapters (in Qdrant's local mode the async client runs
+the sync client's calls in a worker thread)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
 from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import AsyncQdrantClient, QdrantClient
-from qdrant_client.local.qdrant_local import QdrantLocal
 
-from instemb_rag.errors import InstEmbError
-
-from .base import Closes
-
-
-class SyncInAThread:
-    """A local QdrantClient as an async one: each call runs the sync call in a worker thread, under a
-    lock (the local storage takes one call at a time)."""
-
-    def __init__(self, client: QdrantClient):
-        self.client, self.lock = client, threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.client, name)
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self.lock:
-                return method(*args, **kwargs)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(locked, *args, **kwargs)
-
-        return call
+from instemb_rag.client.adapters import Closes, SyncInAThread, async_qdrant_client, open_qdrant_client
 
 
 class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
@@ -46,24 +20,13 @@ class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
     @classmethod
     def open(cls, collection_name: str, **client_options: Any) -> InstEmbQdrantVectorStore:
         """A store on ``QdrantClient(**client_options)``; LlamaIndex makes the collection."""
-        try:
-            client = QdrantClient(**client_options)
-        except RuntimeError as error:
-            if "already accessed" not in str(error):
-                raise
-            raise InstEmbError(
-                f"The Qdrant folder {client_options.get('path')} is still open by another client (here or in another "
-                "process): close its store first (store.close(), or a `with qdrant_vector_store(...) as store:` "
-                "block), or use a Qdrant server (url=...) for concurrent access."
-            ) from None
+        client = open_qdrant_client(**client_options)
         try:
             store = cls(collection_name=collection_name, client=client)
         except BaseException:
             client.close()
             raise
-        # Local mode keeps its points in this one client: a second (async) one would not see them.
-        local = isinstance(client._client, QdrantLocal)
-        store._aclient = SyncInAThread(client) if local else AsyncQdrantClient(**client_options)
+        store._aclient = async_qdrant_client(client, **client_options)
         return store
 
     @property

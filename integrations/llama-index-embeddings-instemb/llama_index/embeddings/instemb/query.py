@@ -2,53 +2,23 @@
 
 LlamaIndex hands an embedding model (and a fusion retriever its LLM) a bundle's strings only, so the
 instruction rides on them: an ``InstructionQueryBundle``'s query and embedding strings are
-``InstructedText``s, which InstEmbEmbedding embeds under the instruction and query-time knobs
-(instemb_rag.knobs) each carries; a stock retriever or query engine thus embeds a bundle as asked.
+``InstructedText``s (instemb_rag.client.carried), which InstEmbEmbedding embeds under the instruction
+and query-time knobs each carries; a stock retriever or query engine thus embeds a bundle as asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from instemb_rag import normalize_instruction
+from instemb_rag.client.carried import UNSET as _UNSET
+from instemb_rag.client.carried import InstructedText, Knobs, instruction_of, knobs_of
 from instemb_rag.errors import InstEmbError
 from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
-
-_UNSET: Any = object()  # an instruction not given (None is one: the embedding's query_instruction)
-Knobs = Mapping[str, float | None] | None  # query-time knobs by name
-
-
-class InstructedText(str):
-    """A query string carrying its instruction (None: the embedding's ``query_instruction``; "": none)
-    and knobs (None: the embedding's own) through code that passes plain strings."""
-
-    def __new__(cls, text: str, instruction: str | None, knobs: Knobs = None, **named_knobs: float | None):
-        made = super().__new__(cls, text)
-        made.instruction, made.knobs = instruction, QueryKnobs.checked({**(knobs or {}), **named_knobs})
-        return made
-
-    def __getattr__(self, name: str) -> float | None:
-        if name in KNOBS:  # a knob by its name: its value or None
-            return self.knobs.get(name)
-        raise AttributeError(f"InstructedText has no attribute {name!r}")
-
-    def __reduce__(self):
-        return InstructedText, (str(self), self.instruction, dict(self.knobs))
-
-
-def instruction_of(text: str) -> str | None:
-    """The instruction a query string carries (None: the embedding's default)."""
-    return text.instruction if isinstance(text, InstructedText) else None
-
-
-def knobs_of(text: str) -> Mapping[str, float]:
-    """The knobs a query string carries (none: the embedding's)."""
-    return text.knobs if isinstance(text, InstructedText) else {}
 
 
 @dataclass

@@ -19,7 +19,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from instemb_rag.errors import InstEmbError
 from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
 
-from .base import Closes, InstEmbEmbedding
+from .base import Closes, InstEmbEmbedding  # (Closes: instemb_rag.client.adapters')
 from .query import InstructionQueryBundle, TakesInstructions, instruction_of, knobs_of
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
