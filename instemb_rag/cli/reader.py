@@ -29,6 +29,9 @@ def build_reader_data_command(
         "--scientific-plain",
         help="Add PubMedQA and COVID-QA questions as plain-search records (scientific text).",
     ),
+    varied_stance: float = typer.Option(
+        0.0, "--varied-stance", min=0.0, max=1.0, help="Share of stance and negation records asked in other wordings."
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Build the reader's training records: aspects with rule-built traps, choices, stance, negation, plain search."""
@@ -46,7 +49,14 @@ def build_reader_data_command(
         fail(f"--written-groups {written_groups} not found.", 2)
     try:
         teacher = load_teacher("minilm")
-        plan = ReaderDataPlan(facet_groups, written_groups, data_root or default_data_root(), seed)
+        plan = ReaderDataPlan(
+            facet_groups,
+            written_groups,
+            data_root or default_data_root(),
+            seed,
+            scientific_plain=scientific,
+            varied_stance_share=varied_stance,
+        )
         records = build_reader_records(plan, encode=lambda texts: teacher.encode(list(texts), batch_size=64))
     except InstEmbError as exc:
         fail(exc)

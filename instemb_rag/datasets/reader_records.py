@@ -88,6 +88,55 @@ GENERIC_INSTRUCTIONS = (
     "Search the collection for matching documents.",
     "Help me find material about this.",
 )
+# Many wordings of the two stance instructions (round 2): with the builders' three each, a reader
+# learns those sentences rather than what "support" and "refute" ask for (round 1 lost refutes
+# under other wordings). Written for this list, not taken from any evaluation.
+STANCE_WORDINGS = {
+    "SUPPORTS": (
+        "Find evidence that supports this claim.",
+        "Show me something that agrees with this.",
+        "I want the sentence that backs this up.",
+        "Which passage is consistent with this statement?",
+        "Give me proof that this is true.",
+        "Look for text confirming this.",
+        "Find a source in favour of this claim.",
+        "What says the same thing?",
+        "Retrieve support for the following statement.",
+        "Which text would a defender of this claim quote?",
+        "Find a passage that agrees.",
+        "Evidence for this, please.",
+        "Show that this holds.",
+        "Find something that corroborates this.",
+        "Which sentence follows from this?",
+        "I need a passage that verifies the statement.",
+        "Find text that is in line with this claim.",
+        "What evidence speaks for this?",
+        "Retrieve the statement that is compatible with this one.",
+        "Which passage endorses this view?",
+    ),
+    "REFUTES": (
+        "Find evidence that refutes this claim.",
+        "Show me something that disagrees with this.",
+        "I want the sentence that contradicts this.",
+        "Which passage is inconsistent with this statement?",
+        "Give me proof that this is false.",
+        "Look for text disputing this.",
+        "Find a source against this claim.",
+        "What says the opposite?",
+        "Retrieve counter-evidence for the following statement.",
+        "Which text would a critic of this claim quote?",
+        "Find a passage that disagrees.",
+        "Evidence against this, please.",
+        "Show that this does not hold.",
+        "Find something that undermines this.",
+        "Which sentence cannot be true if this is?",
+        "I need a passage that debunks the statement.",
+        "Find text that conflicts with this claim.",
+        "What evidence speaks against this?",
+        "Retrieve the statement that is incompatible with this one.",
+        "Which passage rejects this view?",
+    ),
+}
 MAX_PASSAGE_CHARS = 900
 MAX_NEGATIVES = 7
 
@@ -208,10 +257,15 @@ def choose_records(groups: Sequence[dict], rng: random.Random, per_instruction: 
                     )
 
 
+def _stance_label(source: str) -> str | None:
+    return next((label for label in STANCE_WORDINGS if f":{label}" in source), None)
+
+
 def paired_records(
-    records: Iterable, kind: str, set_name: str, rng: random.Random, limit: int
+    records: Iterable, kind: str, set_name: str, rng: random.Random, limit: int, varied_share: float = 0.0
 ) -> Iterator[ReaderRecord]:
-    """Records of a ``build_set`` set whose groups hold the same text under opposite instructions."""
+    """Records of a ``build_set`` set whose groups hold the same text under opposite instructions;
+    ``varied_share`` of them asked in another of STANCE_WORDINGS' wordings of their label."""
     by_group: dict[str, list] = collections.defaultdict(list)
     for record in records:
         by_group[record.group or record.text].append(record)
@@ -228,12 +282,15 @@ def paired_records(
             if not negatives or made >= limit:
                 continue
             made += 1
+            instruction, label = member.instruction, _stance_label(member.source)
+            if label is not None and varied_share and rng.random() < varied_share:
+                instruction = rng.choice(STANCE_WORDINGS[label])
             yield ReaderRecord(
                 id=f"{set_name}:{made}:{member.source}",
                 kind=kind,
                 source=set_name,
                 query=member.text,
-                instruction=member.instruction,
+                instruction=instruction,
                 positive=_short(member.output),
                 negatives=tuple(negatives[:MAX_NEGATIVES]),
                 group=f"{set_name}:{key}",
@@ -288,6 +345,7 @@ class ReaderDataPlan:
     plain_limit: int = 1500
     max_aspect_groups: int = 2600
     scientific_plain: bool = False  # PubMedQA and COVID-QA questions beside MS MARCO's (round 2)
+    varied_stance_share: float = 0.0  # share of stance and negation records asked in STANCE_WORDINGS' wordings
 
 
 def _read_groups(path: Path) -> list[dict]:
@@ -311,9 +369,10 @@ def build_reader_records(plan: ReaderDataPlan, encode=None) -> list[ReaderRecord
         records += list(aspect_records(written, rng, per_group=8, source="facet_groups_train"))
         records += list(choose_records(written, rng, per_instruction=2))
     climate, _ = build_set("climate_fever_stance", plan.data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
-    records += list(paired_records(climate, "stance", "climate_fever_stance", rng, plan.stance_limit))
+    varied = plan.varied_stance_share
+    records += list(paired_records(climate, "stance", "climate_fever_stance", rng, plan.stance_limit, varied))
     pairs, _ = build_set("stance_pairs", plan.data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
-    records += list(paired_records(pairs, "negation", "stance_pairs", rng, plan.negation_limit))
+    records += list(paired_records(pairs, "negation", "stance_pairs", rng, plan.negation_limit, varied))
     msmarco, _ = build_set("msmarco_qa", plan.data_root, HELD_OUT_FRACTION, HELD_OUT_SEED)
     records += list(plain_records(msmarco, rng, plan.plain_limit, encode))
     if plan.scientific_plain:

@@ -143,6 +143,9 @@ class ReaderModel(nn.Module):
         transformer = _transformer_folder(base_folder)
         bert = AutoModel.from_pretrained(str(transformer), add_pooling_layer=False, use_safetensors=True)
         tokenizer = AutoTokenizer.from_pretrained(str(transformer))
+        # The window is the reader's (config.max_length); the full pair is tokenised once only to
+        # tell whether the candidate was cut, which must not warn about BERT's own 512.
+        tokenizer.model_max_length = 1_000_000
         return bert, tokenizer
 
     @staticmethod

@@ -169,7 +169,9 @@ def top1_by_kind(records: Sequence[ReaderRecord], scores: Sequence[Sequence[floa
     by_kind: dict[str, list[float]] = {}
     for record, row in zip(records, scores):
         won = float(all(row[0] > other for other in row[1:]))
-        by_kind.setdefault(record.kind, []).append(won)
+        # Plain search counts once per collection: a reader good on web questions may not be on papers.
+        kind = f"plain:{record.source}" if record.kind == "plain" else record.kind
+        by_kind.setdefault(kind, []).append(won)
         by_kind.setdefault("all", []).append(won)
     return {kind: sum(values) / len(values) for kind, values in sorted(by_kind.items())}
 
