@@ -59,7 +59,6 @@ class WeightsOrigin:
             "tensors": [[name, str(p.dtype), list(p.shape), p.device.type] for name, p in _named_parameters(model)],
             "torch": _version_of("torch"),
             "transformers": _version_of("transformers"),
-            "peft": _version_of("peft"),
         }
 
 
