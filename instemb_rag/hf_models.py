@@ -16,11 +16,14 @@ directly where it is known, of the Auto class otherwise. Both give the same tens
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
+import logging
+import sys
 from pathlib import Path
 
-__all__ = ["BASE_MODELS", "CAUSAL_LMS", "known_class", "load_pretrained", "model_class"]
+__all__ = ["BASE_MODELS", "CAUSAL_LMS", "known_class", "load_pretrained", "model_class", "quiet_dynamo_exit_report"]
 
 WEIGHTS_FILE = "model.safetensors"
 # model_type (config.json) -> (module, class), imported directly.
@@ -30,6 +33,7 @@ BASE_MODELS = {
     "mpnet": ("transformers.models.mpnet.modeling_mpnet", "MPNetModel"),
 }
 AUTO_CLASSES = {"causal_lm": "AutoModelForCausalLM", "base": "AutoModel"}
+_DYNAMO_REPORT_WRAPPED = False  # quiet_dynamo_exit_report, once per process
 
 
 def model_type(folder: Path) -> str | None:
@@ -70,6 +74,7 @@ def load_pretrained(folder: str | Path, kind: str, dtype=None, **options):
         model = (known or model_class(folder, kind)).from_pretrained(
             str(folder), local_files_only=True, **stored_dtype, **options
         )
+    quiet_dynamo_exit_report()
     return model
 
 
@@ -108,3 +113,26 @@ def _tied_names(model) -> set[str]:
         return set()
     output = model.get_output_embeddings()
     return {f"{name}.weight" for name, module in model.named_modules() if output is not None and module is output}
+
+
+def quiet_dynamo_exit_report() -> None:
+    """Run torch._dynamo's exit report only where it would be seen.
+
+    transformers' model code imports torch._dynamo, which registers an exit hook that formats the
+    compile times with ``tabulate`` (importing it and wcwidth's tables: a tenth of a second or more,
+    at every exit of a process that never compiled) for a log line that is off unless that logger
+    is at INFO. The hook is kept, behind that test, taken at exit as torch would log it.
+    """
+    global _DYNAMO_REPORT_WRAPPED
+    utils = sys.modules.get("torch._dynamo.utils")
+    report = getattr(utils, "dump_compile_times", None)
+    if report is None or _DYNAMO_REPORT_WRAPPED:
+        return
+
+    def report_if_logged() -> None:
+        if utils.log.isEnabledFor(logging.INFO):
+            report()
+
+    atexit.unregister(report)
+    atexit.register(report_if_logged)
+    _DYNAMO_REPORT_WRAPPED = True

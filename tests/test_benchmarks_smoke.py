@@ -120,6 +120,15 @@ def test_cli_smoke():
     assert result["identical_answers"] is True  # the three paths agree, on any model
     assert [row[2] for row in rows][:2] == ["p50 <= 0.30 s", "<= 5 s"]
     assert result["warm"]["runs"] == 2 and result["cold_resident"]["runs"] == 1
+    # The client's own CPU beside each wall time: measured (a process spends some), never more than
+    # its cores could spend in its wall time; the --no-daemon client loads the model, the warm one does not.
+    cores = result["cores"] or 1
+    for path in ("warm", "cold_resident", "cold_no_daemon"):
+        timing = result[path]
+        assert len(timing["client_cpu_all_s"]) == timing["runs"]
+        assert all(0 < cpu <= wall * cores + 0.05 for cpu, wall in zip(timing["client_cpu_all_s"], timing["all_s"]))
+    assert result["warm"]["client_cpu_p50_s"] < result["cold_no_daemon"]["client_cpu_p50_s"]
+    assert any("client process's own CPU" in figure for figure in figures(rows))
 
 
 @pytest.mark.ray

@@ -74,3 +74,38 @@ def test_an_unknown_architecture_is_resolved_by_the_auto_class(tmp_path):
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32)).save_pretrained(tmp_path)
     assert known_class(tmp_path, "causal_lm") is None and model_class(tmp_path, "causal_lm") is AutoModelForCausalLM
     assert type(load_pretrained(tmp_path, "causal_lm", dtype=torch.float32)) is GPT2LMHeadModel
+
+
+EXIT_PROBE = """
+import logging, sys
+from instemb_rag.hf_models import load_pretrained
+if sys.argv[2] == "info":
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+    logging.getLogger("torch._dynamo.utils").setLevel(logging.INFO)
+load_pretrained(sys.argv[1], "causal_lm")
+"""
+
+
+def test_dynamos_exit_report_runs_only_where_it_is_logged(tiny_model_dir):
+    """torch._dynamo's exit hook imports tabulate to format a log line that is off by default: not
+    imported at the exit of a process that loaded a model, still printed where its logger is on."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("tabulate")
+    quiet = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", EXIT_PROBE, str(tiny_model_dir), "off"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "torch._dynamo" in quiet.stderr  # transformers' model code imported it
+    assert "| tabulate" not in quiet.stderr
+    logged = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(tiny_model_dir), "info"], capture_output=True, text=True, timeout=300
+    )
+    assert logged.returncode == 0, logged.stderr[-2000:]
+    assert "TorchDynamo compilation metrics" in logged.stdout + logged.stderr

@@ -85,6 +85,13 @@ def index_command(
     strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    no_daemon: bool = typer.Option(
+        False,
+        "--no-daemon",
+        envvar="INSTEMB_NO_DAEMON",
+        help="Do not start the resident query process afterwards (by default it starts in the background and "
+        "opens this index, so the next query answers warm); also INSTEMB_NO_DAEMON=1.",
+    ),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
     from rich.console import Console
@@ -124,6 +131,19 @@ def index_command(
     except (InstEmbError, ValueError) as error:
         fail(error)
     print_summary(console, report, index_dir)
+    warm_resident_process(index_dir, no_daemon)
+
+
+def warm_resident_process(index_dir: Path, no_daemon: bool) -> None:
+    """The resident query process started and asked once in the background (resident/warm.py)."""
+    from rich.console import Console
+
+    from ..resident.warm import warm_in_background
+    from .common import say
+
+    note = warm_in_background(index_dir, no_daemon)
+    if note is not None:
+        say(Console(stderr=True), "note", note)
 
 
 def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, device, precision):

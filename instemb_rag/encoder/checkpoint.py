@@ -326,6 +326,7 @@ def load_parts(
     if merge_lora and (folder / LORA_DIR).is_dir():
         # The merged weights are what a later save writes, in full (the adapter is gone from them).
         trained = sorted(set(trained) | set(merge_adapter(loaded.model, folder / LORA_DIR)))
+    loaded = weights_read_from(loaded, folder, merged_lora=merge_lora)
     lookahead = LookAheadTokens.load(folder)
     if lookahead.length != config.lookahead_length:
         raise CheckpointError(
@@ -340,6 +341,21 @@ def load_parts(
         trained=trained,
         projection=Projection.load(folder, config.projection) if config.projection else None,
     )
+
+
+def weights_read_from(loaded, folder: Path, merged_lora: bool):
+    """The backbone whose weights are now its base files' with this checkpoint's tensors over them
+    (adapted, a merged LoRA): its origin names both (weights_origin.py). A LoRA left live
+    (training) gives none: its weights are the trainer's to change."""
+    import dataclasses
+
+    from .weights_origin import WeightsOrigin
+
+    if loaded.origin is None or (not merged_lora and (folder / LORA_DIR).is_dir()):
+        return dataclasses.replace(loaded, origin=None)
+    files = [*loaded.origin.files, *(folder / name for name in weight_files(folder))]
+    how = {**dict(loaded.origin.how), "merged_lora": merged_lora}
+    return dataclasses.replace(loaded, origin=WeightsOrigin.taken(loaded.model, files, **how))
 
 
 def save(

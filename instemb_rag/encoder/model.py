@@ -27,6 +27,7 @@ from .modules.pooling import Pooling
 from .modules.projection import Projection
 from .modules.template import PromptTemplate
 from .settings import EncoderSettings
+from .weights_origin import remembered_fingerprint
 
 __all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "shipped_llm_checkpoint"]
 
@@ -294,24 +295,33 @@ class InstEmbEncoder(nn.Module):
     def _fingerprint_with(self, precision_fields: dict, extra: dict | None = None) -> str:
         """The fingerprint of the weights as they are now, with these precision fields (and ``extra``
         identity: fingerprint_with_identity)."""
-        digest = hashlib.sha256()
         identity = self.config.model_dump(exclude=set(NOT_IN_FINGERPRINT))
         if identity.get("projection") is None:
             identity.pop("projection", None)  # fingerprints from before heads existed stay valid
         identity.update(extra or {})
         identity["inference_lookahead_length"] = self.lookahead_length
         identity.update(precision_fields)
-        digest.update(json.dumps(identity, sort_keys=True).encode())
-        digest.update(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
-        for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
-            digest.update(name.encode())
-            # The array's own buffer (the same bytes as tobytes(), without copying 0.5 GB first).
-            digest.update(memoryview(param.detach().float().cpu().contiguous().numpy()))
+        head = [json.dumps(identity, sort_keys=True).encode()]
+        head.append(self.lookahead.vectors.detach().float().cpu().numpy().tobytes())
+        tail = []
         if self.projection is not None:
             for name, tensor in sorted(self.projection.state_tensors().items()):
-                digest.update(f"projection.{name}".encode())
-                digest.update(tensor.numpy().tobytes())
-        return digest.hexdigest()[:32]
+                tail += [f"projection.{name}".encode(), tensor.numpy().tobytes()]
+
+        def over_every_weight() -> str:
+            digest = hashlib.sha256()
+            for part in head:
+                digest.update(part)
+            for name, param in sorted(self.model.named_parameters(), key=lambda item: item[0]):
+                digest.update(name.encode())
+                # The array's own buffer (the same bytes as tobytes(), without copying 0.5 GB first).
+                digest.update(memoryview(param.detach().float().cpu().contiguous().numpy()))
+            for part in tail:
+                digest.update(part)
+            return digest.hexdigest()[:32]
+
+        # Weights as loaded from files: remembered by the files' identity (weights_origin.py).
+        return remembered_fingerprint(self.backbone.origin, self.model, head + tail, over_every_weight)
 
     def train(self, mode: bool = True) -> InstEmbEncoder:
         if mode:

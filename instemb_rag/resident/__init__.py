@@ -6,6 +6,8 @@ the encoders and the indexes open, the way a local model runner does.
     client.py     the CLI's side: find it, start it, ask it, stop it (http.client; no torch)
     app.py        the process: the server's /v1/search code over a state per index (serve/)
     __main__.py   what the client starts: `python -m instemb_rag.resident`
+    warm.py       after `instemb-rag index`: the process started in the background and asked
+                  once, so the first query finds the index and its model loaded
 
 The client side imports no torch, transformers or faiss: a query through a running process
 costs the client's own start only. The process never writes an index: it opens catalogs read-only

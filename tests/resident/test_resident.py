@@ -70,9 +70,10 @@ def build_docs_and_index(folder: Path, model: Path) -> Path:
 
 
 def build(docs: Path, index_dir: Path, model: Path) -> None:
-    """`instemb-rag index`, in this process (indexing never goes through the resident process)."""
+    """`instemb-rag index`, in this process (indexing never goes through the resident process);
+    --no-daemon: these tests start the process with their queries (test_warm_after_index.py: without)."""
     result = CliRunner().invoke(
-        app, ["index", str(docs), "--index-dir", str(index_dir), "--model", str(model), "--no-progress"]
+        app, ["index", str(docs), "--index-dir", str(index_dir), "--model", str(model), "--no-progress", "--no-daemon"]
     )
     assert result.exit_code == 0, result.output
 
