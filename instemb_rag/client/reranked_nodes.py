@@ -10,7 +10,7 @@ __all__ = ["call_instruction", "reranked_nodes"]
 def call_instruction(given: Any, query_bundle, default: str | None, unset: Any) -> str | None:
     """A call's instruction: the one given, else the bundle's own (an InstructionQueryBundle's, or
     an InstructedText query string's), else the postprocessor's ``default``."""
-    from ..client.carried import instruction_of
+    from .carried import instruction_of
 
     if given is not unset:
         return given
