@@ -24,6 +24,12 @@ EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 EXIT_INDEX_FOLDER = ExitCode.INDEX_FOLDER
 EXIT_BUSY = ExitCode.BUSY
 RAY_LOCAL = "local"
+# The help lists the common options first, then the Qdrant server's in a panel of their own.
+QDRANT_PANEL = "Qdrant server (--store qdrant)"
+DATA_FILES_HELP = (
+    "Data files (.json, .jsonl, .csv) are left out unless an --include pattern matches them: results, logs and "
+    "tables would outnumber the prose's chunks many times over."
+)
 
 
 class RayOptionalValueCommand(TyperCommand):
@@ -42,7 +48,11 @@ class RayOptionalValueCommand(TyperCommand):
 
 
 def index_command(
-    path: Path = typer.Argument(..., help=f"Folder (or file) of documents: {supported_types()}."),
+    path: Path = typer.Argument(
+        ...,
+        help=f"Folder (or file) of documents: {supported_types()}. Hidden files and folders are skipped, .gitignore "
+        f"and .instembignore honoured. {DATA_FILES_HELP}",
+    ),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."
@@ -54,34 +64,50 @@ def index_command(
         None, "--faiss-index", help="flat is exact (default); hnsw and ivf are approximate."
     ),
     qdrant_url: str | None = typer.Option(
-        None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk."
+        None, "--qdrant-url", help="Qdrant server/cluster URL; default: embedded on disk.", rich_help_panel=QDRANT_PANEL
     ),
     qdrant_api_key: str | None = typer.Option(
-        None, "--qdrant-api-key", envvar="QDRANT_API_KEY", help="API key for --qdrant-url."
+        None,
+        "--qdrant-api-key",
+        envvar="QDRANT_API_KEY",
+        help="API key for --qdrant-url.",
+        rich_help_panel=QDRANT_PANEL,
     ),
-    qdrant_collection: str = typer.Option("instemb", "--qdrant-collection", help="Collection name on the server."),
+    qdrant_collection: str = typer.Option(
+        "instemb", "--qdrant-collection", help="Collection name on the server.", rich_help_panel=QDRANT_PANEL
+    ),
     qdrant_shards: int | None = typer.Option(
         None,
         "--qdrant-shards",
         min=1,
         help="New server collection: shard_number (shards spread over the cluster's nodes).",
+        rich_help_panel=QDRANT_PANEL,
     ),
     qdrant_replication: int | None = typer.Option(
-        None, "--qdrant-replication", min=1, help="New server collection: replication_factor (copies of each shard)."
+        None,
+        "--qdrant-replication",
+        min=1,
+        help="New server collection: replication_factor (copies of each shard).",
+        rich_help_panel=QDRANT_PANEL,
     ),
     qdrant_write_consistency: int | None = typer.Option(
         None,
         "--qdrant-write-consistency",
         min=1,
         help="New server collection: write_consistency_factor (replicas that acknowledge a write).",
+        rich_help_panel=QDRANT_PANEL,
     ),
     qdrant_on_disk: bool = typer.Option(
-        False, "--qdrant-on-disk", help="New server collection: vectors memory-mapped from disk."
+        False,
+        "--qdrant-on-disk",
+        help="New server collection: vectors memory-mapped from disk.",
+        rich_help_panel=QDRANT_PANEL,
     ),
     qdrant_quantization: QdrantQuantization = typer.Option(
         QdrantQuantization.none,
         "--qdrant-quantization",
         help="New server collection: int8 = scalar quantization kept in RAM (4x smaller), originals rescore.",
+        rich_help_panel=QDRANT_PANEL,
     ),
     ray: str | None = typer.Option(
         None,
@@ -118,6 +144,28 @@ def index_command(
     strict_precision: bool = strict_precision_option(),
     compile: bool = compile_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    include: list[str] = typer.Option(
+        [],
+        "--include",
+        metavar="PATTERN",
+        help="Read only files matching this .gitignore-style pattern (relative to PATH; repeatable), e.g. "
+        "'*.md', 'notes/', 'results/*.json'. The only way to read data files (.json, .jsonl, .csv).",
+    ),
+    exclude: list[str] = typer.Option(
+        [],
+        "--exclude",
+        metavar="PATTERN",
+        help="Leave out files (or folders: 'drafts/') matching this pattern (repeatable); wins over --include.",
+    ),
+    no_ignore: bool = typer.Option(
+        False, "--no-ignore", help="Read what .gitignore and .instembignore files leave out (hidden paths stay out)."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the plan (files and chunks per kind, what is left out, a time estimate from one measured "
+        "batch) and exit; nothing is written.",
+    ),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
     from rich.console import Console
@@ -126,6 +174,7 @@ def index_command(
     from ..index import Indexer, IndexOptions, StoreOptions
     from ..index.display import RichChunkProgress, print_summary
     from ..index.manifest import model_label
+    from ..index.selection import FileSelection
 
     console = Console()
     if chunk_overlap >= (chunk_size or 256):
@@ -156,6 +205,8 @@ def index_command(
         wait_seconds=wait,
         batch_size=batch_size,
         model_label=model_label(model),
+        selection=FileSelection(tuple(include), tuple(exclude), use_ignore_files=not no_ignore),
+        dry_run=dry_run,
     )
     try:
         if ray is not None:
@@ -167,7 +218,12 @@ def index_command(
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:
         fail(error)
+    if dry_run:
+        console.print("dry run: nothing was embedded or written.")
+        return
     print_summary(console, report, index_dir)
+    if report.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def ray_options(address: str, workers, gpus_per_worker, cpus_per_worker, model, device, precision):

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..choices import FaissIndexKind, QdrantQuantization, StoreKind, values
 from .errors import BadInputError, IndexFolderError
 from .manifest import MANIFEST_FILE, Manifest
+from .selection import FileSelection
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -157,3 +158,5 @@ class IndexOptions:
     batch_size: int = 16
     model_label: str = "default"
     ray: RayOptions | None = None  # embed on a Ray cluster (ray_embedding.py); None: in this process
+    selection: FileSelection = field(default_factory=FileSelection)  # which files are read (selection.py)
+    dry_run: bool = False  # say the plan (one batch measured for the estimate) and change nothing
