@@ -111,6 +111,7 @@ class Indexer:
         report.plan.left_out = dict(discovery.left_out)
         report.plan.folders_left_out = discovery.folders_left_out
         report.notes, report.warnings = list(discovery.notes), list(discovery.warnings)
+        report.plan.notes = [*discovery.warnings, *discovery.notes]
         return report
 
     def _run_locked(self, root: Path, progress) -> IndexReport:

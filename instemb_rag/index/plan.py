@@ -54,6 +54,7 @@ class RunPlan:
     folders_left_out: int = 0
     kept_from_interrupted: int = 0  # chunks an interrupted run embedded, taken instead of embedding them
     reused: int = 0  # chunks whose vectors were taken (an interrupted run's, a changed file's unchanged text)
+    notes: list[str] = field(default_factory=list)  # unreadable ignore files, patterns that matched nothing
 
     def add(self, source: str, chunks: list) -> None:
         count = self.kinds.setdefault(kind_of(source), KindCount())
@@ -88,6 +89,7 @@ class RunPlan:
             if self.folders_left_out:
                 line += f", and {self.folders_left_out:,} folders whole (ignore files, --exclude)"
             lines.append(line)
+        lines += [f"note: {note}" for note in self.notes]
         if self.kept_from_interrupted:
             lines.append(
                 f"going on from an interrupted run: {self.kept_from_interrupted:,} chunks it embedded are kept"
