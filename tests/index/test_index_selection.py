@@ -144,3 +144,16 @@ def test_a_data_file_without_text_is_skipped_with_its_reason_and_counted(tiny_mo
     assert "results/run1.json: data file without text: it parses as JSON but holds only numbers" in output
     assert "results/empty.csv: data file without text" in output
     assert "of which data files without text │ 2" in output
+
+
+def test_help_says_what_is_read_and_puts_the_qdrant_options_last():
+    result = runner.invoke(app, ["index", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    flat = " ".join(text.split())
+    assert "Data files (.json, .jsonl, .csv) are left out unless an --include pattern matches them" in flat
+    for option in ("--include", "--exclude", "--no-ignore", "--dry-run"):
+        assert option in text
+    panel = text.index("Qdrant server")
+    assert text.index("--chunk-size") < panel < text.index("--qdrant-url")
+    assert all(text.index(f"--qdrant-{name}") > panel for name in ("api-key", "collection", "shards", "on-disk"))
