@@ -3,7 +3,6 @@ matmul rate, and where its time goes (issue 69). A module of bench_index.py, not
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -16,14 +15,20 @@ STAGE_SAMPLE = 32  # chunks each part embeds alone for the stage figures
 
 
 def copy_prose(target: Path, limit_chunks: int | None) -> list[Path]:
-    """docs/*.md in name order, until their characters make about ``limit_chunks`` chunks."""
+    """docs/*.md in name order, until their characters make about ``limit_chunks`` chunks (the last
+    one cut at a paragraph)."""
     target.mkdir(parents=True)
-    copied, characters = [], 0
+    copied, budget = [], None if limit_chunks is None else limit_chunks * CHARACTERS_PER_CHUNK
     for path in sorted(PROSE.glob("*.md")):
-        if limit_chunks is not None and characters >= limit_chunks * CHARACTERS_PER_CHUNK:
-            break
-        characters += len(path.read_text(encoding="utf-8"))
-        copied.append(Path(shutil.copy(path, target / path.name)))
+        text = path.read_text(encoding="utf-8")
+        if budget is not None:
+            if budget <= 0:
+                break
+            if len(text) > budget:
+                text = text[: text.rfind("\n\n", 0, budget) if "\n\n" in text[:budget] else budget]
+            budget -= len(text)
+        (target / path.name).write_text(text, encoding="utf-8")
+        copied.append(target / path.name)
     return copied
 
 

@@ -40,7 +40,7 @@ from .lock import LOCK_FILE, hold_index_lock  # noqa: F401  (hold_index_lock: al
 from .manifest import Manifest, check_encoder, describe_side, read_manifest, write_manifest
 from .options import IndexOptions, resolve_options
 from .plan import KindCount, RunPlan, kind_of
-from .resume import PENDING_FILE, PendingVectors
+from .resume import PENDING_FILE, PendingVectors, remove_pending
 from .run_parts import EmbeddedFile, FileTask, IndexReport
 from .stores import open_store, wipe_index
 from .stores.base import VectorStore
@@ -252,6 +252,7 @@ class Indexer:
         if not tasks:
             self._say_plan(report, progress)
             progress.start(0)
+            remove_pending(self.index_dir)
             return
         embedding = self._embedding()
         store = embedding.bind_store(store, catalog)

@@ -88,3 +88,9 @@ class PendingVectors:
         self.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+
+def remove_pending(index_dir: Path) -> None:
+    """A run with nothing to embed has nothing to go on from: an earlier run's pending vectors go."""
+    for suffix in ("", "-wal", "-shm"):
+        (Path(index_dir) / f"{PENDING_FILE}{suffix}").unlink(missing_ok=True)
