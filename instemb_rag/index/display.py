@@ -77,12 +77,12 @@ def print_summary(console: Console, report: IndexReport, index_dir) -> None:
     table.add_row("files unchanged", str(report.unchanged))
     table.add_row("files skipped", str(report.files_skipped))
     if report.data_files_without_text:
-        table.add_row("  of which data files without text", str(report.data_files_without_text))
-    table.add_row("files removed (deleted or left out)", str(len(report.removed)))
-    table.add_row("files left out (patterns, ignore files, data files)", str(report.files_left_out))
+        table.add_row("  data files without text", str(report.data_files_without_text))
+    table.add_row("files removed from the index", str(len(report.removed)))
+    table.add_row("files left out (see the plan)", str(report.files_left_out))
     table.add_row("chunks added / in index", f"{report.chunks_added} / {report.chunks_total}")
     if report.plan.kept_from_interrupted:
-        table.add_row("chunks kept from the interrupted run", f"{report.plan.kept_from_interrupted:,}")
+        table.add_row("chunks kept (interrupted run)", f"{report.plan.kept_from_interrupted:,}")
     rate = report.chunks_added / report.seconds if report.seconds else 0.0
     table.add_row("time", f"{report.seconds:.1f} s ({rate:.2f} chunks/s)")
     if report.embedding_seconds:

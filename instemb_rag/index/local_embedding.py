@@ -139,8 +139,6 @@ class LocalEmbedding:
                 break
             if self.todo:
                 self._embed_window(window if self.plan_said or reading else self.options.batch_size)
-        report.embedding_seconds = self.embedding_seconds
-        report.embedded_chunks = self.embedded_chunks
 
     def _take(self, block: bool) -> bool:
         """Move one outcome of the reader into the work; False once the reader is done."""
@@ -208,6 +206,8 @@ class LocalEmbedding:
                     work.missing -= 1
             self.embedded_chunks += len(batch)
             self.embedded_characters += sum(len(text) for text in texts)
+            # kept current batch by batch: an interrupted run's summary reports them too
+            self.report.embedded_chunks, self.report.embedding_seconds = self.embedded_chunks, self.embedding_seconds
             if self.plan_said:
                 self.progress.advance(len(batch))
             if not self.plan_said and self.options.dry_run:

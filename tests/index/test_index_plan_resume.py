@@ -120,7 +120,7 @@ def test_ctrl_c_keeps_every_finished_batch_and_the_next_run_goes_on(tiny_model_d
     code, output = cli(*index_args(docs, index_dir, tiny_model_dir, "--batch-size", "2"))
     assert code == 0, output
     assert f"going on from an interrupted run: {kept_batches} chunks it embedded are kept" in output
-    assert f"chunks kept from the interrupted run │ {kept_batches}" in output
+    assert f"chunks kept (interrupted run) │ {kept_batches}" in output
     assert sum(calls_after) == distinct - kept_batches  # no finished batch embedded twice
     assert not (index_dir / PENDING_FILE).exists()  # everything committed: nothing left to go on from
     assert indexed_state(index_dir) == clean

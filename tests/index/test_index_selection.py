@@ -143,7 +143,7 @@ def test_a_data_file_without_text_is_skipped_with_its_reason_and_counted(tiny_mo
     assert sources(index_dir) == ["results/reviews.jsonl", "table.csv"]
     assert "results/run1.json: data file without text: it parses as JSON but holds only numbers" in output
     assert "results/empty.csv: data file without text" in output
-    assert "of which data files without text │ 2" in output
+    assert "data files without text │ 2" in output
 
 
 def test_help_says_what_is_read_and_puts_the_qdrant_options_last():
