@@ -46,6 +46,26 @@ class RayOptionalValueCommand(TyperCommand):
                 fixed.append(RAY_LOCAL)
         return super().parse_args(ctx, fixed)
 
+    def format_options(self, ctx, formatter) -> None:
+        """click's plain help (the app turns rich off), with each option under its declared
+        ``rich_help_panel``: the common options first, then the Qdrant server's."""
+        arguments, panels = [], {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        for title, records in panels.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
 
 def index_command(
     path: Path = typer.Argument(
