@@ -1,6 +1,16 @@
-"""Indexing throughput, end-to-end query latency and HNSW recall on NPL/Vaswani abstracts.
+"""Indexing throughput, end-to-end query latency and HNSW recall on NPL/Vaswani abstracts; with
+--prose, the document pass on a folder of prose against the machine's matmul rate (issue 69).
 
     python benchmarks/bench_index.py --limit 1000 --queries 30 [--quick] [--json-out PATH]
+    python benchmarks/bench_index.py --prose [--limit CHUNKS] [--precision int8] [--json-out PATH]
+
+--prose indexes this checkout's docs/*.md (Markdown prose, about 270 chunks of the default model)
+with `Indexer` as `instemb-rag index` does (read, split, embed, SQLite, FAISS) and writes chunks/s
+and tokens/s (end to end, and of the embedding alone), the model's useful FLOPs (each document
+part: 2 x non-embedding params per token + attention) per second, the best fp32 matmul rate
+measured before and after the run, and their ratio; then where the time went (reading and
+splitting, each part's pass alone on a sample, padding, SQLite commits). Figures taken while other
+processes use the cores are "under load": compare ratios, which share the load, not absolutes.
 
 Writes the first --limit abstracts of ../shared/data/vaswani as files in a scratch folder,
 indexes them with `Indexer` (read + split + embed + SQLite commit + FAISS), then times
@@ -91,6 +101,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32", help="Backbone precision.")
     parser.add_argument(
+        "--prose",
+        action="store_true",
+        help="Time the document pass on this checkout's docs/*.md against the matmul rate (--limit: about that "
+        "many chunks; default all, quick 120, smoke 8) instead of the Vaswani index and queries.",
+    )
+    parser.add_argument(
         "--model", default=None, help="A checkpoint folder (a two-tower one too); default: the shipped default."
     )
     parser.add_argument(
@@ -100,6 +116,10 @@ def main(argv: list[str] | None = None) -> dict:
         "without one by its sentence encoder alone: time it with one to see the LLM's prefill).",
     )
     args = parser.parse_args(argv)
+    if args.prose:
+        with smoke_run(args):
+            result = measure_prose(args)
+        return emit(result, args.json_out)
     if not DATA.is_dir() and not args.smoke:
         return emit({"benchmark": "index", "skipped": f"{DATA} is absent (development data)"}, args.json_out)
     with smoke_run(args):
@@ -193,6 +213,12 @@ def measure(args) -> dict:
             "ef_search": faiss_store.HNSW_EF_SEARCH,
         },
     }
+
+
+def measure_prose(args) -> dict:
+    from prose_pass import measure_prose_pass
+
+    return measure_prose_pass(args)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def values(enum_type: type[Enum]) -> tuple[str, ...]:
 # (index/documents.py); `index --help` and the skip message of any other type name them from here.
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".text"})
 MARKUP_SUFFIXES = frozenset({".html", ".htm"})
-STRUCTURED_SUFFIXES = frozenset({".json", ".csv"})
+STRUCTURED_SUFFIXES = frozenset({".json", ".jsonl", ".csv"})  # data files: read only when --include names them
 PDF_SUFFIXES = frozenset({".pdf"})
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | MARKUP_SUFFIXES | STRUCTURED_SUFFIXES | PDF_SUFFIXES
 

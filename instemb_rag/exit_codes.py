@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     INDEX_FOLDER = 4
     MODEL = 5
     RAY_WORKER = 6
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): `index` keeps every finished batch; run it again to go on
 
 
 def exit_code_for(error: Exception) -> int:

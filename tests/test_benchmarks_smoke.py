@@ -158,3 +158,16 @@ def test_qdrant_embedded_smoke(tmp_path):
     assert set(result["engines"]) == {"qdrant-edge-py", "qdrant-client local"}
     for engine in result["engines"].values():
         assert {"load_s", "p50_ms", "p95_ms"} <= set(engine)
+
+
+def test_index_prose_smoke(tmp_path):
+    """`bench_index.py --prose` (issue 69): the document pass on docs/*.md against the matmul rate."""
+    out = tmp_path / "prose.json"
+    command = [sys.executable, str(BENCHMARKS / "bench_index.py"), "--prose", "--smoke", "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "index_prose" and result["corpus"]["chunks"] > 0
+    assert result["indexing"]["chunks_per_s"] > 0 and result["indexing"]["tokens_per_s"] > 0
+    assert 0 < result["fraction_of_matmul_peak"]["embedding"] and result["matmul_peak"]["peak_gflops"] > 0
+    assert {"read_and_split_all_s", "llm_pass_sample_s", "padding_share_windows"} <= set(result["stages"])

@@ -10,6 +10,7 @@ Exit codes (the same for every command; docs/usage.md "Exit codes"):
     4  index folder: missing, damaged, built with another model or by a newer version
     5  model: the model or checkpoint cannot be loaded (not found, incomplete, other base weights)
     6  a Ray worker or node failed during `index --ray` (files committed before it are kept: run again)
+  130  `index` interrupted by Ctrl-C (every finished batch is kept: run the same command to go on)
 """
 
 from __future__ import annotations

@@ -25,6 +25,12 @@ EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 EXIT_INDEX_FOLDER = ExitCode.INDEX_FOLDER
 EXIT_BUSY = ExitCode.BUSY
 RAY_LOCAL = "local"
+# The help lists the common options first, then the Qdrant server's in a panel of their own.
+QDRANT_PANEL = "Qdrant server (--store qdrant)"
+DATA_FILES_HELP = (
+    "Data files (.json, .jsonl, .csv) are left out unless an --include pattern matches them: results, logs and "
+    "tables would outnumber the prose's chunks many times over."
+)
 
 
 class RayOptionalValueCommand(TyperCommand):
@@ -41,10 +47,34 @@ class RayOptionalValueCommand(TyperCommand):
                 fixed.append(RAY_LOCAL)
         return super().parse_args(ctx, fixed)
 
+    def format_options(self, ctx, formatter) -> None:
+        """click's plain help (the app turns rich off), with each option under its declared
+        ``rich_help_panel``: the common options first, then the Qdrant server's."""
+        arguments, panels = [], {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        for title, records in panels.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
 
 @store_options()
 def index_command(
-    path: Path = typer.Argument(..., help=f"Folder (or file) of documents: {supported_types()}."),
+    path: Path = typer.Argument(
+        ...,
+        help=f"Folder (or file) of documents: {supported_types()}. Hidden files and folders are skipped, .gitignore "
+        f"and .instembignore honoured. {DATA_FILES_HELP}",
+    ),
     index_dir: Path = typer.Option(Path(".instemb"), "--index-dir", help="Where the index lives."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Encoder checkpoint or HF model folder; default: the shipped default."
@@ -92,6 +122,28 @@ def index_command(
         help="Do not start the resident query process afterwards (by default it starts in the background and "
         "opens this index, so the next query answers warm); also INSTEMB_NO_DAEMON=1.",
     ),
+    include: list[str] = typer.Option(
+        [],
+        "--include",
+        metavar="PATTERN",
+        help="Read only files matching this .gitignore-style pattern (relative to PATH; repeatable), e.g. "
+        "'*.md', 'notes/', 'results/*.json'. The only way to read data files (.json, .jsonl, .csv).",
+    ),
+    exclude: list[str] = typer.Option(
+        [],
+        "--exclude",
+        metavar="PATTERN",
+        help="Leave out files (or folders: 'drafts/') matching this pattern (repeatable); wins over --include.",
+    ),
+    no_ignore: bool = typer.Option(
+        False, "--no-ignore", help="Read what .gitignore and .instembignore files leave out (hidden paths stay out)."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the plan (files and chunks per kind, what is left out, a time estimate from one measured "
+        "batch) and exit; nothing is written.",
+    ),
 ) -> None:
     """Index documents: only new or changed files are embedded; deleted files are dropped."""
     from rich.console import Console
@@ -100,6 +152,7 @@ def index_command(
     from ..index import Indexer, IndexOptions
     from ..index.display import RichChunkProgress, print_summary
     from ..index.manifest import model_label
+    from ..index.selection import FileSelection
 
     console = Console()
     if chunk_overlap >= (chunk_size or 256):
@@ -119,6 +172,8 @@ def index_command(
         wait_seconds=wait,
         batch_size=batch_size,
         model_label=model_label(model),
+        selection=FileSelection(tuple(include), tuple(exclude), use_ignore_files=not no_ignore),
+        dry_run=dry_run,
     )
     try:
         if ray is not None:
@@ -130,7 +185,12 @@ def index_command(
             report = Indexer(encoder, options).run(path, bar)
     except (InstEmbError, ValueError) as error:
         fail(error)
+    if dry_run:
+        console.print("dry run: nothing was embedded or written.")
+        return
     print_summary(console, report, index_dir)
+    if report.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
     warm_resident_process(index_dir, no_daemon)
 
 

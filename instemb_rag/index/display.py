@@ -43,6 +43,15 @@ class RichChunkProgress:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
+    def plan(self, plan, estimate) -> None:
+        """The plan (index/plan.py), said before the work: printed even without the bar."""
+        console = self.progress.console
+        console.print(Text("plan:", style="bold"))
+        for line in plan.lines():
+            console.print(Text("  " + line))
+        if estimate is not None:
+            console.print(Text("  " + estimate.line(), style="cyan"))
+
     def start(self, total_chunks: int | None) -> None:
         if total_chunks == 0:  # every file unchanged or skipped: said, not drawn as `0/0 – chunks/s`
             if not self.progress.disable:
@@ -56,17 +65,45 @@ class RichChunkProgress:
 
 
 def print_summary(console: Console, report: IndexReport, index_dir) -> None:
+    if report.nothing_selected:  # nothing was read: the notes and the reason, no table of zeros
+        for note in [*report.warnings, *report.notes]:
+            console.print(Text.assemble(("note", "yellow"), f" {note}"))
+        console.print(Text(report.nothing_selected, style="yellow"))
+        return
     table = Table(title=Text(f"Index {index_dir}"), show_header=False)
     # found = embedded + unchanged + skipped: every file met, of any type, lands in one of the three
     table.add_row("files found", str(report.files_found))
     table.add_row("files embedded (new or changed)", str(len(report.indexed)))
     table.add_row("files unchanged", str(report.unchanged))
     table.add_row("files skipped", str(report.files_skipped))
-    table.add_row("files removed (deleted)", str(len(report.removed)))
+    if report.data_files_without_text:
+        table.add_row("  data files without text", str(report.data_files_without_text))
+    table.add_row("files removed from the index", str(len(report.removed)))
+    table.add_row("files left out (see the plan)", str(report.files_left_out))
     table.add_row("chunks added / in index", f"{report.chunks_added} / {report.chunks_total}")
+    if report.plan.kept_from_interrupted:
+        table.add_row("chunks kept (interrupted run)", f"{report.plan.kept_from_interrupted:,}")
     rate = report.chunks_added / report.seconds if report.seconds else 0.0
-    table.add_row("time", f"{report.seconds:.1f} s ({rate:.1f} chunks/s)")
+    table.add_row("time", f"{report.seconds:.1f} s ({rate:.2f} chunks/s)")
+    if report.embedding_seconds:
+        embedded_rate = report.embedded_chunks / report.embedding_seconds
+        table.add_row(
+            "embedding",
+            f"{report.embedded_chunks} chunks in {report.embedding_seconds:.1f} s ({embedded_rate:.2f} chunks/s)",
+        )
     console.print(table)
+    for note in [*report.warnings, *report.notes]:
+        console.print(Text.assemble(("note", "yellow"), f" {note}"))
+    if report.estimate_verdict:
+        console.print(Text(report.estimate_verdict, style="yellow"))
+    if report.interrupted:
+        console.print(
+            Text(
+                f"interrupted: the {len(report.indexed)} files committed are in the index, and every finished batch of "
+                "the others is kept; run the same command again to go on from there.",
+                style="yellow",
+            )
+        )
     if report.repaired:
         console.print(Text(report.repaired, style="yellow"))
     if report.fulltext_added is not None:

@@ -20,6 +20,7 @@ from ..choices import (  # noqa: F401  (the one list of file types; imported fro
     supported_types,
 )
 from ..hashing import file_sha256
+from .selection import DATA_SUFFIXES, FileSelection, Selector
 
 SNIFF_BYTES = 8192
 
@@ -30,6 +31,7 @@ class Skipped:
     reason: str
     keep_previous: bool = False  # the file still exists but could not be read this time
     folder: bool = False  # a folder (a symlink loop), not a file: not among the files found
+    no_text: bool = False  # a data file that parses but holds no text (counted apart in the summary)
 
 
 @dataclass
@@ -39,6 +41,15 @@ class Discovery:
     root: Path
     files: dict[str, Path] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # files not read, by reason (selection.py)
+    folders_left_out: int = 0
+    notes: list[str] = field(default_factory=list)  # patterns that matched nothing
+    warnings: list[str] = field(default_factory=list)  # unreadable ignore files
+    ignore_files: list[str] = field(default_factory=list)  # the ignore files in use
+
+    @property
+    def files_left_out(self) -> int:
+        return sum(self.left_out.values())
 
     @property
     def files_found(self) -> int:
@@ -53,32 +64,47 @@ class Chunk:
     extra: dict = field(default_factory=dict)  # e.g. the PDF page
 
 
-def discover(root: Path, max_bytes: int) -> Discovery:
-    """Walk root (a folder or one file), following symlinks but never around a loop."""
+def discover(root: Path, max_bytes: int, selection: FileSelection | None = None) -> Discovery:
+    """Walk root (a folder or one file), following symlinks but never around a loop, reading what
+    ``selection`` chooses (selection.py: hidden paths, ignore files, patterns, data files)."""
     root = Path(root)
-    if root.is_file():
+    if root.is_file():  # named on the command line: read as it is
         found = Discovery(root=root.parent)
         _consider(found, root, root.name, max_bytes)
         return found
     found = Discovery(root=root)
+    selector = Selector(root, selection or FileSelection())
     visited_dirs: set[str] = set()
     for folder, subfolders, names in os.walk(root, followlinks=True):
         real = os.path.realpath(folder)
+        relative_folder = "" if Path(folder) == root else _relative(root, Path(folder))
         if real in visited_dirs:
             # os.walk with followlinks would otherwise recurse until the path is too long.
-            found.skipped.append(
-                Skipped(_relative(root, Path(folder)), "symlink loop: folder already visited", folder=True)
-            )
+            found.skipped.append(Skipped(relative_folder, "symlink loop: folder already visited", folder=True))
             subfolders[:] = []
             continue
         visited_dirs.add(real)
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        selector.enter_folder(Path(folder), relative_folder)
+        subfolders[:] = sorted(
+            name
+            for name in subfolders
+            if not name.startswith(".") and not selector.skip_folder(_join(relative_folder, name))
+        )
         for name in sorted(names):
-            if name.startswith("."):
+            if name.startswith(".") or selector.left_out(_join(relative_folder, name), Path(name).suffix):
                 continue
             path = Path(folder) / name
             _consider(found, path, _relative(root, path), max_bytes)
+    found.left_out = dict(selector.counts)
+    found.folders_left_out = selector.folders_left_out
+    found.notes = selector.notes()
+    found.warnings = list(selector.ignore.warnings)
+    found.ignore_files = list(selector.ignore.read)
     return found
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name
 
 
 def _relative(root: Path, path: Path) -> str:
@@ -120,13 +146,50 @@ def unusable_reason(path: Path) -> str | None:
     if b"\x00" in data[:SNIFF_BYTES]:
         return "binary file (NUL bytes) with a text extension"
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         return (
             f"not UTF-8 text (invalid byte 0x{data[error.start]:02x} at offset {error.start}); "
             "convert it, e.g. `iconv -f latin1 -t utf-8`"
         )
-    return None
+    return data_without_text(text, suffix) if suffix in DATA_SUFFIXES else None
+
+
+NO_TEXT = "data file without text"
+
+
+def data_without_text(text: str, suffix: str) -> str | None:
+    """Why a data file that parses holds no text to embed (numbers, booleans, nulls and the keys or
+    header naming them: a results table), or None. A file that does not parse is left to its reader,
+    whose error is the better message."""
+    import csv
+    import json
+
+    try:
+        if suffix == ".csv":
+            rows = list(csv.reader(text.splitlines()))
+            values = [cell for row in rows[1:] for cell in row]  # the header names columns: not text
+            kind = "a CSV file"
+        else:
+            lines = [line for line in text.splitlines() if line.strip()] if suffix == ".jsonl" else [text]
+            values = [value for line in lines for value in _string_values(json.loads(line))]
+            kind = "JSON lines" if suffix == ".jsonl" else "JSON"
+    except (ValueError, csv.Error, RecursionError):
+        return None
+    if any(any(character.isalpha() for character in value) for value in values):
+        return None
+    return f"{NO_TEXT}: it parses as {kind} but holds only numbers, booleans, nulls and the keys naming them"
+
+
+def _string_values(value) -> list[str]:
+    """The string values of parsed JSON, keys left out."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _string_values(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _string_values(item)]
+    return []
 
 
 def _file_extractors() -> dict:
@@ -134,7 +197,14 @@ def _file_extractors() -> dict:
     from llama_index.readers.file import CSVReader, HTMLTagReader, PDFReader
 
     html = HTMLTagReader(tag="body")
-    return {".pdf": PDFReader(), ".json": JSONReader(), ".csv": CSVReader(), ".html": html, ".htm": html}
+    return {
+        ".pdf": PDFReader(),
+        ".json": JSONReader(),
+        ".jsonl": JSONReader(is_jsonl=True),
+        ".csv": CSVReader(),
+        ".html": html,
+        ".htm": html,
+    }
 
 
 def read_texts(path: Path) -> list[tuple[str, dict]]:

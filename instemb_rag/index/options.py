@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import BadInputError, IndexFolderError
 from .manifest import MANIFEST_FILE, Manifest
+from .selection import FileSelection
 from .stores.registry import (
     AS_CREATED,
     DEFAULT_STORE,
@@ -179,3 +180,5 @@ class IndexOptions:
     batch_size: int = 16
     model_label: str = "default"
     ray: RayOptions | None = None  # embed on a Ray cluster (ray_embedding.py); None: in this process
+    selection: FileSelection = field(default_factory=FileSelection)  # which files are read (selection.py)
+    dry_run: bool = False  # say the plan (one batch measured for the estimate) and change nothing

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .documents import ChunkSplitter, Skipped, read_texts, unusable_reason
+from .documents import NO_TEXT, ChunkSplitter, Skipped, read_texts, unusable_reason
+from .plan import Estimate, RunPlan
 
 EMBED_GROUP_CHUNKS = 64  # chunks embedded together before their files are committed
 
@@ -30,11 +31,33 @@ class IndexReport:
     repaired: str | None = None
     fulltext_added: int | None = None  # an older index got its full-text index over this many chunks
     seconds: float = 0.0
+    # issue 69: what was left out and why, the plan and its estimate, how the embedding went
+    files_left_out: int = 0  # met by the walk, not read (ignore files, patterns, data files)
+    plan: RunPlan = field(default_factory=RunPlan)
+    estimate: Estimate | None = None
+    embedded_chunks: int = 0  # chunks run through the model (the rest of chunks_added had vectors already)
+    embedding_seconds: float = 0.0
+    interrupted: bool = False  # Ctrl-C: every finished batch is kept, the next run goes on
+    nothing_selected: str | None = None  # the selection left nothing to read: said, nothing changed
+    notes: list[str] = field(default_factory=list)  # patterns that matched nothing
+    warnings: list[str] = field(default_factory=list)  # unreadable ignore files
 
     @property
     def files_skipped(self) -> int:
         """The files among ``skipped`` (a symlink loop's folder is reported there but is no file)."""
         return sum(not item.folder for item in self.skipped)
+
+    @property
+    def data_files_without_text(self) -> int:
+        """The skipped data files that parse but hold no text (documents.data_without_text)."""
+        return sum(item.no_text for item in self.skipped)
+
+    @property
+    def estimate_verdict(self) -> str | None:
+        """The summary's line when the run took more than 2x longer or shorter than estimated."""
+        if self.estimate is None:
+            return None
+        return self.estimate.verdict(self.embedding_seconds, self.embedded_chunks)
 
 
 @dataclass
@@ -83,7 +106,8 @@ def file_outcome(
     """What to commit for a file (None: nothing), recording a skip in the report."""
     if chunks:
         return EmbeddedFile(task.source, task.sha256, task.size, chunks, vectors)
-    report.skipped.append(Skipped(task.source, reason or "no text to index", keep_previous=transient))
+    reason = reason or "no text to index"
+    report.skipped.append(Skipped(task.source, reason, keep_previous=transient, no_text=reason.startswith(NO_TEXT)))
     if task.known and not transient:  # its content changed to something unusable: old chunks are stale
         return EmbeddedFile(task.source, task.sha256, task.size, [], np.zeros((0, dimension), np.float32))
     return None
