@@ -16,7 +16,6 @@ tokenizer's limits, their fingerprint, whether they read an instruction) is the 
 
 from __future__ import annotations
 
-import functools
 import secrets
 from typing import Any
 
@@ -27,13 +26,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ..encoder.protocol import query_knobs
 from ..errors import InstEmbError
 from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
-from ..index.fusion import DEFAULT_WEIGHT
 from ..index.search import FILTER_KEYS
-from ..instructions import normalize_instruction, per_item_instructions
-from ..knobs import KNOBS
-from ..queries import Query, QueryKnobs
+from ..instructions import per_item_instructions
+from ..knobs import KNOBS, KnobError
+from ..queries import QueryKnobs
+from ..service.answer import Answer
+from ..service.request import QueryRequest, declared_fields
 from .batching import BatcherClosedError, QueueFullError
-from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
+from .errors import ERROR_RESPONSES, APIError, bad_request, knob_refused, too_large, unavailable
 from .schemas import (
     API_KEY_ENV,
     EmbeddingRequest,
@@ -50,9 +50,11 @@ from .state import ServeOptions, ServerState
 __all__ = [
     "check_document_instructions",
     "check_search",
+    "answer_search",
     "input_texts",
     "per_input_instructions",
     "router",
+    "query_request",
     "search_document",
     "server_state",
 ]
@@ -159,10 +161,18 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
 
 
 async def search_document(body: SearchRequest, state: ServerState, notes: list[str] | None = None) -> dict:
-    """The /v1/search answer for ``body`` over ``state``'s index: the one search path of the
-    server and of the resident query process (resident/app.py), which holds a state per index and
-    passes ``notes`` to receive the encoder's notices for the user (serve/notices.py)."""
-    options = state.options
+    """The /v1/search answer for ``body`` over ``state``'s index: the query service's
+    (``ServerState.answer``), after the server's own limits (``check_search``); ``notes`` receives
+    the notices for the user (serve/notices.py)."""
+    answer = await answer_search(body, state)
+    if notes is not None:
+        notes.extend(answer.notes)
+    return answer.to_document()
+
+
+async def answer_search(body: SearchRequest, state: ServerState) -> Answer:
+    """``body`` answered over ``state``'s index, its errors as HTTP errors (the server and the
+    resident query process)."""
     if state.index is None:
         raise APIError(
             404,
@@ -171,33 +181,13 @@ async def search_document(body: SearchRequest, state: ServerState, notes: list[s
             type="not_found_error",
             code="no_index",
         )
-    check_search(body, options)
-    # The query as it entered, typed: "" and whitespace are no instruction, as everywhere; the knobs
-    # in range (the request schema) and the model's own (a KnobError is a 400: errors.py).
-    knobs = body_knobs(body).require(state.encoder)
-    query = Query(body.query, normalize_instruction(body.instruction), knobs)
-    instruction = query.instruction
-    result = await encode(state, [query.text], [instruction], "query", knobs)
-    if notes is not None:
-        notes.extend(result.notes)
+    check_search(body, state.options)
     try:
-        hits = await state.on_index_thread(
-            functools.partial(
-                state.index.search,
-                Query(query.text, instruction),  # embedded already, under the knobs
-                None,
-                body.k,
-                body.filter or None,
-                hybrid=body.hybrid,
-                hybrid_weight=body.hybrid_weight,
-                query_vector=result.vectors[0],
-            )
-        )
-        explanations = (
-            await state.on_index_thread(functools.partial(state.index.explain, query, None, hits))
-            if body.explain
-            else None
-        )
+        return await state.answer(query_request(body))
+    except (QueueFullError, BatcherClosedError) as error:
+        raise unavailable(str(error)) from None
+    except KnobError as error:  # a knob the model lacks: a 400 naming the field
+        raise knob_refused(error) from None
     except BadInputError as error:
         raise bad_request(str(error)) from None
     except IndexBusyError as error:
@@ -206,13 +196,12 @@ async def search_document(body: SearchRequest, state: ServerState, notes: list[s
         raise APIError(409, str(error), type="invalid_request_error", code="index_needs_migration") from None
     except InstEmbError as error:
         raise APIError(500, str(error), type="server_error") from None
-    document = {"query": body.query, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
-    for hit, explained in zip(document["hits"], explanations or []):
-        hit["explain"] = explained
-    if body.hybrid is not None:
-        document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
-    document.update(knobs.given())
-    return document
+
+
+def query_request(body: SearchRequest) -> QueryRequest:
+    """The query service's request of a /v1/search body: its declared fields and its knobs (in range:
+    the request schema checked them)."""
+    return QueryRequest(**{spec.name: getattr(body, spec.name) for spec in declared_fields()}, knobs=body_knobs(body))
 
 
 @router.get(
@@ -414,7 +403,3 @@ def check_search(body: SearchRequest, options: ServeOptions) -> None:
                 f"hybrid_weight={body.hybrid_weight}: give the full-text side's share, between 0 and 1.",
                 param="hybrid_weight",
             )
-
-
-def hybrid_weight_used(weight: float | None) -> float:
-    return DEFAULT_WEIGHT if weight is None else weight
