@@ -25,7 +25,6 @@ from .common import (
     say,
     strict_precision_option,
 )
-from .knob_options import KNOBS_HERE, knob_options
 
 
 class HybridOptionalValueCommand(TyperCommand):
@@ -68,8 +67,7 @@ def declared_option(spec: DeclaredField):
 SPELLED_HERE = ("query", "instruction", "k", "filter", "hybrid", "hybrid_weight", "explain")
 
 
-@declared_parameters(declared_option, spelled=SPELLED_HERE)
-@knob_options(knob_option)
+@declared_parameters(declared_option, spelled=SPELLED_HERE, knob_parameter=knob_option)
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
     instruction: str | None = typer.Option(
@@ -90,8 +88,7 @@ def query_command(
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
     ),
-    knobs: dict[str, float | None] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
-    declared: dict[str, Any] = DECLARED_HERE,  # one option per other declared request field
+    declared: dict[str, Any] = DECLARED_HERE,  # one option per query-time knob and other declared request field
     explain: bool = typer.Option(
         False,
         "--explain",
@@ -148,7 +145,6 @@ def query_command(
         hybrid=hybrid and hybrid.value,
         hybrid_weight=hybrid_weight,
         explain=explain,
-        knobs=knobs,
         index_dir=str(index_dir),
         model=model,
         device=device,
