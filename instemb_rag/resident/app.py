@@ -1,5 +1,5 @@
 """The resident query process: the query service's answer (service/answer.py, through
-serve/routes.py ``answer_search``, the server's) over a state per index, loaded on first use, on a Unix socket under $INSTEMB_HOME.
+serve/search.py ``answer_search``, the server's) over a state per index, loaded on first use, on a Unix socket under $INSTEMB_HOME.
 
     POST /v1/resident/search   serve's SearchRequest + index_dir, model, device: the /v1/search
                                answer, with the index's notes and its model's query knob (what the
@@ -33,8 +33,9 @@ from pydantic import Field
 
 from ..serve.batching import BatchingOptions, DynamicBatcher
 from ..serve.errors import APIError
-from ..serve.routes import answer_search, check_api_key
+from ..serve.routes import check_api_key
 from ..serve.schemas import SearchRequest
+from ..serve.search import answer_search
 from ..serve.state import ServeOptions, ServerState, settle_the_heap
 
 __all__ = ["ResidentSearchRequest", "ResidentState", "create_resident_app"]

@@ -4,15 +4,11 @@ encoder's batcher, the optional index on its own thread)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..encoder.protocol import LocalEncoder
-from ..queries import Query
-from ..service.answer import Answer, search
-from ..service.request import QueryRequest
 from .batching import BatchingOptions, DynamicBatcher
 
 __all__ = ["ServeOptions", "ServerState", "settle_the_heap"]
@@ -74,19 +70,6 @@ class ServerState:
             index_thread.shutdown()
             raise
         return cls(index.encoder, options, index, index_thread)
-
-    async def answer(self, request: QueryRequest) -> Answer:
-        """The query service's answer to ``request`` over this state's index (service/answer.py), on
-        the index's thread; the query is embedded by the batcher, so concurrent requests share a
-        forward pass (the server's /v1/search and the resident query process)."""
-        loop = asyncio.get_running_loop()
-
-        def embed(query: Query):
-            submitted = self.batcher.submit([query.text], [query.instruction], "query", query.knobs)
-            result = asyncio.run_coroutine_threadsafe(submitted, loop).result()
-            return result.vectors[0], list(result.notes)
-
-        return await self.on_index_thread(functools.partial(search, request, self.index, embed))
 
     async def on_index_thread(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.index_thread, fn, *args)
