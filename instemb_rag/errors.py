@@ -1,4 +1,4 @@
-__all__ = ["CheckpointError", "FingerprintMismatchError", "InstEmbError", "ModelNotFoundError"]
+__all__ = ["BadInputError", "CheckpointError", "FingerprintMismatchError", "InstEmbError", "ModelNotFoundError"]
 """Exceptions whose messages tell the user what went wrong and what to do about it."""
 
 
@@ -16,3 +16,9 @@ class CheckpointError(InstEmbError):
 
 class FingerprintMismatchError(CheckpointError):
     pass
+
+
+class BadInputError(InstEmbError):
+    """The documents or the query given cannot be used (empty folder, empty query, ...). Here, below
+    every layer, so that the query service (service/) and the index (index/errors.py, which hands it
+    out) raise the one class."""

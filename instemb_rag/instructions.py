@@ -27,7 +27,13 @@ from collections.abc import Sequence
 
 from .errors import InstEmbError
 
-__all__ = ["DEFAULT_QUERY_INSTRUCTION", "Instructions", "normalize_instruction", "per_item_instructions"]
+__all__ = [
+    "DEFAULT_QUERY_INSTRUCTION",
+    "Instructions",
+    "normalize_instruction",
+    "paste_instruction",
+    "per_item_instructions",
+]
 
 Instructions = str | Sequence[str | None] | None
 
@@ -43,6 +49,13 @@ def normalize_instruction(instruction: str | None) -> str | None:
             f"An instruction must be a string or None, not {type(instruction).__name__} ({instruction!r})."
         )
     return instruction if instruction.strip() else None
+
+
+def paste_instruction(text: str, instruction: str | None = None) -> str:
+    """How a sentence encoder reads a text with its instruction: the instruction pasted in front
+    (the encoder's sentence-encoder routes, ``pasted:`` models, and the teachers, whose
+    ``teacher_text`` this is: one rule, below both)."""
+    return f"{instruction} {text}" if instruction else text
 
 
 def per_item_instructions(

@@ -44,7 +44,8 @@ LAYERS: list[set[str]] = [
     {"losses", "reader"},
     # what uses the model: indexing and search, training, evaluation, other libraries' loaders
     # (interop: sentence-transformers), a query's inputs checked once where they enter (queries)
-    {"index", "training", "eval", "interop", "queries"},
+    # (service: one query request answered over an open index, which index/ hands in and calls)
+    {"index", "training", "eval", "interop", "queries", "service"},
     # the HTTP server over an index or an encoder, and what an application embedding through
     # instemb-rag holds (client: the server's client, the embedder with its caches and limits);
     # exit_codes: an error's exit code, for the CLI and the resident process that answers for it

@@ -83,21 +83,19 @@ def ask(target: Path, instruction: str, k: int, model, device: str, encoder, fir
     import time
 
     from ..index import Index
-    from ..queries import Query
+    from ..resident.ask import Asker
     from ..resident.client import resident_wanted
-    from .query import Asked, answer_through_resident
+    from ..service.request import QueryRequest
+    from .query import note_on_stderr
 
-    query = Query(DEMO_QUERY, instruction)
+    request = QueryRequest(DEMO_QUERY, instruction, k=k, index_dir=str(target), model=model, device=device)
     started = time.perf_counter()
-    answer = None
-    if resident_wanted():
-        answer = answer_through_resident(Asked(query, k, target, {}, None, None, False, model, device))
-    if answer is not None:
+    asker = Asker(resident_wanted(), note_on_stderr, open_index=lambda request: Index.open(target, encoder=encoder))
+    hits = asker.answer(request).hits
+    if asker.use_resident:
         seconds = time.perf_counter() - started
         start = " (it started and loaded the model: later queries reuse them)" if first else ""
-        return answer.hits, f"answered by the resident query process in {seconds:.2f} s{start}"
-    with Index.open(target, encoder=encoder) as index:
-        hits = index.search(query, k=k)
+        return hits, f"answered by the resident query process in {seconds:.2f} s{start}"
     return hits, f"answered in this process in {time.perf_counter() - started:.2f} s"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import typer
 from typer.core import TyperCommand
@@ -13,10 +13,9 @@ from typer.core import TyperCommand
 from ..choices import HybridMode, Precision
 from ..knobs import INSTRUCTION_STRENGTH, KNOBS, Knob
 from ..resident.client import resident_wanted
+from ..service.answer import Answer
+from ..service.request import DECLARED_HERE, DeclaredField, QueryRequest, declared_parameters
 from ..shipped import shipped_knob_words
-
-if TYPE_CHECKING:
-    from ..queries import Query
 from .common import (
     compile_option,
     device_option,
@@ -26,7 +25,6 @@ from .common import (
     say,
     strict_precision_option,
 )
-from .knob_options import KNOBS_HERE, knob_options
 from .store_options import STORE_OPTIONS_HERE, store_options
 
 
@@ -59,8 +57,19 @@ def knob_option(knob: Knob):
     )
 
 
+def declared_option(spec: DeclaredField):
+    """A request field this command does not spell itself (service/request.py): its option, from
+    the declaration."""
+    return typer.Option(spec.default, spec.option, help=spec.door.help, min=spec.door.low, max=spec.door.high)
+
+
+# The request fields this command spells itself (its own names, help and checks); any other field
+# declared in service/request.py gets its option from the declaration (``declared``).
+SPELLED_HERE = ("query", "instruction", "k", "filter", "hybrid", "hybrid_weight", "explain")
+
+
 @store_options(with_store=False, at_query=True)
-@knob_options(knob_option)
+@declared_parameters(declared_option, spelled=SPELLED_HERE, knob_parameter=knob_option)
 def query_command(
     text: str = typer.Argument(..., help="What to search for."),
     instruction: str | None = typer.Option(
@@ -81,7 +90,7 @@ def query_command(
     hybrid_weight: float | None = typer.Option(
         None, "--hybrid-weight", min=0.0, max=1.0, help="With --hybrid: the full-text side's share, 0..1 (default 0.5)."
     ),
-    knobs: dict[str, float | None] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
+    declared: dict[str, Any] = DECLARED_HERE,  # one option per query-time knob and other declared request field
     explain: bool = typer.Option(
         False,
         "--explain",
@@ -116,163 +125,111 @@ def query_command(
     Answered by the resident query process, which keeps the model and the index loaded between
     queries (started in the background by the first query; `instemb-rag daemon` shows and stops it),
     unless --no-daemon or $INSTEMB_NO_DAEMON=1, or an option only this process can honour (int8,
-    --compile, a store setting such as a Qdrant URL or key) is given."""
+    --compile, a Qdrant URL or key) is given."""
     from rich.console import Console
 
     from ..errors import InstEmbError
     from ..index.filters import parse_filters
-    from ..queries import Query
+    from ..resident.ask import Asker
+    from ..resident.client import ResidentAnswerError
 
     console = Console(stderr=as_json)
     try:
-        # Checked once, here: a blank instruction is none, the knobs in range (typer bounds them too).
-        query = Query.checked(text, instruction, knobs=knobs, example='instemb-rag query "light tent"')
-        parsed = parse_filters(filters)
+        parsed = parse_filters(filters)  # the command line's KEY=VALUE syntax; the query is the service's to check
     except InstEmbError as error:
         fail(error)
-    asked = Asked(query, k, index_dir, parsed, hybrid, hybrid_weight, explain, model, device)
-    here_only = HereOnly(precision, compile, strict_precision, stores)
-    answer = None
-    if here_only.default and resident_wanted(no_daemon):
-        answer = answer_through_resident(asked)
-    if answer is None:
-        answer = answer_in_process(asked, here_only)
-    show_answer(answer, query, hybrid, hybrid_weight, explain, as_json, console)
+    request = QueryRequest(
+        text,
+        instruction,
+        k=k,
+        filter=parsed or None,
+        hybrid=hybrid and hybrid.value,
+        hybrid_weight=hybrid_weight,
+        explain=explain,
+        index_dir=str(index_dir),
+        model=model,
+        device=device,
+        **declared,
+    )
+    here = HereOnly(precision, compile, strict_precision, stores)
+    asker = Asker(here.default and resident_wanted(no_daemon), note_on_stderr, here.open_index)
+    try:
+        answer = asker.answer(request)
+    except ResidentAnswerError as error:
+        fail(error, error.exit_code)
+    except InstEmbError as error:
+        fail_with_hint(error)
+    if not asker.use_resident:
+        # At exit, Python's final collection walks the model's ~650k objects (1.5-1.8 s): frozen first,
+        # they are left to the process's end. (At exit only: a caller that goes on collects as usual.)
+        import atexit
+        import gc
+
+        atexit.register(gc.freeze)
+    show_answer(answer, hybrid, explain, as_json, console, here.precision_report)
 
 
-@dataclass(frozen=True)
-class Asked:
-    """One query as the command was given it, whichever process answers."""
+def note_on_stderr(note: str) -> None:
+    from rich.console import Console
 
-    query: Query
-    k: int
-    index_dir: Path
-    filters: dict[str, str]
-    hybrid: HybridMode | None
-    hybrid_weight: float | None
-    explain: bool
-    model: str | None
-    device: str
+    say(Console(stderr=True), "note", note)
 
 
-@dataclass(frozen=True)
+def fail_with_hint(error: Exception) -> None:
+    from ..index.errors import EncoderMismatchError
+
+    if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
+        typer.secho(
+            "hint: an index built with --precision int8 is queried with --precision int8 on the same kind of CPU "
+            "(its fingerprint records the CPU's int8 kernel and which layers ran in int8), an fp32 one with fp32.",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+    fail(error)
+
+
+@dataclass
 class HereOnly:
     """Options only the command's own process honours (the model loaded at another precision or
-    compiled, a store setting such as another Qdrant server): any of them set, the query is
-    answered in-process."""
+    compiled, another Qdrant server): any of them set, the query is answered in-process."""
 
     precision: Precision
     compile: bool
     strict_precision: bool
     stores: object  # a StoreOptions: the store settings given (none: the index's own)
+    precision_report: dict | None = None  # int8: what runs, for --json
 
     @property
     def default(self) -> bool:
         return self.precision == "fp32" and not self.compile and not self.stores.settings
 
+    def open_index(self, request: QueryRequest):
+        """The request's index opened here (the path of --no-daemon, int8, --compile, Qdrant options)."""
+        from ..index import Index
+        from ..index.manifest import model_label
 
-@dataclass
-class Answer:
-    """What a query's output is made of, from either path."""
-
-    hits: list  # SearchHit
-    explanations: list[dict] | None
-    query_knob: str | None  # the index's model's knob (what --explain's legend says)
-    notes: list[str]
-    precision_report: dict | None = None
-
-
-def answer_through_resident(asked: Asked) -> Answer | None:
-    """The resident process's answer (resident/client.py), or None when it cannot answer: then a
-    one-line note, and the caller answers in this process."""
-    from rich.console import Console
-
-    from ..index.hits import SearchHit
-    from ..resident.client import ResidentAnswerError, ResidentClient, ResidentUnavailable
-
-    request = {
-        "index_dir": str(asked.index_dir.resolve()),
-        "model": _absolute_if_path(asked.model),
-        "device": asked.device,
-        "query": asked.query.text,
-        "instruction": asked.query.instruction,
-        "k": asked.k,
-        "filter": asked.filters or None,
-        "hybrid": asked.hybrid and asked.hybrid.value,
-        "hybrid_weight": asked.hybrid_weight,
-        "explain": asked.explain,
-        **asked.query.knobs.given(),
-    }
-    try:
-        reply = ResidentClient().search(request)
-    except ResidentAnswerError as error:
-        fail(error, error.exit_code)
-    except ResidentUnavailable as error:
-        say(
-            Console(stderr=True),
-            "note",
-            f"{str(error).rstrip('.')}; answering in this process (--no-daemon skips the resident process).",
-        )
-        return None
-    found = reply["answer"]["hits"]
-    explanations = [hit.pop("explain") for hit in found] if asked.explain else None
-    return Answer([SearchHit(**hit) for hit in found], explanations, reply["query_knob"], reply["notes"])
-
-
-def answer_in_process(asked: Asked, here_only: HereOnly) -> Answer:
-    """Load the model and open the index here (the path of --no-daemon, int8, --compile, store settings)."""
-    from ..errors import InstEmbError
-    from ..index import Index
-    from ..index.errors import EncoderMismatchError
-    from ..index.manifest import model_label
-
-    try:
-        encoder, model, device = None, asked.model, asked.device
-        if here_only.precision != "fp32" or here_only.compile:  # the index's own encoder, at this precision
+        encoder, model = None, request.model
+        if self.precision != "fp32" or self.compile:  # the index's own encoder, at this precision
             from ..index.manifest import read_manifest
 
-            manifest = read_manifest(asked.index_dir)
+            manifest = read_manifest(Path(request.index_dir))
             reference = model if manifest is None else manifest.encoder_model(model)
-            precision, compile = here_only.precision, here_only.compile
-            encoder = load_encoder(reference, device, precision, compile, here_only.strict_precision)
-        index = Index.open(
-            asked.index_dir,
+            encoder = load_encoder(reference, request.device, self.precision, self.compile, self.strict_precision)
+            self.precision_report = getattr(encoder, "quantization_report", None)
+        return Index.open(
+            request.index_dir,
             encoder=encoder,
             model=model and model_label(model),
-            stores=here_only.stores,
-            device=device,
+            stores=self.stores,
+            device=request.device,
         )
-        hybrid = asked.hybrid and asked.hybrid.value
-        with index:
-            hits = index.search(
-                asked.query, k=asked.k, filter=asked.filters, hybrid=hybrid, hybrid_weight=asked.hybrid_weight
-            )
-            explanations = index.explain(asked.query, None, hits) if asked.explain else None
-            notes = [note for note in (index.placement_note, index.fallback_reason) if note]
-            knob = index.query_knob
-    except InstEmbError as error:
-        if isinstance(error, EncoderMismatchError) and error.same_shape:  # the same kind of model: maybe int8
-            typer.secho(
-                "hint: an index built with --precision int8 is queried with --precision int8 on the same kind of CPU "
-                "(its fingerprint records the CPU's int8 kernel and which layers ran in int8), an fp32 one with fp32.",
-                fg=typer.colors.YELLOW,
-                err=True,
-            )
-        fail(error)
-    # At exit, Python's final collection walks the model's ~650k objects (1.5-1.8 s): frozen first,
-    # they are left to the process's end. (At exit only: a caller that goes on collects as usual.)
-    import atexit
-    import gc
-
-    atexit.register(gc.freeze)
-    return Answer(hits, explanations, knob, notes, getattr(encoder, "quantization_report", None))
 
 
-def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: bool, console) -> None:
-    """The hits as a table (or JSON with --json): the same output whichever path answered."""
+def show_answer(answer: Answer, hybrid, explain: bool, as_json: bool, console, precision_report=None) -> None:
+    """The hits as a table (or JSON with --json): the same output whichever process answered."""
     from rich.console import Console
 
-    hits, explanations = answer.hits, answer.explanations
+    query, hits, explanations = answer.query, answer.hits, answer.explanations
     spaces = 2 if answer.query_knob is not None else 1
     explained = EXPLAINED_EFFECT if KNOBS.get(answer.query_knob) is INSTRUCTION_STRENGTH else EXPLAINED[spaces]
     if spaces == 1 and hybrid is not None:
@@ -281,16 +238,11 @@ def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: 
     for note in answer.notes:  # on stderr (with --json too), as the notes Python's warnings become
         say(Console(stderr=True), "note", note)
     if as_json:
-        document = {"query": query.text, "instruction": query.instruction, "hits": [hit.to_dict() for hit in hits]}
-        document.update(knobs)
+        document = answer.to_document()  # /v1/search's JSON
         if explanations is not None:
             document["explain"] = {"spaces": spaces, "score": explained}
-            for found, parts in zip(document["hits"], explanations):
-                found["explain"] = parts
-        if hybrid is not None:
-            document["hybrid"] = {"mode": hybrid.value, "weight": used_weight(hybrid_weight)}
-        if answer.precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
-            document["precision"] = answer.precision_report
+        if precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
+            document["precision"] = precision_report
         print(json.dumps(document, indent=2))
         return
     from ..index.display import hits_table
@@ -299,18 +251,10 @@ def show_answer(answer: Answer, query, hybrid, hybrid_weight, explain, as_json: 
     for name, value in knobs.items():
         title += f" — {KNOBS[name].label} {value}"
     if hybrid is not None:
-        title += f" — hybrid {hybrid.value}, full-text weight {used_weight(hybrid_weight)}"
+        title += f" — hybrid {hybrid.value}, full-text weight {used_weight(answer)}"
     if explanations is not None:
         say(console, "explain", explained, style="cyan")
     console.print(hits_table(hits, title, explanations))
-
-
-def _absolute_if_path(model: str | None) -> str | None:
-    """--model as the resident process must read it: a folder relative to this shell's directory
-    made absolute (the process runs elsewhere); a name is passed as given."""
-    if model is None or not Path(model).expanduser().exists():
-        return model
-    return str(Path(model).expanduser().resolve())
 
 
 # What --explain's columns mean, by the number of spaces the model ranks in.
@@ -337,10 +281,9 @@ EXPLAINED_EFFECT = (
 )
 
 
-def used_weight(weight: float | None) -> float:
-    from ..index.fusion import DEFAULT_WEIGHT
-
-    return DEFAULT_WEIGHT if weight is None else weight
+def used_weight(answer: Answer) -> float:
+    """The full-text weight the search fused at (the default where none was given)."""
+    return answer.hybrid[1]
 
 
 def register(app: typer.Typer) -> None:

@@ -25,11 +25,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .load import load_checkpoint, load_model, shipped_llm_checkpoint
-    from .model import InstEmbEncoder
+    from .load import load_checkpoint, load_model
+    from .model import InstEmbEncoder, shipped_llm_checkpoint
 
 __all__ = ["InstEmbEncoder", "load_checkpoint", "load_model", "shipped_llm_checkpoint"]
-HOMES = {"InstEmbEncoder": "model", "load_checkpoint": "load", "load_model": "load", "shipped_llm_checkpoint": "load"}
+HOMES = {"InstEmbEncoder": "model", "load_checkpoint": "load", "load_model": "load", "shipped_llm_checkpoint": "model"}
 
 
 def __getattr__(name: str):

@@ -11,8 +11,12 @@
     anything else          a Hugging Face model folder or the default backbone's name: an
                            untrained InstEmb encoder over it
 
-The command line, ``Index.open``, the Ray workers, eval and the LlamaIndex integration call
-``load_model``, which is ``InstEmbEncoder.from_pretrained``. The references are resolved in
+``load_model`` is the one loader of a model, whatever the reference names: the command line
+(cli/common.py ``load_encoder`` adds its int8 report and --compile), ``Index.open``, the Ray
+workers, eval, an application's source (client/sources.py ``open_encoder``: a server or a folder)
+and the LlamaIndex integration call it; ``InstEmbEncoder.from_pretrained`` is the same function and
+``load_folder`` an older name of it. ``load_checkpoint`` is the LLM part's own builder (what
+``load_model`` runs for a checkpoint), for training on from one (``merge_lora=False``). The references are resolved in
 references.py, which is handed the LLM class (model.py's from_pretrained passes ``cls``) rather
 than importing it, so the imports go one way: load.py -> model.py -> references.py -> composed/
 (which never imports the LLM's module). ``load_checkpoint`` builds an LLM part;
@@ -35,7 +39,6 @@ from .composed.routes import EffectQueries, Route, TwoSpacesQueries
 from .composed.spec import llm_checkpoint_of
 from .modules.sentence_encoder import SentenceEncoder
 from .references import is_composite_reference, is_model_folder, llm_from_checkpoint
-from .references import load_folder as load_folder_as
 
 __all__ = [
     "is_composite_reference",
@@ -49,12 +52,9 @@ __all__ = [
 ]
 
 
-def shipped_llm_checkpoint() -> Path:
-    """The shipped symmetric LLM checkpoint, whichever layout ships: the LLM part of a parts
-    folder (``documents_llm/``), else the shipped checkpoint itself. What code that means the LLM
-    loads (its internals, its document space, a training start); ``load_model(None)`` is the
-    shipped default as a whole."""
-    return model.shipped_llm_checkpoint()
+# Defined once, beside the shipped folder it reads (model.py ``SHIPPED_CHECKPOINT``); handed out here
+# too: the LLM part of a parts folder (``documents_llm/``), else the shipped checkpoint itself.
+shipped_llm_checkpoint = model.shipped_llm_checkpoint
 
 
 def load_model(
@@ -83,9 +83,9 @@ def load_model(
 def load_folder(
     folder: str | os.PathLike, device: str = "auto", precision: str = quantize.DEFAULT_PRECISION, **settings
 ):
-    """A model folder of any layout; ``settings`` (pooling, lookahead_length, max_length) apply to
-    every LLM part."""
-    return load_folder_as(model.InstEmbEncoder, folder, device, precision, **settings)
+    """Older name (kept for compatibility): ``load_model`` of a model folder of any layout;
+    ``settings`` (pooling, lookahead_length, max_length) apply to every LLM part."""
+    return load_model(folder, device, precision=precision, **settings)
 
 
 def load_checkpoint(

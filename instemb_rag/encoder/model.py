@@ -39,7 +39,9 @@ SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
 
 def shipped_llm_checkpoint() -> Path:
     """The shipped symmetric LLM checkpoint, whichever layout ships: the LLM part of a parts
-    folder (``documents_llm/``), else the shipped checkpoint itself."""
+    folder (``documents_llm/``), else the shipped checkpoint itself. What code that means the LLM
+    loads (its internals, its document space, a training start); ``load_model(None)`` is the
+    shipped default as a whole. (Defined here only; encoder.load and the package face hand it out.)"""
     return llm_checkpoint_of(SHIPPED_CHECKPOINT)
 
 

@@ -1,6 +1,8 @@
 """Errors raised by the index package; each message names the file at fault and the fix."""
 
-from ..errors import InstEmbError
+from ..errors import BadInputError, InstEmbError
+
+__all__ = ["BadInputError", "EncoderMismatchError", "IndexBusyError", "IndexFolderError", "RayWorkerError"]
 
 
 class IndexFolderError(InstEmbError):
@@ -19,10 +21,6 @@ class EncoderMismatchError(IndexFolderError):
 
 class IndexBusyError(InstEmbError):
     """Another `instemb-rag index` run holds the index lock."""
-
-
-class BadInputError(InstEmbError):
-    """The documents or the query given cannot be used (empty folder, empty query, ...)."""
 
 
 class RayWorkerError(InstEmbError):

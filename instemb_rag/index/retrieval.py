@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import InstEmbError
-from ..queries import Query, QueryKnobs
+from ..queries import Query
+from ..service.answer import encoder_embed, search
+from ..service.request import QueryRequest
 from .errors import BadInputError
 from .fusion import check_hybrid
 from .search import FILTER_KEYS, Index, SearchHit
@@ -110,23 +109,14 @@ class IndexRetriever:
         self._require_open()
         mode, weight = (self.hybrid, self.hybrid_weight) if hybrid is None else check_hybrid(hybrid, hybrid_weight)
         where = self.filter if filter is None else source_filter(filter)
-        if query is None and mode is not None:
-            raise BadInputError("Hybrid search reads the query's text (its words go to the full-text index): give it.")
-        given = None
-        if query_vector is None or mode is not None:
-            given = as_query(query, instruction, knobs)
-        if query_vector is None:
-            query_vector = self._embed(given)
-        elif given_knobs := QueryKnobs.checked(knobs):
-            knob = next(iter(given_knobs))
-            raise BadInputError(f"{knob} applies when the retriever embeds the query; this query comes embedded.")
-        vector = np.asarray(query_vector, np.float32)
-        k = self.k if k is None else k
+        options = {"k": self.k if k is None else k, "filter": where, "hybrid": mode, "hybrid_weight": weight}
         if mode is None:
-            return self.index.search(vector, k=k, filter=where)
-        return self.index.search(
-            given.text, given.instruction, k=k, filter=where, hybrid=mode, hybrid_weight=weight, query_vector=vector
-        )
+            options["hybrid_weight"] = None
+        if isinstance(query, Query):
+            request = QueryRequest(query_vector=query_vector, **options).with_query(query)
+        else:
+            request = QueryRequest(query, instruction, knobs=knobs or {}, query_vector=query_vector, **options)
+        return search(request, self.index, encoder_embed(self.encoder), who="the retriever").hits
 
     @property
     def encoder_reference(self) -> str | None:
@@ -139,12 +129,6 @@ class IndexRetriever:
     async def aretrieve(self, *args: Any, **kwargs: Any) -> list[SearchHit]:
         """``retrieve`` in a worker thread (the catalog read and the search stay off the event loop)."""
         return await asyncio.to_thread(self.retrieve, *args, **kwargs)
-
-    def _embed(self, query: Query) -> np.ndarray:
-        if self.encoder is None:
-            raise BadInputError("This index was opened without an encoder: pass the query's vector.")
-        query.knobs.require(self.encoder)
-        return self.encoder.encode_queries([query.text], query.instruction, **query.knobs.given())[0]
 
     def _require_open(self) -> None:
         if self.closed:
@@ -164,13 +148,6 @@ class IndexRetriever:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def as_query(query: str | Query | None, instruction: str | None, knobs: Mapping[str, Any] | None) -> Query:
-    """The query as it enters (queries.py: its text not blank, its instruction normalised, its knobs checked)."""
-    if isinstance(query, Query):
-        return query
-    return replace(Query.checked(query, instruction), knobs=QueryKnobs.checked(knobs))
 
 
 def hit_metadata(hit: SearchHit) -> dict[str, Any]:

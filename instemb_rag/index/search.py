@@ -1,6 +1,7 @@
 """Searching an index folder: `Index.open(dir).search(text, instruction, k, filter, hybrid=...)`.
 
-Dense search asks the vector store (or the catalog's vectors exactly). Hybrid search
+A search is the query service's (service/answer.py): it checks the query, embeds it and hands the
+vector back to ``Index.rank``, the store's part, below. Dense search asks the vector store (or the catalog's vectors exactly). Hybrid search
 (``hybrid="rrf"`` or ``"z"``) also asks the catalog's full-text index (fulltext.py, SQLite FTS5
 bm25) with the query and the instruction's content words, and fuses both sides over the union of
 their best ``CANDIDATE_DEPTH`` chunks (fusion.py), reading everything from one catalog snapshot.
@@ -16,7 +17,10 @@ import numpy as np
 
 from ..encoder.protocol import Encoder, query_knob
 from ..knobs import KNOBS, LLM_WEIGHT
-from ..queries import EmptyQueryError, Query, QueryKnobs
+from ..queries import Query
+from ..service.answer import encoder_embed, explain_hits, require_knobs
+from ..service.answer import search as answer
+from ..service.request import QueryRequest
 from . import fulltext
 from .catalog import Catalog
 from .errors import BadInputError, IndexFolderError
@@ -124,6 +128,48 @@ class Index:
         self.close()
 
     # ------------------------------------------------------------------ search
+    def search(
+        self,
+        query: str | Query | np.ndarray,
+        instruction: str | None = None,
+        k: int = 5,
+        filter: dict[str, str] | None = None,
+        hybrid: str | None = None,
+        hybrid_weight: float | None = None,
+        query_vector: np.ndarray | None = None,
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
+    ) -> list[SearchHit]:
+        """Top-k chunks for a query text (embedded with one prefill) or a query vector: the query
+        service's answer (service/answer.py ``search``), its hits.
+
+        ``hybrid`` ("rrf" or "z") fuses the dense ranking with the full-text index's ranking of
+        the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
+        ``query_vector`` is the text's embedding when the caller has it already.
+        ``knobs``: the query-time knobs (name -> value, knobs.py's declarations; each also taken by
+        name), only those the model takes; one left out is the model's own. The stored vectors are
+        the same for every value: nothing is re-indexed.
+        ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made)."""
+        options = {"k": k, "filter": filter, "hybrid": hybrid, "hybrid_weight": hybrid_weight}
+        request = search_request(query, instruction, {**(knobs or {}), **named_knobs}, query_vector, options)
+        return answer(request, self).hits
+
+    def explain(
+        self,
+        query: str | Query,
+        instruction: str | None,
+        hits: list[SearchHit],
+        knobs: Mapping[str, float | None] | None = None,
+        **named_knobs: float | None,
+    ) -> list[dict]:
+        """Per hit, what its dense score is made of (the query service's ``explain_hits``): a model
+        with a query-time knob, the encoder's ``explain`` over the hits' stored document vectors
+        (each space's part, the knob it was taken at, what ranks and the ``score``, the unit
+        query's cosine); a model of one space, its ``cosine`` (with hybrid search also ``bm25``).
+        ``query`` may be a ``Query`` (queries.py) carrying its instruction and knobs."""
+        request = search_request(query, instruction, {**(knobs or {}), **named_knobs})
+        return explain_hits(require_knobs(request.checked_query(), self), hits, self)
+
     def encode_query(
         self,
         query: str | Query,
@@ -132,13 +178,10 @@ class Index:
         **named_knobs: float | None,
     ) -> np.ndarray:
         """The query's vector under its query-time ``knobs`` (name -> value, knobs.py; each also
-        taken by name), each one the model takes (``query_knob``)."""
-        return self._embed(self._require(self._query(query, instruction, {**(knobs or {}), **named_knobs})))
-
-    def _embed(self, query: Query) -> np.ndarray:
-        if self.encoder is None:
-            raise BadInputError("This Index has no encoder: pass a query vector, or open it with an encoder.")
-        return self.encoder.encode_queries([query.text], query.instruction, **query.knobs.given())[0]
+        taken by name), each one the model takes."""
+        request = search_request(query, instruction, {**(knobs or {}), **named_knobs})
+        vector, _ = encoder_embed(self.encoder)(require_knobs(request.checked_query(), self))
+        return vector
 
     @property
     def query_knob(self) -> str | None:
@@ -152,63 +195,43 @@ class Index:
         encoder/composed/), rather than by one cosine."""
         return self.query_knob is not None and KNOBS[self.query_knob] is LLM_WEIGHT
 
+    # ------------------------------------------------------------------ what the query service reads
     @staticmethod
-    def _query(query: str | Query, instruction: str | None, knobs: Mapping[str, float | None]) -> Query:
-        """The query as it enters search and explain: a Query as given (checked where it was made:
-        the command line, the server), or a text checked here (queries.py)."""
-        if isinstance(query, Query):
-            if instruction is not None or any(value is not None for value in knobs.values()):
-                raise BadInputError("A Query carries its instruction and knobs: give them in it, not beside it.")
-            return query
-        try:
-            return Query.checked(query, instruction, knobs=knobs)
-        except EmptyQueryError as error:
-            raise BadInputError(str(error)) from None
+    def hybrid_settings(hybrid: str | None, weight: float | None) -> tuple[str | None, float]:
+        """(mode, full-text weight) checked (fusion.py)."""
+        return check_hybrid(hybrid, weight)
 
-    def _require(self, query: Query) -> Query:
-        """The query, if the encoder takes each knob it gives; else refused, saying what the model is."""
-        knob = query.knobs.refused_by(self.encoder)
-        if knob is None:
-            return query
-        asked, has = KNOBS[knob], self.query_knob
-        if has is not None:
-            other = f"{has} ({KNOBS[has].option})"
-            model = f"{KNOBS[has].model}, whose query-time knob is {other}. Drop the option, or set {other} instead"
-        else:
-            side = getattr(self.encoder, "document_side", None)
-            space = f" (documents embedded by {side.description})" if side is not None else ""
-            model = f"not {asked.model}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
-        raise BadInputError(f"{knob} ({asked.option}) {asked.sets}, but the model of this index is {model}.")
-
-    def explain(
+    def rank(
         self,
-        query: str | Query,
+        vector: np.ndarray,
+        text: str | None,
         instruction: str | None,
-        hits: list[SearchHit],
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
-    ) -> list[dict]:
-        """Per hit, what its dense score is made of. A model with a query-time knob: the encoder's
-        ``explain`` over the hits' stored document vectors (``_stored_documents``; encoder/combine.py's
-        rows: each space's part, the knob it was taken at, what ranks and the ``score``, the unit
-        query's cosine).
-        A model of one space, from the search itself (nothing computed twice): its ``cosine``, the
-        hit's score; with hybrid search the two sides the score fuses, ``cosine`` and ``bm25``.
-        ``query`` may be a ``Query`` (queries.py) carrying its instruction and knobs."""
-        given = self._require(self._query(query, instruction, {**(knobs or {}), **named_knobs}))
-        if not hits:
-            return []
-        if self.query_knob is not None:
-            documents = self._stored_documents(hits)
-            return self.encoder.explain(given.text, given.instruction, documents, **given.knobs.given())
+        k: int,
+        filter: Mapping | None,
+        hybrid: str | None,
+        weight: float,
+    ) -> list[SearchHit]:
+        """The store's k best chunks for ``vector`` (a dense search), or, with ``hybrid``, fused with
+        the full-text index's ranking of ``text`` and ``instruction``; from one catalog snapshot."""
+        vector = np.asarray(vector, np.float32)
+        if vector.shape != (self.manifest.dimension,):
+            raise BadInputError(
+                f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors."
+            )
+        with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
+            sources = self._matching_sources(filter or {})
+            if hybrid is None:
+                ranked = [(chunk_id, score) for chunk_id, score in self._ranked(vector, k, sources)]
+            else:
+                ranked = self._hybrid(vector, text, instruction, k, sources, hybrid, weight)
+            rows = self.catalog.rows([chunk_id for chunk_id, *_ in ranked])
         return [
-            {"cosine": hit.score}
-            if hit.dense_score is None and hit.lexical_score is None
-            else {"cosine": hit.dense_score, "bm25": hit.lexical_score}
-            for hit in hits
-        ]
+            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, *sides)
+            for i, score, *sides in ranked
+            if i in rows
+        ][:k]
 
-    def _stored_documents(self, hits: list[SearchHit]) -> np.ndarray | list[str]:
+    def stored_documents(self, hits: list[SearchHit]) -> np.ndarray | list[str]:
         """The hits' document vectors as the catalog stores them (every index keeps each chunk's
         float32 vector there, whichever store it searches), where they are this encoder's: what
         ``explain`` reads instead of embedding every hit's text again. Else the hits' texts, which
@@ -226,66 +249,6 @@ class Index:
             return texts
         position = {int(chunk_id): row for row, chunk_id in enumerate(found)}
         return vectors[[position[chunk_id] for chunk_id in ids]]
-
-    def search(
-        self,
-        query: str | Query | np.ndarray,
-        instruction: str | None = None,
-        k: int = 5,
-        filter: dict[str, str] | None = None,
-        hybrid: str | None = None,
-        hybrid_weight: float | None = None,
-        query_vector: np.ndarray | None = None,
-        knobs: Mapping[str, float | None] | None = None,
-        **named_knobs: float | None,
-    ) -> list[SearchHit]:
-        """Top-k chunks for a query text (embedded with one prefill) or a query vector.
-
-        ``hybrid`` ("rrf" or "z") fuses the dense ranking with the full-text index's ranking of
-        the query and the instruction; ``hybrid_weight`` is the lexical side's share (0..1).
-        ``query_vector`` is the text's embedding when the caller has it already (the server).
-        ``knobs``: the query-time knobs (name -> value, knobs.py's declarations; each also taken by
-        name), only those the model takes; one left out is the model's own. The stored vectors are
-        the same for every value: nothing is re-indexed.
-        ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made)."""
-        if k < 1:
-            raise BadInputError(f"k must be at least 1, got {k}.")
-        hybrid, weight = check_hybrid(hybrid, hybrid_weight)
-        text = isinstance(query, (str, Query))
-        if hybrid is not None and not text:
-            raise BadInputError(
-                "Hybrid search needs the query text (its words go to the full-text index), not a vector."
-            )
-        knobs = {**(knobs or {}), **named_knobs}
-        given = self._query(query, instruction, knobs) if text else None
-        for knob in QueryKnobs.checked(knobs) if given is None else given.knobs:
-            if query_vector is not None or given is None:
-                raise BadInputError(
-                    f"{knob} applies when the index embeds the query text; a query vector is already "
-                    f"embedded: embed it with encoder.encode_queries(..., {knob}=...) instead."
-                )
-        if query_vector is not None:
-            vector = np.asarray(query_vector, np.float32)
-        elif given is not None:
-            vector = self._embed(self._require(given))
-        else:
-            vector = np.asarray(query, np.float32)
-        if vector.shape != (self.manifest.dimension,):
-            raise BadInputError(
-                f"The query vector has shape {vector.shape}; this index holds {self.manifest.dimension}-d vectors."
-            )
-        with self.catalog.transaction(write=False):  # one snapshot: ids and rows agree
-            sources = self._matching_sources(filter or {})
-            if hybrid is None:
-                ranked = [(chunk_id, score) for chunk_id, score in self._ranked(vector, k, sources)]
-            else:
-                ranked = self._hybrid(vector, given.text, given.instruction, k, sources, hybrid, weight)
-            rows = self.catalog.rows([chunk_id for chunk_id, *_ in ranked])
-        return [
-            SearchHit(score, rows[i].source, rows[i].position, rows[i].text, i, rows[i].extra, *sides)
-            for i, score, *sides in ranked
-            if i in rows
-        ][:k]
 
     def _hybrid(
         self, vector: np.ndarray, text: str, instruction: str | None, k: int, sources, mode: str, weight: float
@@ -348,3 +311,21 @@ class Index:
         scores = vectors @ vector
         top = np.argsort(-scores)[:k]
         return [(int(ids[i]), float(scores[i])) for i in top]
+
+
+def search_request(
+    query: str | Query | np.ndarray | None,
+    instruction: str | None,
+    knobs: Mapping[str, float | None],
+    query_vector: np.ndarray | None = None,
+    options: Mapping | None = None,
+) -> QueryRequest:
+    """The query service's request for this call's arguments: a ``Query`` as given (its
+    instruction and knobs in it), a text, or a vector (a dense search of it)."""
+    if isinstance(query, Query):
+        if instruction is not None or any(value is not None for value in knobs.values()):
+            raise BadInputError("A Query carries its instruction and knobs: give them in it, not beside it.")
+        return QueryRequest(query_vector=query_vector, **(options or {})).with_query(query)
+    if query is not None and not isinstance(query, str):  # a vector: no text to search by
+        query, query_vector = None, np.asarray(query, np.float32) if query_vector is None else query_vector
+    return QueryRequest(query, instruction, knobs=knobs, query_vector=query_vector, **(options or {}))

@@ -1,5 +1,5 @@
-"""The resident query process: the server's search (serve/routes.py ``search_document``) over a
-state per index, loaded on first use, on a Unix socket under $INSTEMB_HOME.
+"""The resident query process: the query service's answer (service/answer.py, through
+serve/search.py ``answer_search``, the server's) over a state per index, loaded on first use, on a Unix socket under $INSTEMB_HOME.
 
     POST /v1/resident/search   serve's SearchRequest + index_dir, model, device: the /v1/search
                                answer, with the index's notes and its model's query knob (what the
@@ -33,8 +33,9 @@ from pydantic import Field
 
 from ..serve.batching import BatchingOptions, DynamicBatcher
 from ..serve.errors import APIError
-from ..serve.routes import check_api_key, search_document
+from ..serve.routes import check_api_key
 from ..serve.schemas import SearchRequest
+from ..serve.search import answer_search
 from ..serve.state import ServeOptions, ServerState, settle_the_heap
 
 __all__ = ["ResidentSearchRequest", "ResidentState", "create_resident_app"]
@@ -256,17 +257,14 @@ def create_resident_app(state: ResidentState) -> FastAPI:
             held = await state.index_state(body)
         except InstEmbError as error:
             return error_response(400, str(error), exit_code_for(error))
-        notices: list[str] = []
         try:
-            document = await search_document(
-                SearchRequest(**body.model_dump(exclude={"index_dir", "model", "device"})), held.state, notices
+            answer = await answer_search(
+                SearchRequest(**body.model_dump(exclude={"index_dir", "model", "device"})), held.state
             )
         finally:
             if held.transient:
                 await asyncio.to_thread(close_index, held.state)
-        index = held.state.index
-        notes = [note for note in (index.placement_note, index.fallback_reason) if note] + notices
-        return JSONResponse({"answer": document, "query_knob": index.query_knob, "notes": notes})
+        return JSONResponse({"answer": answer.to_document(), "query_knob": answer.query_knob, "notes": answer.notes})
 
     @app.get("/v1/resident/status", dependencies=[Depends(check_api_key)])
     async def resident_status() -> dict:

@@ -16,7 +16,6 @@ tokenizer's limits, their fingerprint, whether they read an instruction) is the 
 
 from __future__ import annotations
 
-import functools
 import secrets
 from typing import Any
 
@@ -26,12 +25,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..encoder.protocol import query_knobs
 from ..errors import InstEmbError
-from ..index.errors import BadInputError, IndexBusyError, IndexFolderError
-from ..index.fusion import DEFAULT_WEIGHT
-from ..index.search import FILTER_KEYS
-from ..instructions import normalize_instruction, per_item_instructions
+from ..instructions import per_item_instructions
 from ..knobs import KNOBS
-from ..queries import Query, QueryKnobs
+from ..queries import QueryKnobs
 from .batching import BatcherClosedError, QueueFullError
 from .errors import ERROR_RESPONSES, APIError, bad_request, too_large, unavailable
 from .schemas import (
@@ -45,14 +41,17 @@ from .schemas import (
     SearchResponse,
     encode_vector,
 )
+from .search import answer_search, body_knobs, check_search, query_request
 from .state import ServeOptions, ServerState
 
 __all__ = [
     "check_document_instructions",
     "check_search",
+    "answer_search",
     "input_texts",
     "per_input_instructions",
     "router",
+    "query_request",
     "search_document",
     "server_state",
 ]
@@ -159,60 +158,13 @@ async def search(body: SearchRequest, state: ServerState = Depends(server_state)
 
 
 async def search_document(body: SearchRequest, state: ServerState, notes: list[str] | None = None) -> dict:
-    """The /v1/search answer for ``body`` over ``state``'s index: the one search path of the
-    server and of the resident query process (resident/app.py), which holds a state per index and
-    passes ``notes`` to receive the encoder's notices for the user (serve/notices.py)."""
-    options = state.options
-    if state.index is None:
-        raise APIError(
-            404,
-            "This server has no index: start it with --index-dir DIR (a folder built by "
-            "`instemb-rag index`), or use /v1/embeddings.",
-            type="not_found_error",
-            code="no_index",
-        )
-    check_search(body, options)
-    # The query as it entered, typed: "" and whitespace are no instruction, as everywhere; the knobs
-    # in range (the request schema) and the model's own (a KnobError is a 400: errors.py).
-    knobs = body_knobs(body).require(state.encoder)
-    query = Query(body.query, normalize_instruction(body.instruction), knobs)
-    instruction = query.instruction
-    result = await encode(state, [query.text], [instruction], "query", knobs)
+    """The /v1/search answer for ``body`` over ``state``'s index: the query service's
+    (``ServerState.answer``), after the server's own limits (``check_search``); ``notes`` receives
+    the notices for the user (serve/notices.py)."""
+    answer = await answer_search(body, state)
     if notes is not None:
-        notes.extend(result.notes)
-    try:
-        hits = await state.on_index_thread(
-            functools.partial(
-                state.index.search,
-                Query(query.text, instruction),  # embedded already, under the knobs
-                None,
-                body.k,
-                body.filter or None,
-                hybrid=body.hybrid,
-                hybrid_weight=body.hybrid_weight,
-                query_vector=result.vectors[0],
-            )
-        )
-        explanations = (
-            await state.on_index_thread(functools.partial(state.index.explain, query, None, hits))
-            if body.explain
-            else None
-        )
-    except BadInputError as error:
-        raise bad_request(str(error)) from None
-    except IndexBusyError as error:
-        raise unavailable(str(error)) from None
-    except IndexFolderError as error:  # e.g. --hybrid on an index built before the full-text index
-        raise APIError(409, str(error), type="invalid_request_error", code="index_needs_migration") from None
-    except InstEmbError as error:
-        raise APIError(500, str(error), type="server_error") from None
-    document = {"query": body.query, "instruction": instruction, "hits": [hit.to_dict() for hit in hits]}
-    for hit, explained in zip(document["hits"], explanations or []):
-        hit["explain"] = explained
-    if body.hybrid is not None:
-        document["hybrid"] = {"mode": body.hybrid, "weight": hybrid_weight_used(body.hybrid_weight)}
-    document.update(knobs.given())
-    return document
+        notes.extend(answer.notes)
+    return answer.to_document()
 
 
 @router.get(
@@ -306,11 +258,6 @@ def knob_cards(encoder: Any) -> dict[str, dict | None]:
     }
 
 
-def body_knobs(body: Any) -> QueryKnobs:
-    """A request's knobs, as its schema checked them (schemas.py)."""
-    return QueryKnobs(**{name: getattr(body, name) for name in KNOBS})
-
-
 def check_model(options: ServeOptions, model: str | None) -> None:
     if model is not None and model != options.model_id:
         raise APIError(
@@ -385,36 +332,3 @@ def check_document_instructions(encoder: Any, instructions: list[str | None]) ->
             side.refuse_instruction(instruction)
         except InstEmbError as error:
             raise bad_request(str(error), param="instruction", code="document_instruction_unsupported") from None
-
-
-def check_search(body: SearchRequest, options: ServeOptions) -> None:
-    if not body.query.strip():
-        raise bad_request("query is empty: give the text to search for.", param="query")
-    for name, text in (("query", body.query), ("instruction", body.instruction or "")):
-        if len(text) > options.max_chars:
-            raise too_large(
-                f"{name} has {len(text):,} characters; at most {options.max_chars:,} (--max-chars).", param=name
-            )
-    if not 1 <= body.k <= options.max_k:
-        raise bad_request(f"k={body.k}: ask for between 1 and {options.max_k} hits (--max-k).", param="k")
-    for key, pattern in (body.filter or {}).items():
-        if key not in FILTER_KEYS:
-            raise bad_request(
-                f"filter key '{key}' is unknown; filterable keys: {', '.join(FILTER_KEYS)} "
-                '(e.g. {"source": "tents/*.md"}).',
-                param="filter",
-            )
-        if not pattern.strip():
-            raise bad_request(f"filter['{key}'] is empty: give a value or glob, e.g. \"tents/*.md\".", param="filter")
-    if body.hybrid_weight is not None:
-        if body.hybrid is None:
-            raise bad_request('hybrid_weight needs hybrid: send "hybrid": "rrf" (or "z") too.', param="hybrid_weight")
-        if not 0.0 <= body.hybrid_weight <= 1.0:
-            raise bad_request(
-                f"hybrid_weight={body.hybrid_weight}: give the full-text side's share, between 0 and 1.",
-                param="hybrid_weight",
-            )
-
-
-def hybrid_weight_used(weight: float | None) -> float:
-    return DEFAULT_WEIGHT if weight is None else weight

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from ..knobs import KNOBS
+from ..service.request import declared_fields
 
 __all__ = [
     "API_KEY_ENV",
@@ -126,7 +127,19 @@ class EmbeddingResponse(BaseModel):
 # ------------------------------------------------------------------ /v1/search
 
 
-class SearchRequest(RequestKnobs):
+def declared_search_fields() -> dict[str, Any]:
+    """/v1/search's fields, each read from its declaration (service/request.py ``QueryRequest``):
+    a field declared there is a field here (and of the resident process's request) without an edit."""
+    return {
+        spec.name: (
+            spec.wire_annotation,
+            Field(... if spec.door.required else spec.default, description=spec.door.help),
+        )
+        for spec in declared_fields()
+    }
+
+
+class SearchRequest(create_model("SearchRequestFields", __base__=RequestKnobs, **declared_search_fields())):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -140,29 +153,6 @@ class SearchRequest(RequestKnobs):
                 {"query": "ridgeline tent weight", "instruction": "focus on packed weight", "k": 5, "hybrid": "rrf"},
             ]
         },
-    )
-
-    query: str = Field(..., description="What to search for.")
-    instruction: str | None = Field(None, description="How to judge relevance; null, '' or whitespace = none.")
-    k: int = Field(5, description="Number of hits (1 to --max-k).")
-    filter: dict[str, str] | None = Field(
-        None, description='Metadata filter, e.g. {"source": "tents/*.md"} (glob); every key must hold.'
-    )
-    hybrid: Literal["rrf", "z"] | None = Field(
-        None,
-        description="Fuse the dense ranking with the index's full-text (bm25) ranking of the query and the "
-        "instruction's content words: rrf (reciprocal ranks) or z (standardised scores); null = dense only.",
-    )
-    hybrid_weight: float | None = Field(
-        None, description="With hybrid: the full-text side's share, 0..1 (null = the default, 0.5)."
-    )
-    explain: bool = Field(
-        False,
-        description="Add each hit's `explain`: a two-space model's cosine in each space (llm, sentence encoder), the "
-        "weight, their weighted sum (what ranks) and the score; an instruction-effect model's plain score "
-        "(the sentence encoder's cosine), the instruction's contribution, the strength, their sum (combined: "
-        "what ranks) and the score; a one-space model's single cosine. "
-        "As `instemb-rag query --explain --json`.",
     )
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..instructions import paste_instruction
 from .errors import TeacherError, import_sentence_transformers
 from .fingerprint import folder_fingerprint
 from .registry import TEACHERS, install_command, installed_teacher_dir, teacher_choices
 
-
-def teacher_text(text: str, instruction: str | None = None) -> str:
-    """How a teacher reads a query with its instruction: the instruction pasted in front."""
-    return f"{instruction} {text}" if instruction else text
+# How a teacher reads a query with its instruction: the instruction pasted in front. The rule is
+# instructions.paste_instruction, which the encoder's sentence encoder reads too (older name).
+teacher_text = paste_instruction
 
 
 class Teacher:

@@ -145,11 +145,19 @@ def test_search_takes_the_weight(two_spaces):
     """/v1/search embeds the query under the request's llm_weight and searches with that vector."""
 
     class RecordingIndex:
+        """What the query service reads of an index (service/answer.py SearchableIndex), recording
+        the vector the store is asked for."""
+
+        encoder, query_knob, placement_note, fallback_reason = two_spaces, "llm_weight", None, None
+
         def __init__(self):
             self.vectors = []
 
-        def search(self, query, instruction, k, filter, hybrid=None, hybrid_weight=None, query_vector=None):
-            self.vectors.append(query_vector)
+        def hybrid_settings(self, hybrid, weight):
+            return hybrid, 0.5
+
+        def rank(self, vector, text, instruction, k, filter, hybrid, weight):
+            self.vectors.append(vector)
             return []
 
         def close(self):

@@ -2,7 +2,7 @@
 (``pasted:`` references, resolved by encoder/load.py).
 
 What a user could build in ten minutes with the document sentence encoder alone (issue 44): documents by
-the sentence encoder, each query as ``instruction + " " + query`` (teachers.teacher_text) by the
+the sentence encoder, each query as ``instruction + " " + query`` (instructions.paste_instruction) by the
 same encoder. Every eval task takes it as ``--model pasted:NAME`` (NAME: an installed teacher
 such as ``minilm``, or a sentence-transformers folder), so the query tower is compared with it on
 the same items, pairable with ``instemb-rag compare``.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...instructions import Instructions, per_item_instructions
+from ...instructions import Instructions, paste_instruction, per_item_instructions
 from ..modules.sentence_encoder import SentenceEncoder
 
 PREFIX = "pasted:"
@@ -53,15 +53,13 @@ class PastedInstructionEncoder:
         return f"{self.sentence_encoder.name}, instruction pasted"
 
     def encode_queries(self, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
-        from ...teachers import teacher_text
 
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
-        texts = [teacher_text(query, instruction) for query, instruction in zip(queries, per_item)]
+        texts = [paste_instruction(query, instruction) for query, instruction in zip(queries, per_item)]
         return self.sentence_encoder.encode(texts, batch_size=kwargs.get("batch_size", 64))
 
     def encode_documents(self, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
-        from ...teachers import teacher_text
 
-        texts = [teacher_text(document, instruction) for document in documents]
+        texts = [paste_instruction(document, instruction) for document in documents]
         return self.sentence_encoder.encode(texts, batch_size=kwargs.get("batch_size", 64))

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ...errors import CheckpointError, InstEmbError
-from ...instructions import Instructions, normalize_instruction, per_item_instructions
+from ...instructions import Instructions, normalize_instruction, paste_instruction, per_item_instructions
 from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from ..combine import (
     REFERENCE_INSTRUCTION,
@@ -210,10 +210,9 @@ class AnchoredQueries(LLMQueries):
     anchor: ClassVar[bool] = True
 
     def tokens(self, enc, query: str, instruction: str | None) -> int:
-        from ...teachers.teacher import teacher_text
 
         return super().tokens(enc, query, instruction) + enc.parts[self.sentence_encoder].tokens(
-            teacher_text(query, instruction)
+            paste_instruction(query, instruction)
         )
 
     def encode(self, enc, queries: Sequence[str], instructions: Instructions = None, **kwargs) -> np.ndarray:
@@ -276,9 +275,8 @@ class TwoSpacesQueries(TwoSpacesRoute):
         return digest.hexdigest()[:32]
 
     def tokens(self, enc, query: str, instruction: str | None) -> int:
-        from ...teachers.teacher import teacher_text
 
-        sentence_encoder = enc.parts[self.sentence_encoder].tokens(teacher_text(query, instruction))
+        sentence_encoder = enc.parts[self.sentence_encoder].tokens(paste_instruction(query, instruction))
         return len(enc.parts[self.llm].build_ids(query, instruction)) + sentence_encoder
 
     @torch.inference_mode()
@@ -357,9 +355,8 @@ class EffectQueries(TwoSpacesRoute):
     def tokens(self, enc, query: str, instruction: str | None) -> int:
         """The LLM's prefill of the text with both instruction suffixes (the text once) and the
         sentence encoder's pass."""
-        from ...teachers.teacher import teacher_text
 
-        sentence_encoder_tokens = enc.parts[self.sentence_encoder].tokens(teacher_text(query, instruction))
+        sentence_encoder_tokens = enc.parts[self.sentence_encoder].tokens(paste_instruction(query, instruction))
         if not instruction:
             return sentence_encoder_tokens
         llm = enc.parts[self.llm]

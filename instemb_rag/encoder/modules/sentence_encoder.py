@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import CheckpointError, FingerprintMismatchError, InstEmbError
+from ...instructions import paste_instruction
 
 __all__ = ["SENTENCE_ENCODER_DIR", "AnchorTruncationWarning", "SentenceEncoder", "checked_config"]
 
@@ -92,9 +93,8 @@ class SentenceEncoder:
         start, down to the first whole sentence that fits (its last sentences, which say what is
         wanted, and the words next to the query stay). Without a whole sentence that fits, its last
         words that do; with no room at all (a query as long as the window), the query alone."""
-        from ...teachers import teacher_text
 
-        pasted = teacher_text(query, instruction)
+        pasted = paste_instruction(query, instruction)
         if not instruction or self.tokens(pasted) <= self.max_length:
             return pasted, None
         starts = [match.start() for match in re.finditer(r"\S+", instruction)]
@@ -103,7 +103,7 @@ class SentenceEncoder:
         }
 
         def fits(first_word: int) -> bool:
-            return self.tokens(teacher_text(query, instruction[starts[first_word] :])) <= self.max_length
+            return self.tokens(paste_instruction(query, instruction[starts[first_word] :])) <= self.max_length
 
         low, high = 0, len(starts)  # the first kept word: the smallest index whose rest fits (len: none)
         while low < high:
@@ -116,7 +116,7 @@ class SentenceEncoder:
         kept = instruction[starts[first] :] if first < len(starts) else ""
         query_cut = not kept and self.tokens(query) > self.max_length
         shortened = Shortened(words=len(starts), kept_words=len(starts) - first, query_cut=query_cut)
-        return (teacher_text(query, kept) if kept else query), shortened
+        return (paste_instruction(query, kept) if kept else query), shortened
 
     def say_shortened(self, fitted: Sequence[tuple[str, Shortened | None]], total: int) -> None:
         """Once per call: that the sentence encoder did not read an instruction whole, and what it read."""

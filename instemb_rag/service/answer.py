@@ -1,0 +1,189 @@
+"""The query service: one request answered over an open index, the same way for every entry point.
+
+    answer = search(QueryRequest(query="Which tent?", instruction="focus on weight", k=3), index)
+    answer.hits, answer.explanations, answer.notes, answer.to_document()
+
+The way of a query, once: the request's query checked (``QueryRequest.checked_query``: the
+instruction normalised, the knobs in range), the knobs the model takes (``require_knobs``: the one
+refusal), the query embedded (``embed``: the encoder, or the server's batcher handed in), the
+index's store ranked (``index.rank``: dense or hybrid, over the catalog when the store lags), and
+``finish``: what is done to the hits after the store's search (``--explain``'s rows; the place for
+a second-stage ranker).
+
+The command line (in-process, or through the resident process: resident/ask.py), the resident
+process and ``serve`` (serve/state.py ``ServerState.answer``), MCP (agents/mcp_server.py),
+``Index.search`` / ``Index.explain`` and ``IndexRetriever`` (the LlamaIndex retriever's) call it.
+The index is handed in (index/search.py's ``Index`` is what it reads: ``SearchableIndex``); this
+room never imports index/, which imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import BadInputError
+from ..knobs import KNOBS, KnobError
+from ..queries import EmptyQueryError, Query, QueryKnobs
+from .request import QueryRequest
+
+__all__ = ["Answer", "Embed", "SearchableIndex", "explain_hits", "finish", "require_knobs", "search"]
+
+HYBRID_NEEDS_TEXT = (
+    "Hybrid search needs the query text: it reads the query's text (its words go to the full-text index), "
+    "not a vector alone."
+)
+# What embeds a checked query: (its vector, notices for the user). The server's hands the query to
+# its batcher (serve/state.py); the default is the index's encoder.
+Embed = Callable[[Query], "tuple[Any, list[str]]"]
+
+
+class SearchableIndex(Protocol):
+    """What the service reads of an open index (index/search.py ``Index``)."""
+
+    encoder: Any
+    placement_note: str | None
+    fallback_reason: str | None
+
+    @property
+    def query_knob(self) -> str | None: ...
+
+    def hybrid_settings(self, hybrid: str | None, weight: float | None) -> tuple[str | None, float]: ...
+
+    def rank(self, vector, text, instruction, k, filter, hybrid, weight) -> list: ...
+
+    def stored_documents(self, hits: list) -> Any: ...
+
+
+@dataclass
+class Answer:
+    """A search's answer: the query as checked, the hits best first, each hit's explanation (with
+    ``explain``), the model's query-time knob, and the notices for the user."""
+
+    query: Query | None
+    hits: list
+    explanations: list[dict] | None = None
+    query_knob: str | None = None
+    notes: list[str] = field(default_factory=list)
+    hybrid: tuple[str, float] | None = None  # (mode, full-text weight used)
+
+    def to_document(self) -> dict:
+        """/v1/search's answer, ``instemb-rag query --json``'s hits: the same JSON from every door."""
+        query = self.query or Query("")
+        document = {"query": query.text, "instruction": query.instruction, "hits": [hit.to_dict() for hit in self.hits]}
+        for hit, explained in zip(document["hits"], self.explanations or []):
+            hit["explain"] = explained
+        if self.hybrid is not None:
+            document["hybrid"] = {"mode": self.hybrid[0], "weight": self.hybrid[1]}
+        document.update(query.knobs.given())
+        return document
+
+
+def search(request: QueryRequest, index: SearchableIndex, embed: Embed | None = None, who: str = "the index") -> Answer:
+    """``request`` answered over ``index``: its hits (and explanations), best first. ``who`` embeds
+    a query given as text (what a refusal of knobs beside a query vector names)."""
+    if request.k < 1:
+        raise BadInputError(f"k must be at least 1, got {request.k}.")
+    hybrid, weight = index.hybrid_settings(request.hybrid, request.hybrid_weight)
+    query = entered_query(request, hybrid, who)
+    notes: list[str] = []
+    if request.query_vector is not None:
+        vector = request.query_vector
+    else:
+        vector, notes = (embed or encoder_embed(index.encoder))(require_knobs(query, index))
+    text, instruction = (None, None) if query is None else (query.text, query.instruction)
+    hits = index.rank(vector, text, instruction, request.k, request.filter, hybrid, weight)
+    hits, explanations = finish(hits, request, query, index)
+    notes += [note for note in (index.placement_note, index.fallback_reason) if note]
+    return Answer(query, hits, explanations, index.query_knob, notes, None if hybrid is None else (hybrid, weight))
+
+
+def entered_query(request: QueryRequest, hybrid: str | None, who: str = "the index") -> Query | None:
+    """The request's query, checked once (None: a query vector alone, searched densely)."""
+    if request.query is None and request.query_vector is not None:
+        if hybrid is not None:
+            raise BadInputError(HYBRID_NEEDS_TEXT)
+        refuse_knobs_of_an_embedded_query(request.knobs, who)
+        return None
+    try:
+        query = request.checked_query()
+    except EmptyQueryError as error:
+        raise BadInputError(str(error)) from None
+    if request.query_vector is not None:
+        refuse_knobs_of_an_embedded_query(query.knobs, who)
+    return query
+
+
+def refuse_knobs_of_an_embedded_query(knobs, who: str) -> None:
+    for knob in QueryKnobs.checked(dict(knobs)):
+        raise BadInputError(
+            f"{knob} applies when {who} embeds the query text; this query comes embedded already: "
+            f"embed it with encoder.encode_queries(..., {knob}=...) instead."
+        )
+
+
+def encoder_embed(encoder: Any) -> Embed:
+    """The default embedding: the index's encoder, one prefill."""
+
+    def embed(query: Query) -> tuple[Any, list[str]]:
+        if encoder is None:
+            raise BadInputError(
+                "This index was opened without an encoder: pass the query's vector, or open it with one."
+            )
+        return encoder.encode_queries([query.text], query.instruction, **query.knobs.given())[0], []
+
+    return embed
+
+
+def require_knobs(query: Query, index: SearchableIndex) -> Query:
+    """The query, if the index's model takes each knob it gives; else refused, saying what the model is."""
+    encoder = index.encoder
+    knob = query.knobs.refused_by(encoder)
+    if knob is None:
+        return query
+    asked, has = KNOBS[knob], index.query_knob
+    if has is not None:
+        other = f"{has} ({KNOBS[has].option})"
+        model = f"{KNOBS[has].model}, whose query-time knob is {other}. Drop the option, or set {other} instead"
+    else:
+        side = getattr(encoder, "document_side", None)
+        space = f" (documents embedded by {side.description})" if side is not None else ""
+        model = f"not {asked.model}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
+    raise KnobRefusedError(
+        f"{knob} ({asked.option}) {asked.sets}, but the model of this index is {model}.", knob, f"{knob}_unsupported"
+    )
+
+
+class KnobRefusedError(KnobError, BadInputError):
+    """A knob given to an index whose model lacks it: a ``KnobError`` (the server answers it with a
+    400 naming the field) and bad input (the command line's exit code 2)."""
+
+
+def finish(hits: list, request: QueryRequest, query: Query | None, index: SearchableIndex) -> tuple[list, list | None]:
+    """What is done to the store's hits before they are answered: here, ``explain``'s rows. A
+    second-stage step over the top hits (a reranker) goes here, before the explanations, which
+    then show its scores too."""
+    explanations = explain_hits(query, hits, index) if request.explain else None
+    return hits, explanations
+
+
+def explain_hits(query: Query | None, hits: list, index: SearchableIndex) -> list[dict]:
+    """Per hit, what its dense score is made of. A model with a query-time knob: the encoder's
+    ``explain`` over the hits' stored document vectors (``index.stored_documents``; encoder/combine.py's
+    rows: each space's part, the knob it was taken at, what ranks and the ``score``). A model of one
+    space, from the search itself (nothing computed twice): its ``cosine``, the hit's score; with
+    hybrid search the two sides the score fuses, ``cosine`` and ``bm25``."""
+    if not hits:
+        return []
+    if index.query_knob is not None:
+        if query is None:
+            raise BadInputError("explain reads the query's text and instruction: give them, not a vector alone.")
+        documents = index.stored_documents(hits)
+        return index.encoder.explain(query.text, query.instruction, documents, **query.knobs.given())
+    return [
+        {"cosine": hit.score}
+        if hit.dense_score is None and hit.lexical_score is None
+        else {"cosine": hit.dense_score, "bm25": hit.lexical_score}
+        for hit in hits
+    ]
