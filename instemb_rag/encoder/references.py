@@ -125,7 +125,10 @@ def load_folder(
         for name, entry in spec.parts.items()
         if as_stored and entry.is_llm and (entry.path or ".") != "."
     }
-    return ComposedEncoder.assemble(parts, query, document, spec.training, sources)
+    encoder = ComposedEncoder.assemble(parts, query, document, spec.training, sources)
+    # Where it was loaded from: the folder's reader (its rerank route, reader/reranker.py) is found there.
+    encoder.model_folder = folder
+    return encoder
 
 
 def llm_from_checkpoint(

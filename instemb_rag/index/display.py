@@ -225,17 +225,23 @@ EFFECT_COLUMNS = (  # an instruction-effect model (encoder/composed/effect.py's 
 )
 
 
+# The reader's second stage (service/answer.py reread): the first stage's score, the reader's part.
+READER_COLUMNS = (("first_stage", "first stage"), ("reader", "reader"))
+
+
 def explained_columns(explanations: list[dict] | None) -> list[tuple[str, str]]:
     """(key, heading) of the explanation columns: none, the two spaces' four, the instruction
     effect's four, or a model of one space's: the two sides of a hybrid score (its cosine, its bm25),
-    none for a dense score (the score column is its one cosine already)."""
+    none for a dense score (the score column is its one cosine already); then, where the reader
+    re-read the hits, the first stage's score and the reader's part of the score."""
     if not explanations:
         return []
+    reader = list(READER_COLUMNS) if any("reader" in row for row in explanations) else []
     if "llm" in explanations[0]:
-        return list(TWO_SPACE_COLUMNS)
+        return list(TWO_SPACE_COLUMNS) + reader
     if "plain" in explanations[0]:
-        return list(EFFECT_COLUMNS)
-    return [("cosine", "cosine"), ("bm25", "bm25")] if "bm25" in explanations[0] else []
+        return list(EFFECT_COLUMNS) + reader
+    return ([("cosine", "cosine"), ("bm25", "bm25")] if "bm25" in explanations[0] else []) + reader
 
 
 def _value(value: float | None) -> str:

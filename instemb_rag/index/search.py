@@ -138,6 +138,8 @@ class Index:
         hybrid_weight: float | None = None,
         query_vector: np.ndarray | None = None,
         knobs: Mapping[str, float | None] | None = None,
+        rerank: bool | None = None,
+        rerank_top: int | None = None,
         **named_knobs: float | None,
     ) -> list[SearchHit]:
         """Top-k chunks for a query text (embedded with one prefill) or a query vector: the query
@@ -149,8 +151,11 @@ class Index:
         ``knobs``: the query-time knobs (name -> value, knobs.py's declarations; each also taken by
         name), only those the model takes; one left out is the model's own. The stored vectors are
         the same for every value: nothing is re-indexed.
-        ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made)."""
+        ``query`` may be a ``Query`` (queries.py: text, instruction and knobs, checked where it was made).
+        ``rerank``: the model's reader re-orders the top ``rerank_top`` hits (None: where the model has
+        one; True: refused for a model without one; reader/reranker.py says how scores are fused)."""
         options = {"k": k, "filter": filter, "hybrid": hybrid, "hybrid_weight": hybrid_weight}
+        options |= {"rerank": rerank, "rerank_top": rerank_top}
         request = search_request(query, instruction, {**(knobs or {}), **named_knobs}, query_vector, options)
         return answer(request, self).hits
 
@@ -230,6 +235,12 @@ class Index:
             for i, score, *sides in ranked
             if i in rows
         ][:k]
+
+    def reader(self):
+        """The reader of this index's model (reader/reranker.py; None: it has none), loaded on first use."""
+        from ..reader.reranker import reader_of_encoder
+
+        return None if self.encoder is None else reader_of_encoder(self.encoder)
 
     def stored_documents(self, hits: list[SearchHit]) -> np.ndarray | list[str]:
         """The hits' document vectors as the catalog stores them (every index keeps each chunk's

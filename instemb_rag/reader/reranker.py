@@ -32,7 +32,16 @@ from typing import Sequence
 from ..encoder.composed.config import RERANK_ROUTE
 from ..errors import CheckpointError, InstEmbError
 
-__all__ = ["RERANK_ROUTE", "ReaderMissingError", "RerankRoute", "RerankResult", "Reranker", "fused_scores"]
+__all__ = [
+    "RERANK_ROUTE",
+    "ReaderMissingError",
+    "RerankResult",
+    "RerankRoute",
+    "Reranker",
+    "fused_scores",
+    "has_reader",
+    "reader_of_encoder",
+]
 
 FUSION_FILE = "fusion.json"  # beside a trained reader (training/reader/run.py): its calibrated weight
 DEFAULT_TOP = 10
@@ -177,3 +186,33 @@ class Reranker:
     ) -> list[float]:
         """The fused score of each text under (query, instruction); None or blank instruction: plain search."""
         return self.scored(query, instruction, texts, first_stage_scores).fused
+
+
+def has_reader(folder: str | Path) -> bool:
+    """Whether a model folder names a reader (a ``rerank`` route), read from its JSON alone."""
+    from ..encoder.composed.config import PARTS_FILE
+
+    try:
+        raw = json.loads((Path(folder) / PARTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(raw, dict) and RERANK_ROUTE in (raw.get("routes") or {})
+
+
+_LOADED: dict[tuple[str, int], Reranker] = {}
+_LOADING = threading.Lock()
+
+
+def reader_of_encoder(encoder) -> Reranker | None:
+    """The reader of the folder ``encoder`` was loaded from (None: it has none), loaded once per
+    folder and version of its instemb_parts.json (the resident process serves many queries)."""
+    from ..encoder.composed.config import PARTS_FILE
+
+    folder = getattr(encoder, "model_folder", None)
+    if folder is None or not has_reader(folder):
+        return None
+    key = (str(Path(folder).resolve()), (Path(folder) / PARTS_FILE).stat().st_mtime_ns)
+    with _LOADING:
+        if key not in _LOADED:
+            _LOADED[key] = Reranker.from_pretrained(folder)
+        return _LOADED[key]

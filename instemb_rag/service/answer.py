@@ -28,7 +28,7 @@ from ..knobs import KNOBS, KnobError
 from ..queries import EmptyQueryError, Query, QueryKnobs
 from .request import QueryRequest
 
-__all__ = ["Answer", "Embed", "SearchableIndex", "explain_hits", "finish", "require_knobs", "search"]
+__all__ = ["Answer", "Embed", "SearchableIndex", "chosen_reader", "explain_hits", "finish", "require_knobs", "search"]
 
 HYBRID_NEEDS_TEXT = (
     "Hybrid search needs the query text: it reads the query's text (its words go to the full-text index), "
@@ -54,6 +54,8 @@ class SearchableIndex(Protocol):
     def rank(self, vector, text, instruction, k, filter, hybrid, weight) -> list: ...
 
     def stored_documents(self, hits: list) -> Any: ...
+
+    def reader(self) -> Any: ...  # the model's reader (reader/reranker.py Reranker), or None
 
 
 @dataclass
@@ -93,8 +95,11 @@ def search(request: QueryRequest, index: SearchableIndex, embed: Embed | None = 
     else:
         vector, notes = (embed or encoder_embed(index.encoder))(require_knobs(query, index))
     text, instruction = (None, None) if query is None else (query.text, query.instruction)
-    hits = index.rank(vector, text, instruction, request.k, request.filter, hybrid, weight)
-    hits, explanations = finish(hits, request, query, index)
+    reader = chosen_reader(request, query, index)
+    depth = request.k if reader is None else max(request.k, read_depth(request, reader))
+    hits = index.rank(vector, text, instruction, depth, request.filter, hybrid, weight)
+    hits, explanations, reader_notes = finish(hits, request, query, index, reader)
+    notes += reader_notes
     notes += [note for note in (index.placement_note, index.fallback_reason) if note]
     return Answer(query, hits, explanations, index.query_knob, notes, None if hybrid is None else (hybrid, weight))
 
@@ -160,12 +165,60 @@ class KnobRefusedError(KnobError, BadInputError):
     400 naming the field) and bad input (the command line's exit code 2)."""
 
 
-def finish(hits: list, request: QueryRequest, query: Query | None, index: SearchableIndex) -> tuple[list, list | None]:
-    """What is done to the store's hits before they are answered: here, ``explain``'s rows. A
-    second-stage step over the top hits (a reranker) goes here, before the explanations, which
-    then show its scores too."""
+def chosen_reader(request: QueryRequest, query: Query | None, index: SearchableIndex):
+    """The model's reader (reader/reranker.py) when this request is to be re-read, else None: asked
+    for (``rerank`` true) and missing is refused; not asked for, it is used where the model has one."""
+    if request.rerank is False:
+        return None
+    reader = index.reader() if query is not None else None
+    if reader is None and (request.rerank or request.rerank_top is not None):
+        why = "a query given as a vector has no text to read" if query is None else "the index's model has no reader"
+        raise BadInputError(f"rerank: {why}; search without it (--no-rerank), or use a model folder with a reader.")
+    return reader
+
+
+def read_depth(request: QueryRequest, reader) -> int:
+    return request.rerank_top if request.rerank_top is not None else reader.top
+
+
+def finish(
+    hits: list, request: QueryRequest, query: Query | None, index: SearchableIndex, reader=None
+) -> tuple[list, list | None, list[str]]:
+    """What is done to the store's hits before they are answered: the reader's second stage over
+    the top hits (their fused scores, best first; the rest keep the first stage's, never above a
+    re-read hit's), then ``explain``'s rows, with the reader's part beside the first stage's."""
+    read, notes = [], []
+    if reader is not None and hits:
+        hits, read, notes = reread(hits, query, reader, read_depth(request, reader))
+    hits = hits[: request.k]
     explanations = explain_hits(query, hits, index) if request.explain else None
-    return hits, explanations
+    if explanations is not None and read:
+        for row, parts in zip(explanations, read):
+            if parts is not None:
+                row.update(parts)
+    return hits, explanations, notes
+
+
+def reread(hits: list, query: Query, reader, depth: int) -> tuple[list, list, list[str]]:
+    """The top ``depth`` hits re-scored by the reader and re-ordered; per hit (in the new order) its
+    explain parts (None below the depth), and a note when a hit was longer than the reader's window."""
+    top, rest = hits[:depth], hits[depth:]
+    first = [hit.score for hit in top]
+    result = reader.scored(query.text, query.instruction, [hit.text for hit in top], first)
+    parts = [
+        {"first_stage": score, "reader": fused - score, "reader_logit": logit, "score": fused}
+        for score, fused, logit in zip(first, result.fused, result.reader_logits)
+    ]
+    order = sorted(range(len(top)), key=lambda n: -result.fused[n])
+    for n in order:
+        top[n].score = result.fused[n]
+    notes = []
+    if result.cut:
+        notes.append(
+            f"the reader read the start of {result.cut} hit(s) longer than its window "
+            f"({reader.model.config.max_length} tokens); the query and instruction were read whole."
+        )
+    return [top[n] for n in order] + rest, [parts[n] for n in order] + [None] * len(rest), notes
 
 
 def explain_hits(query: Query | None, hits: list, index: SearchableIndex) -> list[dict]:

@@ -88,6 +88,14 @@ class QueryRequest:
         "what ranks) and the score; a one-space model's single cosine. "
         "As `instemb-rag query --explain --json`.",
     )
+    rerank: bool | None = declared(
+        None,
+        "Re-order the top hits with the model's reader, which reads the instruction, the query and each hit "
+        "together (null: on when the model has one; true: refused for a model without one).",
+    )
+    rerank_top: int | None = declared(
+        None, "With the reader: how many of the first stage's top hits it reads (null: the model's own, 10).", low=1
+    )
     # The query-time knobs (knobs.py declares them; each door takes one parameter per knob).
     knobs: Mapping[str, float | None] = field(default_factory=dict)
     # Which index and which model: the command line, the resident process and MCP name a folder;
