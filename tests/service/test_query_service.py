@@ -162,9 +162,9 @@ def test_every_entry_point_gives_the_same_hits_and_scores(entry, kind, index_dir
 
 @dataclass(frozen=True)
 class RequestWithAStep(QueryRequest):
-    """A request with one more field, declared as the next one will be (a second-stage ranker)."""
+    """A request with one more field, declared as the next one will be (rerank and rerank_top were)."""
 
-    rerank_top: int | None = declared(None, "Rerank the best N hits again.", low=1)
+    diversify_top: int | None = declared(None, "Diversify the best N hits.", low=1)
 
 
 def test_a_declared_field_becomes_a_command_line_option_and_reaches_the_command():
@@ -177,7 +177,7 @@ def test_a_declared_field_becomes_a_command_line_option_and_reaches_the_command(
 
     @declared_parameters(
         option,
-        spelled=("query", "instruction", "k", "filter", "hybrid", "hybrid_weight", "explain"),
+        spelled=("query", "instruction", "k", "filter", "hybrid", "hybrid_weight", "explain", "rerank", "rerank_top"),
         request=RequestWithAStep,
     )
     def command(text: str = typer.Argument(...), declared: dict = None, k: int = typer.Option(3, "-k")):
@@ -187,11 +187,11 @@ def test_a_declared_field_becomes_a_command_line_option_and_reaches_the_command(
     cli.command()(command)
     cli.command("other")(lambda: None)
     runner = CliRunner()
-    assert runner.invoke(cli, ["command", "tent", "--rerank-top", "7"]).exit_code == 0
-    assert received == [("tent", {"rerank_top": 7}, 3)]
-    refused = runner.invoke(cli, ["command", "tent", "--rerank-top", "0"])
+    assert runner.invoke(cli, ["command", "tent", "--diversify-top", "7"]).exit_code == 0
+    assert received == [("tent", {"diversify_top": 7}, 3)]
+    refused = runner.invoke(cli, ["command", "tent", "--diversify-top", "0"])
     assert refused.exit_code == 2 and len(received) == 1
-    assert "Rerank the best N hits again." in runner.invoke(cli, ["command", "--help"]).output
+    assert "Diversify the best N hits." in runner.invoke(cli, ["command", "--help"]).output
 
 
 def test_every_declared_field_is_a_field_of_the_http_schema_the_resident_request_and_the_mcp_tool(tmp_path):
