@@ -13,7 +13,16 @@ from typing import Any
 from ..knobs import KNOBS
 from ..queries import QueryKnobs
 
-__all__ = ["UNSET", "InstructedText", "Knobs", "instruction_of", "knobs_of"]
+__all__ = [
+    "UNSET",
+    "InstructedText",
+    "Knobs",
+    "carried_by",
+    "check_held_knobs",
+    "held_knobs",
+    "instruction_of",
+    "knobs_of",
+]
 
 UNSET: Any = object()  # an instruction not given (None is one: the embedding's default instruction)
 Knobs = Mapping[str, float | None] | None  # query-time knobs by name
@@ -45,3 +54,23 @@ def instruction_of(text: str) -> str | None:
 def knobs_of(text: str) -> Mapping[str, float]:
     """The knobs a query string carries (none: the embedding's)."""
     return text.knobs if isinstance(text, InstructedText) else {}
+
+
+def carried_by(text: str) -> dict[str, Any]:
+    """What a query string carries, as keyword arguments: ``instruction`` (None: the embedding's
+    default) and its knobs, e.g. for the sub-queries an LLM makes of it."""
+    return {"instruction": instruction_of(text), **knobs_of(text)}
+
+
+def held_knobs(holder: Any) -> QueryKnobs:
+    """The knobs ``holder`` holds as attributes named after them, checked (None: not given)."""
+    return QueryKnobs.checked({name: getattr(holder, name) for name in KNOBS})
+
+
+def check_held_knobs(holder: Any) -> QueryKnobs:
+    """The knobs ``holder`` holds as attributes named after them (a query dataclass's fields),
+    checked (in range, else KnobError) and set back as floats (None: not given)."""
+    checked = held_knobs(holder)
+    for name in KNOBS:
+        setattr(holder, name, checked.get(name))
+    return checked

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..instructions import Instructions, normalize_instruction, per_item_instructions
 from ..queries import QueryKnobs, check_texts
 from .caches import DocumentEmbeddingCache, QueryEmbeddingCache, QueryKey
+from .carried import knobs_of
 from .limits import DOCUMENT_ADVICE, can_count, chunk_settings, document_token_limit, require_local, warn_if_truncated
 
 __all__ = ["Embedder"]
@@ -101,12 +103,34 @@ class Embedder:
             distinct.require(self.encoder)
         return queries, per_query, checked
 
+    def layered_query_inputs(
+        self,
+        queries: Sequence[Any],
+        instructions: Instructions,
+        default_instruction: str | None,
+        own: Mapping[str, float | None],
+        asked: Mapping[str, float | None] | None,
+    ) -> tuple[list[str], list[str | None], list[QueryKnobs]]:
+        """``query_inputs`` with each query's knobs layered: the call's (``asked``), else those the
+        query string carries (carried.py), else ``own`` (e.g. a framework's embedding fields)."""
+        queries, asked = list(queries), QueryKnobs.checked(asked)
+        per_query = [{**own, **knobs_of(query), **asked} for query in queries]
+        return self.query_inputs(queries, instructions, default_instruction, per_query)
+
     def document_inputs(self, texts: Sequence[Any]) -> list[str]:
         """Documents as a call gives them, checked (check_texts), with one TruncationWarning for the call."""
         texts = list(texts)
         check_texts(texts, "document")
         self.warn_if_truncated(texts, [self.document_instruction] * len(texts), "document")
         return texts
+
+    def document_slices(self, texts: list[str], size: int) -> Iterator[tuple[list[str], list[str | None], Any]]:
+        """Checked documents (``document_inputs``) in slices of ``size``, each as (its texts, their
+        instructions, a call that embeds it): a caller reports each slice as one call, and the lock
+        is freed between slices, so queries from other threads are not held up by a long ingestion."""
+        for start in range(0, len(texts), size):
+            batch = texts[start : start + size]
+            yield batch, [self.document_instruction] * len(batch), partial(self.embed_documents, batch, size)
 
     def embed_queries(
         self, queries: list[str], instructions: list[str | None], knobs: list[QueryKnobs], batch_size: int

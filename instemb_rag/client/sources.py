@@ -16,7 +16,7 @@ from typing import Any
 from ..choices import PoolingMode, Precision
 from ..errors import InstEmbError
 
-__all__ = ["ENCODER_SETTINGS", "SERVER_FIELDS", "open_encoder", "open_encoder_of_fields"]
+__all__ = ["ENCODER_SETTINGS", "SERVER_FIELDS", "open_encoder", "open_encoder_of_fields", "recorded_model_advice"]
 
 ENCODER_SETTINGS = ("pooling", "lookahead_length", "max_length", "precision")
 SERVER_FIELDS = ("base_url", "api_key", "timeout")
@@ -42,6 +42,17 @@ def open_encoder_of_fields(model_path: Any, encoder: Any, device: str, fields: d
         if remote:
             loaded.close()
         raise
+
+
+def recorded_model_advice(constructor: str, from_encoder: str) -> str:
+    """What to pass, in a framework's terms, when an index folder's recorded model cannot be reopened
+    (index/recorded.py): ``constructor`` called with the model folder and each encoder setting, or
+    ``from_encoder`` called with the encoder that indexed it."""
+    settings = ", ".join(f"{name}=..." for name in ENCODER_SETTINGS)
+    return (
+        f"Pass the model it was built with: {constructor}(model_path, {settings}) with the settings of the "
+        f"encoder that indexed it, or {from_encoder}(that encoder)."
+    )
 
 
 def open_encoder(

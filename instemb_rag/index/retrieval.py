@@ -32,10 +32,11 @@ from .errors import BadInputError
 from .fusion import check_hybrid
 from .search import FILTER_KEYS, Index, SearchHit
 
-__all__ = ["IndexRetriever", "hit_metadata", "require_same_documents", "source_filter"]
+__all__ = ["IndexRetriever", "hit_metadata", "hit_node_fields", "require_same_documents", "source_filter"]
 
 FILTER_SUPPORTED = "key 'source' with operator == (EQ) or in (IN), combined with AND or OR"
 SAME_DOCUMENTS_ADVICE = "Search it with the encoder it was built with, or re-index with this one."
+BOOKKEEPING_KEYS = ("position", "chunk_id")  # where a chunk sits in the index, not what it says
 
 
 class IndexRetriever:
@@ -67,13 +68,19 @@ class IndexRetriever:
         encoder: Any = None,
         device: str = "auto",
         advice: str | None = None,
+        filter_tree: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> IndexRetriever:
         """A retriever over ``index``: an open ``Index`` (left open by ``close``), or a folder, opened
         with ``encoder`` (None: the one the folder records, loaded on ``device``; ``advice``: what to
-        pass when it cannot be) and closed by ``close``. ``options``: ``__init__``'s."""
+        pass when it cannot be) and closed by ``close``. ``filter_tree``: the filter as a tree of
+        conditions (a framework's filters as data), instead of ``filter``. ``options``: ``__init__``'s."""
         from .recorded import ADVICE, recorded_encoder
 
+        if filter_tree is not None:
+            if options.get("filter") is not None:
+                raise InstEmbError("Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters=, not both.")
+            options["filter"] = filter_tree
         source_filter(options.get("filter"))  # a filter it cannot read fails before the folder opens
         if isinstance(index, Index):
             if encoder is not None:
@@ -118,6 +125,13 @@ class IndexRetriever:
             request = QueryRequest(query, instruction, knobs=knobs or {}, query_vector=query_vector, **options)
         return search(request, self.index, encoder_embed(self.encoder), who="the retriever").hits
 
+    def query_encoder(self, advice: str) -> Any:
+        """The encoder that embeds a query given as text; an ``Index`` opened without one is refused,
+        ``advice`` saying what to pass instead."""
+        if self.encoder is None:
+            raise InstEmbError(f"This Index was opened without an encoder: {advice}")
+        return self.encoder
+
     @property
     def encoder_reference(self) -> str | None:
         """Where the encoder loads again (None: the default model): what the folder records, if it
@@ -153,6 +167,21 @@ class IndexRetriever:
 def hit_metadata(hit: SearchHit) -> dict[str, Any]:
     """A hit's metadata: ``source``, ``position``, ``chunk_id`` and its extras (e.g. a PDF's page)."""
     return {"source": hit.source, "position": hit.position, "chunk_id": hit.chunk_id, **(hit.extra or {})}
+
+
+def hit_node_fields(hit: SearchHit) -> dict[str, Any]:
+    """A hit as a framework's text node takes it (LlamaIndex's ``TextNode`` field names): its text, an
+    id (``source#position``), its metadata, and metadata modes that say what the index did: it
+    embedded the chunk text alone, and an LLM is shown the source (and page) but not the bookkeeping
+    (position, chunk_id)."""
+    metadata = hit_metadata(hit)
+    return {
+        "text": hit.text,
+        "id_": f"{hit.source}#{hit.position}",
+        "metadata": metadata,
+        "excluded_embed_metadata_keys": list(metadata),
+        "excluded_llm_metadata_keys": list(BOOKKEEPING_KEYS),
+    }
 
 
 def require_same_documents(documents_fingerprint: str, encoder: Any, advice: str = SAME_DOCUMENTS_ADVICE) -> None:

@@ -19,7 +19,7 @@ from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent,
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode
 
-from instemb_rag.client.adapters import Closes, delegated, in_worker_thread
+from instemb_rag.client.adapters import Closes, closed_on_failure, delegated, in_worker_thread, state_without
 from instemb_rag.client.embedder import Embedder
 from instemb_rag.client.limits import FILE_METADATA_KEYS
 from instemb_rag.client.sources import open_encoder_of_fields
@@ -27,7 +27,7 @@ from instemb_rag.instructions import DEFAULT_QUERY_INSTRUCTION, normalize_instru
 from instemb_rag.knobs import KNOBS
 from instemb_rag.queries import QueryKnobs
 
-from .query import InstructionQueryBundle, Knobs, instruction_of, knobs_of
+from .query import InstructionQueryBundle, Knobs, instruction_of
 
 if TYPE_CHECKING:  # torch is imported only when a local encoder is loaded
     from instemb_rag import InstEmbEncoder
@@ -131,16 +131,12 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         normalize_instruction(query_instruction)  # refuses a non-string, naming it
         model_path = None if model_path is None else str(model_path)
         loaded, settings, knobs, remote = open_encoder_of_fields(model_path, encoder, device, fields)
-        try:
+        with closed_on_failure(loaded if remote else None):  # a server's connection; a local model stays
             fields.setdefault("model_name", loaded.model_id if remote else model_path or DEFAULT_MODEL_NAME)
             fields.update(settings, fingerprint=loaded.fingerprint, **knobs)
             super().__init__(model_path=model_path, device=device, query_instruction=query_instruction, **fields)
             document_options = {"document_advice": DOCUMENT_ADVICE, "document_instruction": self.text_instruction}
             self._embedder = Embedder(loaded, self.query_cache_size, self.embeddings_cache, remote, **document_options)
-        except BaseException:
-            if remote:
-                loaded.close()
-            raise
         self._owns_remote = remote
 
     @classmethod
@@ -195,12 +191,8 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
 
     query_cache = delegated("_embedder", "query_cache", "The query embeddings' LRU (QueryEmbeddingCache).")
     document_cache = delegated("_embedder", "document_cache", "Over embeddings_cache (None without one).")
-    document_fingerprint = delegated(
-        "_embedder", "document_fingerprint", "What the document cache keys on: the encoder's document side."
-    )
-    document_token_limit = delegated(
-        "_embedder", "document_token_limit", "Tokens of a document (text and embedded metadata) the model reads."
-    )
+    document_fingerprint = delegated("_embedder", "document_fingerprint", documented_by=Embedder)
+    document_token_limit = delegated("_embedder", "document_token_limit", documented_by=Embedder)
 
     @property
     def recommended_chunk_size(self) -> int:
@@ -253,10 +245,8 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         return InstructionQueryBundle(query, embedding=embedding, instruction=applied, **asked)
 
     def _query_inputs(self, queries: Sequence[str], instructions: Any, knobs: Knobs) -> tuple:
-        queries, asked = list(queries), QueryKnobs.checked(knobs)
         own = {name: getattr(self, name) for name in KNOBS}  # checked when the fields were set
-        per_query = [{**own, **knobs_of(query), **asked} for query in queries]
-        return self._embedder.query_inputs(queries, instructions, self.query_instruction, per_query)
+        return self._embedder.layered_query_inputs(queries, instructions, self.query_instruction, own, knobs)
 
     @dispatcher.span
     def get_query_embedding(self, query: str) -> Embedding:  # LlamaIndex's paths: strings only
@@ -276,12 +266,10 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
         slices, so queries from other threads are not held up by a long ingestion)."""
         from tqdm.auto import tqdm  # the bar LlamaIndex shows for show_progress=True
 
-        texts, vectors, size = self._embedder.document_inputs(texts), [], self.embed_batch_size
-        instruction = self._embedder.document_instruction
+        texts, vectors = self._embedder.document_inputs(texts), []
         with tqdm(total=len(texts), desc="Generating embeddings", disable=not show_progress) as progress:
-            for batch in (texts[start : start + size] for start in range(0, len(texts), size)):
-                embed = partial(self._embedder.embed_documents, batch, size)
-                vectors += self._reported("document", batch, [instruction] * len(batch), embed)
+            for batch, instructions, embed in self._embedder.document_slices(texts, self.embed_batch_size):
+                vectors += self._reported("document", batch, instructions, embed)
                 progress.update(len(batch))
         return vectors
 
@@ -327,11 +315,7 @@ class InstEmbEmbedding(Closes, BaseEmbedding):
     def __getstate__(self) -> dict[str, Any]:
         # Unpickling rebuilds the encoder, its lock and caches from the fields (checking the
         # fingerprint); the callback manager's handlers and the embeddings_cache are this process's.
-        state = BaseModel.__getstate__(self)
-        state["__pydantic_private__"] = None
-        skipped = ("callback_manager", "embeddings_cache")
-        state["__dict__"] = {key: value for key, value in state["__dict__"].items() if key not in skipped}
-        return state
+        return state_without(BaseModel.__getstate__(self), ("callback_manager", "embeddings_cache"))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # LlamaIndex's __setstate__ swallows a failed __init__; a wrong model must fail loudly.

@@ -6,12 +6,13 @@ the sync client's calls in a worker thread)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 
-from instemb_rag.client.adapters import Closes, SyncInAThread, async_qdrant_client, open_qdrant_client
+from instemb_rag.client.adapters import Closes, SyncInAThread, aclose_qdrant_clients, qdrant_clients
 
 
 class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
@@ -20,13 +21,7 @@ class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
     @classmethod
     def open(cls, collection_name: str, **client_options: Any) -> InstEmbQdrantVectorStore:
         """A store on ``QdrantClient(**client_options)``; LlamaIndex makes the collection."""
-        client = open_qdrant_client(**client_options)
-        try:
-            store = cls(collection_name=collection_name, client=client)
-        except BaseException:
-            client.close()
-            raise
-        store._aclient = async_qdrant_client(client, **client_options)
+        store, store._aclient = qdrant_clients(partial(cls, collection_name=collection_name), **client_options)
         return store
 
     @property
@@ -42,10 +37,7 @@ class InstEmbQdrantVectorStore(Closes, QdrantVectorStore):
             asyncio_run(self.aclose())  # LlamaIndex's runner also works inside a running loop
 
     async def aclose(self) -> None:
-        try:
-            await self._aclient.close()
-        finally:
-            self._client.close()
+        await aclose_qdrant_clients(self._client, self._aclient)
 
     async def __aenter__(self) -> InstEmbQdrantVectorStore:
         return self

@@ -14,6 +14,7 @@ from typing import Any
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from instemb_rag import normalize_instruction
+from instemb_rag.client import carried
 from instemb_rag.client.carried import UNSET as _UNSET
 from instemb_rag.client.carried import InstructedText, Knobs, instruction_of, knobs_of
 from instemb_rag.errors import InstEmbError
@@ -33,14 +34,10 @@ class InstructionQueryBundle(QueryBundle):
 
     def __post_init__(self) -> None:
         normalize_instruction(self.instruction)  # refuses a non-string with a clear message
-        checked = QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
-        for name in KNOBS:
-            setattr(self, name, checked.get(name))  # in range, as a float
+        carried.check_held_knobs(self)  # in range, as floats
         self.query_str = self._carrying(self.query_str)  # for code that reads the string only (fusion)
 
-    @property
-    def knobs(self) -> QueryKnobs:
-        return QueryKnobs.checked({name: getattr(self, name) for name in KNOBS})
+    knobs = property(carried.held_knobs, doc="The knobs given (QueryKnobs; a knob left out: the embedding's own).")
 
     @property
     def embedding_strs(self) -> list[str]:
@@ -66,7 +63,7 @@ def bundle_with_instruction(query: Any, instruction: Any = _UNSET, **knobs: floa
             f"query string with instruction=... (and knobs={{{', '.join(map(repr, KNOBS))}: ...}}), or a bundle "
             "without an embedding."
         )
-    own = {"instruction": instruction_of(query.query_str), **knobs_of(query.query_str)}  # (a bundle's are on it)
+    own = carried.carried_by(query.query_str)  # (a bundle's are on it)
     text = str(query.query_str)  # without them: the call's replace them
     return InstructionQueryBundle(text, custom_embedding_strs=query.custom_embedding_strs, **{**own, **given})
 

@@ -16,18 +16,16 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from instemb_rag.client.carried import carried_by
+from instemb_rag.client.sources import recorded_model_advice
 from instemb_rag.errors import InstEmbError
-from instemb_rag.index.retrieval import IndexRetriever, hit_metadata, require_same_documents
+from instemb_rag.index.retrieval import IndexRetriever, hit_node_fields, require_same_documents
 
 from .base import Closes, InstEmbEmbedding  # (Closes: instemb_rag.client.adapters')
-from .query import InstructionQueryBundle, TakesInstructions, instruction_of, knobs_of
+from .query import InstructionQueryBundle, TakesInstructions, instruction_of
 
 # What to pass when an index folder's recorded model cannot be reopened (instemb_rag.index.recorded).
-RECORDED_ADVICE = (
-    "Pass the model it was built with: embed_model=InstEmbEmbedding(model_path, pooling=..., "
-    "lookahead_length=..., max_length=..., precision=...) with the settings of the encoder that "
-    "indexed it, or InstEmbEmbedding.from_encoder(that encoder)."
-)
+RECORDED_ADVICE = recorded_model_advice("embed_model=InstEmbEmbedding", "InstEmbEmbedding.from_encoder")
 SAME_DOCUMENTS_ADVICE = "Use the index's own embed model (embed_model=None) or re-index with this one."
 
 
@@ -87,18 +85,14 @@ class InstEmbRetriever(Closes, TakesInstructions, BaseRetriever):
         ``Index``, with the encoder it records or ``embed_model`` (of the same document side); ``filter``
         (``{"source": "tents/*"}``) or ``filters`` (MetadataFilters on ``source``: ==, in; AND, OR);
         ``hybrid`` ("rrf", "z") and ``hybrid_weight`` as ``instemb-rag query --hybrid``. Thread-safe."""
-        if filter is not None and filters is not None:
-            raise InstEmbError("Give filter= (a source glob, e.g. {'source': 'tents/*'}) or filters=, not both.")
         encoder = None if embed_model is None else embed_model.encoder
-        where = filter if filters is None else filters.model_dump(mode="json")  # a tree IndexRetriever reads
-        options = {"k": similarity_top_k, "filter": where, "hybrid": hybrid, "hybrid_weight": hybrid_weight}
-        backend = IndexRetriever.open(
-            index, encoder, device, RECORDED_ADVICE, reopen="InstEmbRetriever.from_instemb_index(...)", **options
-        )
+        where = {"filter": filter, "filter_tree": None if filters is None else filters.model_dump(mode="json")}
+        options = {"k": similarity_top_k, "hybrid": hybrid, "hybrid_weight": hybrid_weight, **where}
+        reopen = "InstEmbRetriever.from_instemb_index(...)"
+        backend = IndexRetriever.open(index, encoder, device, RECORDED_ADVICE, reopen=reopen, **options)
         if embed_model is None:
-            if backend.encoder is None:
-                raise InstEmbError("This Index was opened without an encoder: pass embed_model=InstEmbEmbedding(...).")
-            embed_model = InstEmbEmbedding.from_encoder(backend.encoder, model_path=backend.encoder_reference)
+            encoder = backend.query_encoder("pass embed_model=InstEmbEmbedding(...).")
+            embed_model = InstEmbEmbedding.from_encoder(encoder, model_path=backend.encoder_reference)
         return cls(embed_model, backend, **kwargs)
 
     def close(self) -> None:
@@ -122,16 +116,8 @@ class InstEmbRetriever(Closes, TakesInstructions, BaseRetriever):
 
 
 def hit_node(hit: Any) -> TextNode:
-    """A hit as a node whose metadata modes say what the index did: it embedded the chunk text alone,
-    and an LLM is shown the source (and page) but not the bookkeeping (position, chunk_id)."""
-    metadata = hit_metadata(hit)
-    return TextNode(
-        text=hit.text,
-        id_=f"{hit.source}#{hit.position}",
-        metadata=metadata,
-        excluded_embed_metadata_keys=list(metadata),
-        excluded_llm_metadata_keys=["position", "chunk_id"],
-    )
+    """A hit as a node whose metadata modes say what the index did (instemb_rag's hit_node_fields)."""
+    return TextNode(**hit_node_fields(hit))
 
 
 class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
@@ -148,5 +134,4 @@ class InstructionFusionRetriever(TakesInstructions, QueryFusionRetriever):
 
 def sub_queries(original: str, generated: list[QueryBundle]) -> list[QueryBundle]:
     """The LLM's sub-queries under the instruction and knobs the original query string carries."""
-    instruction, knobs = instruction_of(original), knobs_of(original)
-    return [InstructionQueryBundle(bundle.query_str, instruction=instruction, **knobs) for bundle in generated]
+    return [InstructionQueryBundle(bundle.query_str, **carried_by(original)) for bundle in generated]
