@@ -10,9 +10,28 @@ import pytest
 
 from instemb_rag.encoder.checkpoint import check_complete, read_config
 
-CANDIDATES = sorted(
-    path for path in (Path(__file__).parents[1] / "research" / "checkpoints").iterdir() if path.is_dir()
-)
+FOLDERS = sorted(path for path in (Path(__file__).parents[1] / "research" / "checkpoints").iterdir() if path.is_dir())
+# Issue 67's readers (a cross-encoder's config, LoRA adapter, head and fusion weight), not encoders.
+READERS = [
+    path for path in FOLDERS if (path / "adapter.safetensors").is_file() and (path / "head.safetensors").is_file()
+]
+CANDIDATES = [path for path in FOLDERS if path not in READERS]
+
+
+@pytest.mark.parametrize("folder", READERS, ids=lambda path: path.name)
+def test_each_reader_candidate_is_complete(folder):
+    import json
+
+    from safetensors.torch import load_file
+
+    from instemb_rag.reader.model import ReaderConfig
+
+    config = ReaderConfig.from_dict(json.loads((folder / "config.json").read_text()), str(folder))
+    assert config.base == "minilm" and len(config.base_fingerprint) == 64
+    adapter = load_file(str(folder / "adapter.safetensors"))
+    assert adapter and all("lora_" in name for name in adapter)
+    assert set(load_file(str(folder / "head.safetensors"))) == {"weight", "bias"}
+    assert json.loads((folder / "fusion.json").read_text())["weight"] >= 0
 
 
 def test_there_are_candidates_to_check():
