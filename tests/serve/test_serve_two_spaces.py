@@ -160,6 +160,9 @@ def test_search_takes_the_weight(two_spaces):
             self.vectors.append(vector)
             return []
 
+        def reader(self):  # no second stage: the model has no reader
+            return None
+
         def close(self):
             pass
 

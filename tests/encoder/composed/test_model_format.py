@@ -34,7 +34,12 @@ from instemb_rag.errors import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "instemb_rag" / "default_checkpoint"
-COMMITTED = [SHIPPED] + sorted(path for path in (ROOT / "research" / "checkpoints").iterdir() if path.is_dir())
+# Issue 67's readers (research/checkpoints/reader-r*) are a cross-encoder's files, not model folders.
+COMMITTED = [SHIPPED] + sorted(
+    path
+    for path in (ROOT / "research" / "checkpoints").iterdir()
+    if path.is_dir() and not (path / "adapter.safetensors").is_file()
+)
 TEXTS = ["which tent is light ?", "which tent lasts ?"]
 INSTRUCTIONS = ["focus on weight", "focus on durability"]
 
