@@ -199,20 +199,24 @@ def has_reader(folder: str | Path) -> bool:
     return isinstance(raw, dict) and RERANK_ROUTE in (raw.get("routes") or {})
 
 
-_LOADED: dict[tuple[str, int], Reranker] = {}
+_LOADED: dict[tuple[str, int], Reranker | None] = {}
 _LOADING = threading.Lock()
 
 
 def reader_of_encoder(encoder) -> Reranker | None:
-    """The reader of the folder ``encoder`` was loaded from (None: it has none), loaded once per
-    folder and version of its instemb_parts.json (the resident process serves many queries)."""
+    """The reader of the folder ``encoder`` was loaded from (None: it has none), looked up once per
+    folder and version of its instemb_parts.json: a query pays a stat, not a read of the JSON (the
+    resident process serves many queries)."""
     from ..encoder.composed.config import PARTS_FILE
 
     folder = getattr(encoder, "model_folder", None)
-    if folder is None or not has_reader(folder):
+    if folder is None:
         return None
-    key = (str(Path(folder).resolve()), (Path(folder) / PARTS_FILE).stat().st_mtime_ns)
+    try:
+        key = (str(Path(folder).resolve()), (Path(folder) / PARTS_FILE).stat().st_mtime_ns)
+    except OSError:
+        return None
     with _LOADING:
         if key not in _LOADED:
-            _LOADED[key] = Reranker.from_pretrained(folder)
+            _LOADED[key] = Reranker.from_pretrained(folder) if has_reader(folder) else None
         return _LOADED[key]
