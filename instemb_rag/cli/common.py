@@ -23,6 +23,7 @@ import typer
 
 from ..choices import Precision
 from ..exit_codes import ExitCode, exit_code_for  # noqa: F401  (the table, one owner: exit_codes.py)
+from .notes import say  # noqa: F401  (its home is typer-free: the lean client prints notes with it)
 
 if TYPE_CHECKING:
     from ..encoder import InstEmbEncoder
@@ -32,17 +33,6 @@ def fail(error: Exception | str, code: int | None = None) -> NoReturn:
     """Print ``error: ...`` on stderr and exit with the code of that error."""
     typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
     raise typer.Exit(int(code if code is not None else exit_code_for(error)))
-
-
-def say(console, label: str, message: object, style: str = "yellow", indent: str = "") -> None:
-    """Print ``label: message`` on a rich console: the label styled, the message verbatim.
-
-    rich reads ``[word]`` as markup, so an unescaped ``pip install 'instemb-rag[serve]'`` would
-    print without its extra (and a stray ``[/x]`` in an error text would raise MarkupError).
-    """
-    from rich.markup import escape
-
-    console.print(f"{indent}[{style}]{label}:[/{style}] {escape(str(message))}")
 
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")

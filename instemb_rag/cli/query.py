@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,8 @@ import typer
 from typer.core import TyperCommand
 
 from ..choices import HybridMode, Precision
-from ..knobs import INSTRUCTION_STRENGTH, KNOBS, Knob
+from ..knobs import Knob
 from ..resident.client import resident_wanted
-from ..service.answer import Answer
 from ..service.request import DECLARED_HERE, DeclaredField, QueryRequest, declared_parameters
 from ..shipped import shipped_knob_words
 from .common import (
@@ -25,6 +23,14 @@ from .common import (
     say,
     strict_precision_option,
 )
+from .query_core import (  # noqa: F401  (what --explain says, read here by tests)
+    EXPLAINED,
+    EXPLAINED_EFFECT,
+    EXPLAINED_ONE_SPACE_HYBRID,
+    SPELLED_HERE,
+    query_request,
+    show_answer,
+)
 from .store_options import STORE_OPTIONS_HERE, store_options
 
 
@@ -33,15 +39,22 @@ class HybridOptionalValueCommand(TyperCommand):
     fusion rule: the query text, another option, nothing) means the default rule. typer options
     cannot have optional values, so the argument list gets it before parsing."""
 
+    optional_value = "--hybrid"  # the option whose value may be left out (the lean client reads it too)
+
+    @staticmethod
+    def bare_value() -> str:
+        """What a bare ``--hybrid`` means: the default fusion rule."""
+        from ..index.fusion import DEFAULT_MODE
+
+        return DEFAULT_MODE
+
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         fixed: list[str] = []
         for position, arg in enumerate(args):
             fixed.append(arg)
             following = args[position + 1] if position + 1 < len(args) else None
-            if arg == "--hybrid" and following not in {mode.value for mode in HybridMode}:
-                from ..index.fusion import DEFAULT_MODE
-
-                fixed.append(DEFAULT_MODE)
+            if arg == self.optional_value and following not in {mode.value for mode in HybridMode}:
+                fixed.append(self.bare_value())
         return super().parse_args(ctx, fixed)
 
 
@@ -61,11 +74,6 @@ def declared_option(spec: DeclaredField):
     """A request field this command does not spell itself (service/request.py): its option, from
     the declaration."""
     return typer.Option(spec.default, spec.option, help=spec.door.help, min=spec.door.low, max=spec.door.high)
-
-
-# The request fields this command spells itself (its own names, help and checks); any other field
-# declared in service/request.py gets its option from the declaration (``declared``).
-SPELLED_HERE = ("query", "instruction", "k", "filter", "hybrid", "hybrid_weight", "explain")
 
 
 @store_options(with_store=False, at_query=True)
@@ -129,28 +137,16 @@ def query_command(
     from rich.console import Console
 
     from ..errors import InstEmbError
-    from ..index.filters import parse_filters
     from ..resident.ask import Asker
     from ..resident.client import ResidentAnswerError
 
     console = Console(stderr=as_json)
-    try:
-        parsed = parse_filters(filters)  # the command line's KEY=VALUE syntax; the query is the service's to check
-    except InstEmbError as error:
+    try:  # the same request the lean client (entry.py) builds
+        request = query_request(
+            text, instruction, k, index_dir, filters, hybrid, hybrid_weight, explain, model, device, declared
+        )
+    except InstEmbError as error:  # a --filter that is not KEY=VALUE
         fail(error)
-    request = QueryRequest(
-        text,
-        instruction,
-        k=k,
-        filter=parsed or None,
-        hybrid=hybrid and hybrid.value,
-        hybrid_weight=hybrid_weight,
-        explain=explain,
-        index_dir=str(index_dir),
-        model=model,
-        device=device,
-        **declared,
-    )
     here = HereOnly(precision, compile, strict_precision, stores)
     asker = Asker(here.default and resident_wanted(no_daemon), note_on_stderr, here.open_index)
     try:
@@ -223,67 +219,6 @@ class HereOnly:
             stores=self.stores,
             device=request.device,
         )
-
-
-def show_answer(answer: Answer, hybrid, explain: bool, as_json: bool, console, precision_report=None) -> None:
-    """The hits as a table (or JSON with --json): the same output whichever process answered."""
-    from rich.console import Console
-
-    query, hits, explanations = answer.query, answer.hits, answer.explanations
-    spaces = 2 if answer.query_knob is not None else 1
-    explained = EXPLAINED_EFFECT if KNOBS.get(answer.query_knob) is INSTRUCTION_STRENGTH else EXPLAINED[spaces]
-    if spaces == 1 and hybrid is not None:
-        explained = EXPLAINED_ONE_SPACE_HYBRID
-    knobs = query.knobs.given()
-    for note in answer.notes:  # on stderr (with --json too), as the notes Python's warnings become
-        say(Console(stderr=True), "note", note)
-    if as_json:
-        document = answer.to_document()  # /v1/search's JSON
-        if explanations is not None:
-            document["explain"] = {"spaces": spaces, "score": explained}
-        if precision_report is not None:  # int8: what runs (layers in int8 / kept float, load time)
-            document["precision"] = precision_report
-        print(json.dumps(document, indent=2))
-        return
-    from ..index.display import hits_table
-
-    title = f"{query.text!r}" + (f" — instruction: {query.instruction!r}" if query.instruction else "")
-    for name, value in knobs.items():
-        title += f" — {KNOBS[name].label} {value}"
-    if hybrid is not None:
-        title += f" — hybrid {hybrid.value}, full-text weight {used_weight(answer)}"
-    if explanations is not None:
-        say(console, "explain", explained, style="cyan")
-    console.print(hits_table(hits, title, explanations))
-
-
-# What --explain's columns mean, by the number of spaces the model ranks in.
-EXPLAINED = {
-    2: (
-        "two spaces: weighted = LLM weight * LLM cos + (1 - LLM weight) * sentence encoder cos ranks the hits; the "
-        "score is weighted / (sqrt 2 * |(LLM weight, 1 - LLM weight)|), the cosine of the unit query"
-    ),
-    1: (
-        "this model has one space (not a two-space model): a hit's score is the cosine of query and chunk, so "
-        "--explain has nothing to add to it; with --hybrid it shows the two scores each hit's score fuses"
-    ),
-}
-EXPLAINED_ONE_SPACE_HYBRID = (
-    "one space, hybrid: cosine = the dense side's score (query and chunk), bm25 = the full-text side's (0: no "
-    "query word in the chunk); the score fuses the two by the hybrid rule at the full-text weight"
-)
-EXPLAINED_EFFECT = (
-    "instruction effect: combined = plain (the sentence encoder's cosine, instruction pasted) + instruction "
-    "(effective * the instruction's effect in the LLM's space against the chunk's LLM vector) ranks the hits; "
-    "strength = --instruction-strength (the model's own when not given), effective = strength * the model's gain "
-    "for this query and instruction; the score is combined / (sqrt 2 * |query|), the cosine of the unit query; "
-    "strength 0 is plain search"
-)
-
-
-def used_weight(answer: Answer) -> float:
-    """The full-text weight the search fused at (the default where none was given)."""
-    return answer.hybrid[1]
 
 
 def register(app: typer.Typer) -> None:
