@@ -5,7 +5,10 @@ in-process search and the encoder alone, in one run.
 
 On an index of the bundled sample documents (built here with the model):
 - warm: the resident query process is up (one query before the clock); each of ``--queries``
-  queries, each with its own instruction, is one `instemb-rag query` subprocess: p50 and p90;
+  queries, each with its own instruction, is one `instemb-rag query` subprocess: p50 and p90. The
+  command is the console script's entry (`python -m instemb_rag.cli`: the lean client,
+  instemb_rag/cli/entry.py); ``warm_typer_app`` asks the same queries through the typer app
+  (INSTEMB_FULL_CLI=1, the path before the lean client), for comparison;
 - beside each wall time, the CPU time of the command's own process (user + system, from
   ``getrusage(RUSAGE_CHILDREN)`` around it: the resident process it talks to or starts is not its
   child, so this is the client's own cost, what the warm goal of 0.12 s is about);
@@ -15,7 +18,8 @@ On an index of the bundled sample documents (built here with the model):
 - in this process: ``Index.search`` under an instruction against the encoder's query alone
   (``encode_queries``), and, for a composed model (the default), its query against one plain query
   of its LLM with the same text and instruction; medians of interleaved repeats;
-- whether the three paths (warm, --no-daemon, Index.search) give the same hits and scores.
+- whether the paths (warm, warm through the typer app, --no-daemon, Index.search) give the same
+  hits and scores.
 
 The run's INSTEMB_HOME is a scratch folder whose entries link to the user's (caches stay warm,
 and a resident process of the user's own is neither used nor stopped). The load average is
@@ -168,9 +172,12 @@ def measure(args, index_dir: Path, env: dict) -> dict:
         cold_in_process.append(run_query(index_dir, queries[run % len(queries)], env, "--no-daemon"))
     run_query(index_dir, ("warm-up", "warm-up instruction"), env)  # the process up, the index open
     warm = [run_query(index_dir, query, env) for query in queries]
+    warm_typer_app = [run_query(index_dir, query, {**env, "INSTEMB_FULL_CLI": "1"}) for query in queries]
     in_process = measure_in_process(args, index_dir, queries[0], env)
     no_daemon = run_query(index_dir, queries[0], env, "--no-daemon").answer
-    same = identical(warm[0].answer, no_daemon, in_process["hits"])
+    same = identical(warm[0].answer, no_daemon, in_process["hits"]) and identical(
+        warm_typer_app[0].answer, no_daemon, in_process["hits"]
+    )
     return {
         "smoke": bool(args.smoke),
         "machine": machine_info(args.device),
@@ -178,6 +185,7 @@ def measure(args, index_dir: Path, env: dict) -> dict:
         "cores": os.cpu_count(),
         "model": args.model or "default",
         "warm": summary(warm),
+        "warm_typer_app": summary(warm_typer_app),
         "cold_resident": summary(cold_daemon),
         "cold_no_daemon": summary(cold_in_process),
         "in_process": {key: value for key, value in in_process.items() if key != "hits"},

@@ -302,6 +302,22 @@ def client_cpu_rows(warm: dict, cold: dict, no_daemon: dict) -> list[tuple]:
     ]
 
 
+def typer_app_rows(result: dict) -> list[tuple]:
+    """The same warm queries through the typer app (the path before the lean client; results from
+    before it have none)."""
+    typer_app = result.get("warm_typer_app")
+    if typer_app is None:
+        return []
+    return [
+        (
+            "`instemb-rag query`, warm, through the typer app (INSTEMB_FULL_CLI=1): wall p50 / client CPU p50",
+            f"{fmt(typer_app['p50_s'])} / {fmt(typer_app['client_cpu_p50_s'])} s",
+            "",
+            "",
+        )
+    ]
+
+
 def cli_rows(result: dict) -> list[tuple]:
     """`instemb-rag query` end to end (issue 60's goals), the in-process search, and whether the
     paths agree."""
@@ -332,6 +348,7 @@ def cli_rows(result: dict) -> list[tuple]:
             "",
         ),
         *client_cpu_rows(warm, cold, no_daemon),
+        *typer_app_rows(result),
         (
             "In-process `Index.search` under an instruction / the encoder's query alone (median ms)",
             f"{fmt(inner['search_over_encoder'])}x ({fmt(inner['median_ms']['index_search'], 1)} / "
@@ -352,7 +369,7 @@ def cli_rows(result: dict) -> list[tuple]:
         )
     rows.append(
         (
-            "Same hits and scores: warm query, --no-daemon query, Index.search",
+            "Same hits and scores: warm query (lean client and typer app), --no-daemon query, Index.search",
             "yes" if result["identical_answers"] else "**no**",
             "identical",
             "yes" if result["identical_answers"] else "**no**",

@@ -23,17 +23,21 @@ from instemb_rag.knobs import KNOBS, Knob
 ROOT = Path(__file__).resolve().parents[1]
 INTEGRATION = "llama_index.embeddings.instemb"
 MOST_FILES = 8  # the issue's Done-when
+# Written from the declarations, never by hand (tests/test_query_flags.py fails when it is stale).
+GENERATED = ("instemb_rag/cli/query_flags.py",)
 
 
 def product_files_naming(name: str) -> list[str]:
     """The product files that hold ``name`` as a whole word (as ``grep -rlw NAME instemb_rag
-    integrations --include=*.py | grep -v /tests/`` lists them)."""
+    integrations --include=*.py | grep -v /tests/`` lists them), but those GENERATED from them."""
     word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
     found = []
     for top in ("instemb_rag", "integrations"):
         for path in sorted((ROOT / top).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
-            if "/tests/" not in relative and word.search(path.read_text(encoding="utf-8")):
+            if "/tests/" in relative or relative in GENERATED:
+                continue
+            if word.search(path.read_text(encoding="utf-8")):
                 found.append(relative)
     return found
 
