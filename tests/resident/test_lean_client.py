@@ -122,6 +122,18 @@ def test_the_console_scripts_entry_answers_warm_as_the_typer_app(warm):
     same(entry(warm, "--json", "-k", "3"), full(warm, "--json", "-k", "3"))
 
 
+def test_the_console_scripts_entry_imports_no_typer_pydantic_or_rich(warm):
+    """`python -X importtime -m instemb_rag.cli query ... --json`: every module it imported, by name."""
+    arguments = [sys.executable, "-X", "importtime", "-m", "instemb_rag.cli", *command_line(warm, "--json")]
+    result = subprocess.run(arguments, capture_output=True, text=True, env=environment(False), timeout=300)
+    assert result.returncode == 0 and json.loads(result.stdout)["hits"], result.stderr[-2000:]
+    imported = {
+        line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "instemb_rag.resident.client" in imported  # the check reads the import lines
+    assert sorted({name.split(".")[0] for name in imported} & set(HEAVY)) == []
+
+
 def test_a_missing_index_is_the_same_error_and_exit_code(warm, tmp_path):
     missing = tmp_path / "no-index"
     result, probe = lean(missing, "--json", tmp_path=tmp_path)
