@@ -144,6 +144,19 @@ def test_a_missing_index_is_the_same_error_and_exit_code(warm, tmp_path):
     same(entry(missing), full(missing))
 
 
+def test_an_empty_query_is_the_same_refusal(warm, tmp_path):
+    out = tmp_path / "probe.json"
+    env = environment(False, None, HEAVY=json.dumps(HEAVY), PROBE_OUT=str(out))
+    arguments = [sys.executable, "-c", PROBE, "  ", "--index-dir", str(warm)]
+    result = subprocess.run(arguments, capture_output=True, text=True, env=env, timeout=300)
+    assert json.loads(out.read_text())["code"] == 2
+    reference = subprocess.run(
+        [*CLI, "query", "  ", "--index-dir", str(warm)], capture_output=True, text=True, env=environment(True)
+    )
+    same(result, reference)
+    assert "empty" in reference.stderr
+
+
 def test_a_knob_the_model_lacks_is_the_same_refusal(warm, tmp_path):
     result, probe = lean(warm, "--llm-weight", "0.5", tmp_path=tmp_path)
     assert probe["code"] == 2  # the resident process refuses it: said here
