@@ -10,6 +10,8 @@ test's own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -21,6 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from instemb_rag.cli import app
+from instemb_rag.cli.entry import lean_query
+from instemb_rag.cli.entry import main as console_script
 from instemb_rag.resident.client import ResidentClient
 from instemb_rag.service.request import QueryRequest, declared, declared_fields, declared_parameters
 
@@ -32,7 +36,7 @@ DOCS = {
 }
 QUERY, INSTRUCTION, K = "durable tent", "focus on the floor", 3
 REQUESTS = {"dense": None, "hybrid": "rrf"}
-ENTRY_POINTS = ["cli", "resident", "serve", "mcp", "index_search", "llamaindex"]
+ENTRY_POINTS = ["cli", "resident", "lean_client", "serve", "mcp", "index_search", "llamaindex"]
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +102,18 @@ def through_resident(index_dir: Path, hybrid: str | None, request) -> list[Found
     assert done.returncode == 0, done.stderr
     assert ResidentClient().status() is not None, "the query was not answered by the resident process"
     return from_document(json.loads(done.stdout))
+
+
+def through_lean_client(index_dir: Path, hybrid: str | None, request) -> list[Found]:
+    """The console script's lean client (cli/entry.py), as a user types the query: no --device
+    (an option the typer command checks itself), the resident process up."""
+    through_resident(index_dir, hybrid, request)  # the resident process up, this index open
+    arguments = [QUERY, "-i", INSTRUCTION, "-k", str(K), "--json", "--index-dir", str(index_dir)]
+    arguments += ["--hybrid", hybrid] if hybrid else []
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert lean_query(arguments) == 0, "the lean client handed the query over"
+    return from_document(json.loads(printed.getvalue()))
 
 
 def through_serve(index_dir: Path, hybrid: str | None, request) -> list[Found]:
@@ -225,10 +241,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "instemb_rag"
 # What the way ends at, not counted: the encoder, the store (and the catalog it reads), and the
 # base utilities every layer calls (tests/test_layout.py's layer 0).
 NOT_THE_WAY = ("encoder/", "index/stores/", "index/catalog.py", "index/fulltext.py")
-# Issue 68 asks for at most 9; the store registry (stores as plugins, merged after) calls the command
-# through its option layer (cli/store_options.py, index/options.py StoreOptions): 11 today. The next
-# lever: build StoreOptions in a click callback, so no wrapper sits on the way.
-MOST_FILES = 11
+# Issue 68 asks for at most 9. The default route is the console script's lean client (cli/entry.py,
+# issue 70), which asks the resident process without the typer command and its option layers: 7.
+MOST_FILES = 9
 
 
 # Where a query is handed on: to the encoder or the store (the way's ends), to another thread (the
@@ -298,23 +313,25 @@ class Recorder:
 
 
 def test_the_default_route_crosses_at_most_nine_files_and_normalises_the_instruction_once(index_dir, resident_home):
-    """The default route: `instemb-rag query` (this process, as the command runs it) asks the
+    """The default route: `instemb-rag query` (the console script's entry, in this process) asks the
     resident process (its app in this process here, to see inside it: the same code the subprocess
     runs), which answers through the query service. Warm: the second query of each is recorded."""
     from fastapi.testclient import TestClient
 
     from instemb_rag.resident.app import ResidentState, create_resident_app
 
-    arguments = ["query", *cli_options(None), "--index-dir", str(index_dir)]
+    # As a user types it (no --device: an option with its own check is the typer app's to read).
+    arguments = ["query", QUERY, "-i", INSTRUCTION, "-k", str(K), "--json", "--index-dir", str(index_dir)]
     command, resident = Recorder(), Recorder()
     for recorder in (command, resident):
         recorder.recording = False
-    with command:
-        assert CliRunner().invoke(app, arguments).exit_code == 0  # starts the resident process: warm after
+    assert CliRunner().invoke(app, arguments).exit_code == 0  # starts the resident process: warm after
+    printed = io.StringIO()
+    with command, contextlib.redirect_stdout(printed):  # the console script, as `instemb-rag query` runs it
         command.recording = True
-        result = CliRunner().invoke(app, arguments)
+        code = console_script(arguments)
         command.recording = False
-    assert result.exit_code == 0, result.output
+    assert code == 0, printed.getvalue()
     assert ResidentClient().status() is not None
     from instemb_rag.resident.ask import resident_request
 
@@ -325,13 +342,11 @@ def test_the_default_route_crosses_at_most_nine_files_and_normalises_the_instruc
         answered = client.post("/v1/resident/search", json=body)
         resident.recording = False
     assert answered.status_code == 200, answered.text
-    assert from_document(answered.json()["answer"]) == from_document(json.loads(result.stdout))
+    assert from_document(answered.json()["answer"]) == from_document(json.loads(printed.getvalue()))
     way = sorted(set(command.way) | set(resident.way))
     print(f"the default route: {len(way)} files on the way {way}; {len(command.files | resident.files)} run")
     assert way == sorted(
-        ["service/request.py", "cli/query.py", "resident/ask.py", "resident/client.py"]  # the command's process
-        # the store registry's option layer: the command is called through it with one StoreOptions
-        + ["cli/store_options.py", "index/options.py"]
+        ["cli/entry.py", "resident/client.py"]  # the command's process: the lean client (issue 70)
         + ["resident/app.py", "serve/search.py", "serve/batching.py", "service/answer.py", "index/search.py"]
     )
     assert len(way) <= MOST_FILES
