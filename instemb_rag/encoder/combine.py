@@ -163,7 +163,7 @@ def effect_scale(effect: np.ndarray) -> np.ndarray:
 
 def effect_scores(effect, sentence_encoder_queries, llm_candidates, sentence_encoder_candidates):
     """[B, C] ``cos_M(i + q, d) + < s h(effect), D(d) >`` (torch): ``effect`` [B, d_llm] is each
-    query's ``s h(effect)``, ``tower_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
+    query's ``s h(effect)``, ``sentence_encoder_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
     are normalised document halves."""
     return (
         sentence_encoder_queries.float() @ sentence_encoder_candidates.float().T

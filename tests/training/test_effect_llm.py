@@ -124,8 +124,8 @@ def test_a_querys_traps_are_its_negatives_and_a_flat_effect_keeps(setting):
     items = read_items(str(setting["items"]))
     passages = [item for item in items if item.role == "passage"]
     queries = [item for item in items if item.role == "query" and item.instruction and item.positive]
-    vectors = {name: torch.zeros(len(passages), 4) for name in ("tower_passages", "llm_passages")}
-    vectors["tower_queries"] = torch.zeros(len(queries), 4)
+    vectors = {name: torch.zeros(len(passages), 4) for name in ("sentence_encoder_passages", "llm_passages")}
+    vectors["sentence_encoder_queries"] = torch.zeros(len(queries), 4)
     data = LLMEffectData(queries, passages, {"q2": ["p2"]}, vectors, 0.0, 0)
     third = [q.id for q in queries].index("q2")  # "compact stove": no group, p2 only as its trap
     columns, positives = data.candidates([third], 0, "s")

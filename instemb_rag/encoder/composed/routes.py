@@ -234,7 +234,7 @@ class AnchoredQueries(LLMQueries):
 
     def route_queries(self, enc, pooled: torch.Tensor, anchors: torch.Tensor):
         """(queries, corrections) from pooled states [B, hidden] and the anchors [B, d]: training's
-        query route (training/query_tower/), differentiable."""
+        query route (training/two_tower/), differentiable."""
         corrections = enc.parts[self.llm].project(pooled)
         return anchored(anchors, corrections), corrections
 

@@ -58,9 +58,9 @@ class EffectArguments:
         return [
             (
                 config.geometry.teacher_encoder is None
-                and config.query_tower.sentence_encoder is None
+                and config.two_tower.sentence_encoder is None
                 and config.two_spaces.texts_file is None,
-                "effect, two_spaces, query_tower and geometry are four recipes: set one of them",
+                "effect, two_spaces, two_tower and geometry are four recipes: set one of them",
             ),
             (e.temperature > 0 and e.bank_negatives >= 0, "effect.temperature must be > 0, bank_negatives >= 0"),
             (0 <= e.rank, "effect.rank must be >= 0"),

@@ -262,7 +262,7 @@ class LLMEffectData:
             for n, q in enumerate(queries)
         ]
         self.own_traps = {qid for qid, ids in negatives.items() if ids}
-        self.anchors, self.sentence_encoder_passages = vectors["tower_queries"], vectors["tower_passages"]
+        self.anchors, self.sentence_encoder_passages = vectors["sentence_encoder_queries"], vectors["sentence_encoder_passages"]
         self.llm_passages = vectors["llm_passages"]
         rows = list(range(len(queries)))
         random.Random(f"{seed}:validation").shuffle(rows)
@@ -328,8 +328,8 @@ def load_llm_effect_data(e, seed: int, documents_llm, sentence_encoder, log=prin
     folder = Path(e.embedding_dir) if e.embedding_dir else instemb_home() / "teacher_embeddings"
     as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32)  # noqa: E731
     texts = [teacher_text(q.text, q.instruction) for q in queries]
-    vectors = {"tower_queries": as_tensor(cached_embeddings(sentence_encoder.teacher, texts, folder))}
-    vectors["tower_passages"] = as_tensor(
+    vectors = {"sentence_encoder_queries": as_tensor(cached_embeddings(sentence_encoder.teacher, texts, folder))}
+    vectors["sentence_encoder_passages"] = as_tensor(
         cached_embeddings(sentence_encoder.teacher, [p.text for p in passages], folder)
     )
     log(f"effect data: {len(queries)} queries, {len(passages)} passages; caching the documents' LLM half")

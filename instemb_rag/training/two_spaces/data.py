@@ -1,4 +1,4 @@
-"""The two-space trainer's data: the query tower's queries and passages, plus the LLM document half.
+"""The two-space trainer's data: the two-tower recipe's queries and passages, plus the LLM document half.
 
 Both document halves of every passage are embedded once and cached on disk (cached_vectors.py),
 each keyed on what made it: the sentence encoder's fingerprint, the documents' LLM's document
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import torch
 
 from ...datasets.embedding_items import read_items
-from ..cached_vectors import QueryTowerData, cached_llm_half, load_data
+from ..cached_vectors import RankingData, cached_llm_half, load_data
 
 
 @dataclass
 class TwoSpacesData:
-    halves: QueryTowerData  # queries, positives, groups, the sentence encoder half of passages, the anchors
+    halves: RankingData  # queries, positives, groups, the sentence encoder half of passages, the anchors
     llm_passages: torch.Tensor  # [P, d_llm] the LLM half of the same passages, normalised
 
 

@@ -33,7 +33,7 @@ from ...encoder.modules.projection import Projection
 from ...encoder.modules.sentence_encoder import SentenceEncoder
 from ...hashing import file_sha256
 from ...knobs import LLM_WEIGHT
-from ...losses.query_tower import correction_norm
+from ...losses.two_tower import correction_norm
 from ...losses.two_spaces import two_spaces_infonce
 from ..batch_order import BatchOrder
 from ..common_args import RunConfig
