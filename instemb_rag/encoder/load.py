@@ -127,7 +127,7 @@ def untrained_two_spaces(
     device: str = "auto",
     **settings,
 ) -> TwoSpacesEncoder:
-    """The fixed mix of a symmetric checkpoint or model folder (None: the shipped LLM,
+    """The untrained two-space model of a symmetric checkpoint or model folder (None: the shipped LLM,
     ``shipped_llm_checkpoint()``; a parts folder: its documents' LLM) and a sentence encoder (an
     installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
     its query-time knob's value (the weight: ``knob``, or by the knob's name, knobs.py; None: the
@@ -154,9 +154,9 @@ def untrained_effect(
     declaration's default) times the effect's inner product in the LLM's space. The LLM and the
     sentence encoder are as in ``untrained_two_spaces``."""
     knobs = untrained_knobs(EffectQueries, knob, settings)
-    mix = untrained_two_spaces(documents_llm, sentence_encoder, device=device, **settings)
+    model = untrained_two_spaces(documents_llm, sentence_encoder, device=device, **settings)
     return InstructionEffectEncoder(
-        mix.documents_llm, mix.sentence_encoder, documents_source=mix.documents_source, **knobs
+        model.documents_llm, model.sentence_encoder, documents_source=model.documents_source, **knobs
     )
 
 

@@ -117,23 +117,23 @@ QueryTowerArguments = TwoTowerArguments  # alias kept for compatibility (issue 6
 class TwoSpacesArguments:
     """The query side of a two-space encoder (training/two_spaces/); off while texts_file is None.
 
-    Documents are two cached halves: the frozen documents' LLM (``documents_llm``) and the
+    Documents are cached in two spaces: the frozen documents' LLM (``documents_llm``) and the
     sentence encoder (``sentence_encoder``). A query runs once through the student (the documents'
     LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
-    gives the LLM half, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
-    the mix weight. Every query-side part starts where the untrained mix is.
+    gives the LLM-space vector, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
+    the weight (llm_weight). Every query-side part starts where the untrained two-space model is.
     """
 
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
-    documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM half
+    documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM space
     sentence_encoder: str = "minilm"  # the sentence encoder: an installed teacher or a folder
     max_queries: int | None = None
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
-    embedding_dir: str | None = None  # both cached halves; None = $INSTEMB_HOME/teacher_embeddings
+    embedding_dir: str | None = None  # the cached vectors of both spaces; None = $INSTEMB_HOME/teacher_embeddings
     temperature: float = 0.05
     bank_negatives: int = 1024
     anchor_weight: float = 0.1  # the sentence encoder correction's squared norm
-    initial_llm_weight: float = 0.5  # the mix at step 0 (the gate's starting bias)
+    initial_llm_weight: float = 0.5  # the weight at step 0 (the gate's starting bias)
     gate: bool = True  # a per-query weight; False keeps initial_llm_weight for every query
     head_learning_rate: float = 1.0e-3
 

@@ -10,7 +10,7 @@ every finished shard and resumes there.
   encoder's vectors of the passages and of each query's "instruction + query" (its anchor), as a
   ``RankingData`` (``QueryTowerData`` before issue 68); a query's group names its hard
   negatives (the group's other passages);
-- ``cached_llm_half``: a documents' LLM's vectors of the passages (the LLM document half; the slow
+- ``cached_llm_vectors``: a documents' LLM's vectors of the passages (the documents' LLM-space vectors; the slow
   one, about 10-20 passages/s on two CPU cores).
 """
 
@@ -104,7 +104,7 @@ class DocumentLLMAsTeacher:
         vectors = self.encoder.encode_documents(list(texts), None, batch_size=16)
         self.done += len(texts)
         self.log(
-            f"LLM document half: {self.done} passages embedded, {self.done / (time.perf_counter() - self.started):.1f}/s"
+            f"LLM-space document vectors: {self.done} passages embedded, {self.done / (time.perf_counter() - self.started):.1f}/s"
         )
         return vectors
 
@@ -114,7 +114,7 @@ def llm_half_name(reference: str) -> str:
     return "llm-" + (Path(reference).name if reference not in ("", "default") else "default")
 
 
-def cached_llm_half(encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print) -> torch.Tensor:
+def cached_llm_vectors(encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print) -> torch.Tensor:
     from ..teachers.cache import cached_embeddings
 
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
@@ -124,3 +124,4 @@ def cached_llm_half(encoder, reference: str, passages: list[str], embedding_dir:
 
 
 QueryTowerData = RankingData  # alias kept for compatibility (issue 68 names round 2)
+cached_llm_half = cached_llm_vectors  # alias kept for compatibility (issue 68 names round 2)

@@ -109,10 +109,10 @@ def test_step_zero_is_the_untrained_arrangement(setting, tmp_path):
     texts = [objective.data.passages[c].text for c in columns]
     queries = [objective.data.queries[r] for r in rows]
     llm_docs, sentence_encoder_docs = untrained.document_route.halves(untrained, texts)
-    effect, sentence_encoder_half, _ = untrained.query_halves(
+    effect, sentence_encoder_vectors, _ = untrained.query_by_space(
         [q.text for q in queries], [q.instruction for q in queries]
     )
-    expected = sentence_encoder_half @ sentence_encoder_docs.T + effect @ llm_docs.T
+    expected = sentence_encoder_vectors @ sentence_encoder_docs.T + effect @ llm_docs.T
     np.testing.assert_allclose(scores.detach().numpy(), expected, atol=2e-2)  # the cache's float16 states
 
 

@@ -9,7 +9,7 @@
                       its config
     module parts      any torch module class with the ``ModulePart`` methods, imported by its
                       class path (class_paths.py): Projection (modules/projection.py, a head from
-                      the LLM's pooled state), WeightGate (gate.py, the per-query mix weight),
+                      the LLM's pooled state), WeightGate (gate.py, the per-query weight),
                       EffectMap (effect_map.py, the instruction's effect, mapped). A new part is
                       a class in a file of its own: nothing here lists it.
 

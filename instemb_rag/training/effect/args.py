@@ -13,7 +13,7 @@ class EffectArguments:
 
     Nothing below the effect map trains: every query's LLM vectors under its instruction and under
     the reference instruction, the sentence encoder's vector of "instruction + query", and both
-    document halves of every passage are cached once (training/effect/vectors.py). The map starts
+    document vectors of every passage in both spaces are cached once (training/effect/vectors.py). The map starts
     as the identity at gain 1: step 0 is exactly the untrained arrangement at ``instruction_strength``.
     """
 

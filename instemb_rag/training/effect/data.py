@@ -66,7 +66,7 @@ def load_effect_data(
     for row, item in enumerate(passages):
         if item.group:
             group_rows.setdefault(item.group, []).append(row)
-    halves = RankingData(
+    ranking = RankingData(
         queries,
         [row_of[item.positive] for item in queries],
         group_rows,
@@ -77,7 +77,7 @@ def load_effect_data(
     random.Random(f"{seed}:validation").shuffle(rows)
     held = round(len(rows) * validation_share)
     return EffectData(
-        halves,
+        ranking,
         vectors["llm_passages"],
         vectors["llm_queries"],
         vectors["llm_references"],

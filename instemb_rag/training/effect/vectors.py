@@ -49,7 +49,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sent
     from ...encoder.composed.effect import REFERENCE_INSTRUCTION
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..cached_vectors import cached_llm_half
+    from ..cached_vectors import cached_llm_vectors
 
     llm, sentence_encoder = _frozen_parts(llm, sentence_encoder)
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
@@ -68,7 +68,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sent
     both = as_tensor(cached_embeddings(queries_side, keys, folder, shard_rows=QUERY_SHARD_ROWS))
     vectors["llm_queries"], vectors["llm_references"] = both[: len(queries)], both[len(queries) :]
     vectors["sentence_encoder_passages"] = as_tensor(cached_embeddings(sentence_encoder.teacher, passages, folder))
-    vectors["llm_passages"] = cached_llm_half(llm, "default", passages, embedding_dir, log)
+    vectors["llm_passages"] = cached_llm_vectors(llm, "default", passages, embedding_dir, log)
     return vectors
 
 

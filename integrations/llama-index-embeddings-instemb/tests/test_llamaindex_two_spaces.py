@@ -44,8 +44,8 @@ def embed_model(two_spaces):
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
     """[w a; (1 - w) b] normalised, from the queries' two halves."""
-    llm_half, tower_half, _ = encoder.query_halves(queries, instructions)
-    mixed = np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    llm_vectors, sentence_encoder_vectors, _ = encoder.query_by_space(queries, instructions)
+    mixed = np.concatenate([weight * llm_vectors, (1 - weight) * sentence_encoder_vectors], axis=1)
     return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
