@@ -121,7 +121,7 @@ class TwoSpacesArguments:
     sentence encoder (``sentence_encoder``). A query runs once through the student (the documents'
     LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
     gives the LLM-space vector, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
-    the weight (llm_weight). Every query-side part starts where the untrained two-space model is.
+    the LLM space's weight. Every query-side part starts where the untrained two-space model is.
     """
 
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages

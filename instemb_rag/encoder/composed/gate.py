@@ -1,4 +1,4 @@
-"""WeightGate: the weight (llm_weight) of the two spaces, read per query off the LLM's pooled state.
+"""WeightGate: the LLM space's weight of the two spaces, read per query off the LLM's pooled state.
 
 "Find evidence about this claim" and "find evidence that refutes this claim" over one corpus want
 different mixes of the LLM's space (which reads the instruction) and the sentence encoder's (plain
