@@ -379,8 +379,8 @@ def query_tower_step(
     from instemb_rag.training.batch_order import BatchOrder
     from instemb_rag.training.cached_vectors import RankingData
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.two_tower.objective import TwoTowerObjective
     from instemb_rag.training.student import optimizer_with_head
+    from instemb_rag.training.two_tower.objective import TwoTowerObjective
 
     config, encoder = setup.config, setup.encoder
     q, device = config.two_tower, encoder.device
@@ -392,8 +392,12 @@ def query_tower_step(
         if record.group:
             group_rows.setdefault(record.group, []).append(n)
     # The objective's document sentence encoder: minilm (--smoke: tests/testing.py's tiny one, in the scratch folder).
-    sentence_encoder_reference = str(tiny_sentence_encoder(scratch / "tiny_sentence_encoder")) if scratch is not None else "minilm"
-    sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(sentence_encoder_reference), device=str(device))
+    sentence_encoder_reference = (
+        str(tiny_sentence_encoder(scratch / "tiny_sentence_encoder")) if scratch is not None else "minilm"
+    )
+    sentence_encoder = SentenceEncoder.load(
+        SentenceEncoder.recorded_reference(sentence_encoder_reference), device=str(device)
+    )
     generator = torch.Generator().manual_seed(0)
     passages = q.bank_negatives + len(records)  # the positives, and a bank for the full sample
 

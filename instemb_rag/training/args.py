@@ -237,7 +237,10 @@ class TrainConfig:
         return [
             (q.texts_file is not None, "two_tower.texts_file is required with two_tower.sentence_encoder"),
             (self.geometry.teacher_encoder is None, "two_tower and geometry are two recipes: set one of them"),
-            (not m.train_lookahead, "the two-tower recipe keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
+            (
+                not m.train_lookahead,
+                "the two-tower recipe keeps the look-ahead vectors frozen (the frozen-prefix cache)",
+            ),
             (
                 m.trainable_top_layers > 0 and not m.lora_all_layers,
                 "the two-tower recipe needs model.trainable_top_layers > 0",

@@ -114,7 +114,9 @@ def llm_half_name(reference: str) -> str:
     return "llm-" + (Path(reference).name if reference not in ("", "default") else "default")
 
 
-def cached_llm_vectors(encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print) -> torch.Tensor:
+def cached_llm_vectors(
+    encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print
+) -> torch.Tensor:
     from ..teachers.cache import cached_embeddings
 
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"

@@ -15,8 +15,8 @@ from .effect.query_llm import EffectLLMObjective
 from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
-from .two_tower.objective import TwoTowerObjective
 from .two_spaces.objective import TwoSpacesObjective
+from .two_tower.objective import TwoTowerObjective
 
 
 @dataclass(frozen=True)

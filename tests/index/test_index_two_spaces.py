@@ -97,7 +97,9 @@ def expected_scores(index_dir: Path, encoder, llm_weight: float) -> dict[str, fl
     split = encoder.llm_dimension
     llm_docs, sentence_encoder_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
     llm_vectors, sentence_encoder_vectors, _ = encoder.query_by_space([QUERY], [INSTRUCTION])
-    scores = llm_weight * llm_docs @ llm_vectors[0] + (1 - llm_weight) * sentence_encoder_docs @ sentence_encoder_vectors[0]
+    scores = (
+        llm_weight * llm_docs @ llm_vectors[0] + (1 - llm_weight) * sentence_encoder_docs @ sentence_encoder_vectors[0]
+    )
     return dict(zip(sources, (scores * two_spaces_scale(llm_weight)).tolist()))
 
 

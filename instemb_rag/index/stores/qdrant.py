@@ -73,6 +73,7 @@ REGISTRATION = StoreRegistration(
     store_class=f"{__name__}:QdrantStore",
     summary="qdrant: embedded on disk, or a server with --qdrant-url",
     kept_open=False,  # the embedded shard holds the index lock while open: one query at a time
+    worker_writer=f"{__name__}:worker_writer",  # `index --ray`: the workers write a server collection's points
     settings=(
         server_setting(
             "qdrant_url",
@@ -321,6 +322,14 @@ class ServerCollection:
         self.client.close()
 
 
+def worker_writer(sink: dict, dimension: int) -> ServerCollection:
+    """In an `index --ray` worker: the server collection the driver opened (``QdrantStore.worker_sink``),
+    which the worker writes its points into (content-derived ids); never created here."""
+    return ServerCollection(
+        sink["url"], sink.get("api_key"), sink["collection"], dimension, client=sink.get("client"), create=False
+    )
+
+
 class QdrantStore:
     """A ``VectorStore`` (see base.py) over either transport, kept in step with ``catalog``.
 
@@ -337,6 +346,18 @@ class QdrantStore:
         self.catalog = catalog
         self.lock = lock
         self.fallback_reason = fallback_reason
+
+    def worker_sink(self, options) -> dict | None:
+        """`index --ray`: a server collection is written by the workers themselves (``worker_writer``,
+        handed this); the embedded shard by the driver (None)."""
+        if not isinstance(self.transport, ServerCollection):
+            return None
+        return {
+            "store": REGISTRATION.name,
+            "url": options.qdrant_url,
+            "api_key": options.qdrant_api_key,
+            "collection": self.transport.collection,
+        }
 
     @classmethod
     def open(cls, index_dir: Path, catalog, options, dimension: int, for_search: bool = False) -> QdrantStore:

@@ -42,7 +42,9 @@ __all__ = [
     "registered_stores",
     "store_registration",
     "store_settings",
+    "open_worker_writer",
     "unregister_store",
+    "worker_sink",
 ]
 
 BUILT_IN = values(BuiltInStore)  # modules of this package, each with a REGISTRATION (choices.StoreKind)
@@ -98,20 +100,47 @@ class StoreRegistration:
     ``open`` and ``wipe`` are what the registry calls, base.py), its ``settings``, and
     ``kept_open``: whether the resident query process may keep an index of this store open
     between queries (False: opened for one query and closed after it, as an embedded Qdrant shard,
-    which holds the index lock while open)."""
+    which holds the index lock while open).
+
+    ``worker_writer`` (None: the driver writes every point): a function, or "module:function",
+    that opens in an `index --ray` worker the store a sink describes, so the workers write their
+    points themselves; the sink is what the open store's ``worker_sink(options)`` answered on the
+    driver (a picklable dict naming the store, None where the driver writes), and the writer has
+    ``upsert(ids, vectors, payloads)`` (a Qdrant server collection is such a store: qdrant.py)."""
 
     name: str
     store_class: Any
     summary: str
     settings: tuple[StoreSetting, ...] = ()
     kept_open: bool = True
+    worker_writer: Any = None
 
     def load(self) -> type:
         """The store's class (imported here when named as "module:Class")."""
-        if not isinstance(self.store_class, str):
-            return self.store_class
-        module, _, attribute = self.store_class.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return _named(self.store_class)
+
+
+def _named(value: Any) -> Any:
+    """``value`` itself, or the attribute a "module:attribute" string names (imported here)."""
+    if not isinstance(value, str):
+        return value
+    module, _, attribute = value.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def worker_sink(store: Any, options: Any) -> dict | None:
+    """What `index --ray`'s workers are handed to write ``store``'s points themselves (its
+    ``worker_sink(options)``, naming the store), or None: the driver writes them."""
+    sink = getattr(store, "worker_sink", None)
+    return None if sink is None else sink(options)
+
+
+def open_worker_writer(sink: dict, dimension: int) -> Any:
+    """In a Ray worker: the writer of the store ``sink`` names (its registration's ``worker_writer``)."""
+    registration = store_registration(sink["store"], "sink", ValueError)
+    if registration.worker_writer is None:
+        raise ValueError(f"The store {registration.name} has no worker writer: its driver writes its points.")
+    return _named(registration.worker_writer)(sink, dimension)
 
 
 class StoreSettings:

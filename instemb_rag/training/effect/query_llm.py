@@ -262,7 +262,10 @@ class LLMEffectData:
             for n, q in enumerate(queries)
         ]
         self.own_traps = {qid for qid, ids in negatives.items() if ids}
-        self.anchors, self.sentence_encoder_passages = vectors["sentence_encoder_queries"], vectors["sentence_encoder_passages"]
+        self.anchors, self.sentence_encoder_passages = (
+            vectors["sentence_encoder_queries"],
+            vectors["sentence_encoder_passages"],
+        )
         self.llm_passages = vectors["llm_passages"]
         rows = list(range(len(queries)))
         random.Random(f"{seed}:validation").shuffle(rows)

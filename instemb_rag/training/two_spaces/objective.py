@@ -33,8 +33,8 @@ from ...encoder.modules.projection import Projection
 from ...encoder.modules.sentence_encoder import SentenceEncoder
 from ...hashing import file_sha256
 from ...knobs import LLM_WEIGHT
-from ...losses.two_tower import correction_norm
 from ...losses.two_spaces import two_spaces_infonce
+from ...losses.two_tower import correction_norm
 from ..batch_order import BatchOrder
 from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum

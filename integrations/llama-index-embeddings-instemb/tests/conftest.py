@@ -46,7 +46,9 @@ def tiny_two_tower(tiny_model_dir, tiny_st_dir):
     sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
 
-    return TwoTowerEncoder(encoder.with_projection(Projection(encoder.hidden_size, sentence_encoder.dimension)), sentence_encoder)
+    return TwoTowerEncoder(
+        encoder.with_projection(Projection(encoder.hidden_size, sentence_encoder.dimension)), sentence_encoder
+    )
 
 
 @pytest.fixture()
