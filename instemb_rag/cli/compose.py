@@ -63,11 +63,11 @@ def compose_command(
         help="two-spaces: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
     ),
     knobs: dict[str, float] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
-    source: Path | None = typer.Option(None, "--from", help="A parts folder to take the parts of instead."),
+    source: Path | None = typer.Option(None, "--from", help="A composed folder to take the parts of instead."),
     no_gate: bool = typer.Option(False, "--no-gate", help="With --from: the fixed weight for every query, no gate."),
     device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
 ) -> None:
-    """Write a parts model folder: the LLM's space beside a sentence encoder's (two spaces, or the instruction's effect)."""
+    """Write a composed model folder: the LLM's space beside a sentence encoder's (two spaces, or the instruction's effect)."""
     from ..encoder.composed.effect import InstructionEffectEncoder
     from ..encoder.composed.encoder import TwoSpacesEncoder
     from ..encoder.load import load_model, untrained_effect, untrained_two_spaces
@@ -91,7 +91,7 @@ def compose_command(
         elif isinstance(loaded, TwoSpacesEncoder):
             encoder = loaded if not (no_gate or loaded.gate is None) else loaded.with_llm_weight(weight)
         elif loaded is not None:
-            raise InstEmbError(f"--from {source}: give a parts folder of two spaces or of the instruction's effect.")
+            raise InstEmbError(f"--from {source}: give a composed folder of two spaces or of the instruction's effect.")
         else:
             reference = None if documents_llm == "default" else documents_llm
             build = untrained_effect if arrangement == "effect" else untrained_two_spaces
