@@ -102,17 +102,19 @@ class StoreRegistration:
     between queries (False: opened for one query and closed after it, as an embedded Qdrant shard,
     which holds the index lock while open).
 
-    ``worker_writer`` (None: the driver writes every point): a function, or "module:function",
-    that opens in an `index --ray` worker the store a sink describes, so the workers write their
-    points themselves; the sink is what the open store's ``worker_sink(options)`` answered on the
-    driver (a picklable dict naming the store, None where the driver writes), and the writer has
-    ``upsert(ids, vectors, payloads)`` (a Qdrant server collection is such a store: qdrant.py)."""
+    ``worker_sink`` and ``worker_writer`` (None: the driver writes every point), each a function
+    or "module:function": where `index --ray`'s workers write the points themselves (a Qdrant server
+    collection: qdrant_ray.py). ``worker_sink(store, options)`` answers, on the driver, a picklable
+    dict naming the store (``"store"``), or None where the driver writes this one;
+    ``worker_writer(sink, dimension)`` opens it in a worker: an object with ``upsert(ids, vectors,
+    payloads)``. The driver's store then has ``delete``, ``upsert`` and ``flush``."""
 
     name: str
     store_class: Any
     summary: str
     settings: tuple[StoreSetting, ...] = ()
     kept_open: bool = True
+    worker_sink: Any = None
     worker_writer: Any = None
 
     def load(self) -> type:
@@ -130,9 +132,11 @@ def _named(value: Any) -> Any:
 
 def worker_sink(store: Any, options: Any) -> dict | None:
     """What `index --ray`'s workers are handed to write ``store``'s points themselves (its
-    ``worker_sink(options)``, naming the store), or None: the driver writes them."""
-    sink = getattr(store, "worker_sink", None)
-    return None if sink is None else sink(options)
+    registration's ``worker_sink``), or None: the driver writes them."""
+    for registration in registered_stores().values():
+        if registration.worker_sink is not None and isinstance(store, registration.load()):
+            return _named(registration.worker_sink)(store, options)
+    return None
 
 
 def open_worker_writer(sink: dict, dimension: int) -> Any:
