@@ -60,11 +60,11 @@ def test_queries_take_the_strength_as_a_field_a_view_and_per_call(effect):
 def test_a_model_without_the_knob_refuses_it(tiny_embed_model, tiny_model_dir, tiny_st_dir):
     from instemb_rag.encoder.load import untrained_mix
 
-    with pytest.raises(InstEmbError, match="embeds in one space.*instruction-effect model only"):
+    with pytest.raises(InstEmbError, match="not an instruction-effect model: it ranks by one space"):
         InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, instruction_strength=1.0)
-    with pytest.raises(InstEmbError, match="embeds in one space"):
+    with pytest.raises(InstEmbError, match="ranks by one space"):
         tiny_embed_model.get_query_embeddings([QUERY], None, instruction_strength=1.0)
-    with pytest.raises(InstEmbError, match="embeds in one space"):
+    with pytest.raises(InstEmbError, match="ranks by one space"):
         tiny_embed_model.with_instruction_strength(1.0)
     two_spaces = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
     with pytest.raises(InstEmbError, match="two-space model, whose query-time knob is llm_weight"):
