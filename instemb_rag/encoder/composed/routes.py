@@ -327,6 +327,9 @@ class TwoSpacesQueries(TwoSpacesRoute):
         llm_docs, sentence_encoder_docs = enc.document_route.by_space(enc, documents)
         return weighted_rows(llm_docs @ llm_vectors[0], sentence_encoder_docs @ sentence_encoder_vectors[0], weight)
 
+    query_halves = query_by_space  # alias kept for compatibility (issue 68 names round 2)
+    route_halves = route_by_space  # alias kept for compatibility (issue 68 names round 2)
+
 
 # ---------------------------------------------------------------------------- queries: the instruction's effect
 @dataclass(frozen=True)
