@@ -1,4 +1,4 @@
-"""Training throughput (examples/s, input tokens/s): full pass, LLM-target cache, frozen-prefix cache, query tower.
+"""Training throughput (examples/s, input tokens/s): full pass, LLM-target cache, frozen-prefix cache, query LLM.
 
 The same recipe (``--recipe``, default.yaml by default: SmolLM2-135M, LoRA on the top 6 layers,
 batch 8) and the same batches (the trainer's ``BatchOrder.records``) in every mode but ``all``:
@@ -13,7 +13,7 @@ batch 8) and the same batches (the trainer's ``BatchOrder.records``) in every mo
                             states of the layers below, the frozen LLM run at every step
     all                     frozen prefix at the recipe's K, targets cached, length-bucketed
                             batches (training.bucket_by_length), threads = physical cores
-    query_tower             the query-tower objective's own step (QueryTowerObjective.step):
+    query_tower             the two-tower objective's own step (TwoTowerObjective.step):
                             instruction + query only, the top K layers on the same frozen-prefix
                             cache, a head into the document sentence encoder's space and InfoNCE against
                             its passage vectors (random unit vectors of all-MiniLM-L6-v2's width
@@ -63,7 +63,7 @@ RECIPES = PROJECT_ROOT / "instemb_rag" / "training" / "recipes"
 GOAL_SPEEDUP_OVER_FULL = 5.0
 GOAL_MODE = "all"
 SETS = ["msmarco_qa", "pubmedqa", "condaqa", "scifact_stance"]
-# The query-tower recipe's document sentence encoder (all-MiniLM-L6-v2): the width of its cached vectors.
+# The two-tower recipe's document sentence encoder (all-MiniLM-L6-v2): the width of its cached vectors.
 TOWER_DIMENSION = 384
 # --smoke: the tiny model's layers, its recipe K and the Ks of the prefix modes
 SMOKE_LAYERS, SMOKE_K, SMOKE_KS = 3, 1, [1, 2]
@@ -353,7 +353,7 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
         "prefix_cache": prefix_costs,
         "query_tower": {
             "tower_dimension": TOWER_DIMENSION,
-            "bank_negatives": recipe.config.query_tower.bank_negatives,
+            "bank_negatives": recipe.config.two_tower.bank_negatives,
             "inputs": "instruction + query (the records' text and instruction), on the K="
             f"{recipe_k} frozen-prefix cache; random unit vectors stand in for the document sentence encoder's",
         },
@@ -363,7 +363,7 @@ def measure(args, repeats: int, scratch: Path | None) -> dict:
 def query_tower_step(
     setup: Setup, records, steps: list[list[list[int]]], scratch: Path | None = None
 ) -> Callable[[list[list[int]]], int]:
-    """One optimizer step of the query-tower objective: ``QueryTowerObjective.step`` itself, on
+    """One optimizer step of the two-tower objective: ``TwoTowerObjective.step`` itself, on
     the state its ``prepare`` builds, with this setup's student and frozen-prefix cache (the
     records' (text, instruction) are in it) and a head into a document sentence encoder's space at zero.
     The document sentence encoder's cached passage and anchor vectors are random unit vectors of its width:
@@ -377,13 +377,13 @@ def query_tower_step(
     from instemb_rag.encoder.modules.projection import Projection
     from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
     from instemb_rag.training.batch_order import BatchOrder
-    from instemb_rag.training.cached_vectors import QueryTowerData
+    from instemb_rag.training.cached_vectors import RankingData
     from instemb_rag.training.parallel import SINGLE_PROCESS
-    from instemb_rag.training.query_tower.objective import QueryTowerObjective
     from instemb_rag.training.student import optimizer_with_head
+    from instemb_rag.training.two_tower.objective import TwoTowerObjective
 
     config, encoder = setup.config, setup.encoder
-    q, device = config.query_tower, encoder.device
+    q, device = config.two_tower, encoder.device
     queries = [
         EmbeddingItem(str(n), "query", r.text, r.instruction, r.group, positive=f"p{n}") for n, r in enumerate(records)
     ]
@@ -392,17 +392,21 @@ def query_tower_step(
         if record.group:
             group_rows.setdefault(record.group, []).append(n)
     # The objective's document sentence encoder: minilm (--smoke: tests/testing.py's tiny one, in the scratch folder).
-    tower_reference = str(tiny_sentence_encoder(scratch / "tiny_tower")) if scratch is not None else "minilm"
-    sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(tower_reference), device=str(device))
+    sentence_encoder_reference = (
+        str(tiny_sentence_encoder(scratch / "tiny_sentence_encoder")) if scratch is not None else "minilm"
+    )
+    sentence_encoder = SentenceEncoder.load(
+        SentenceEncoder.recorded_reference(sentence_encoder_reference), device=str(device)
+    )
     generator = torch.Generator().manual_seed(0)
     passages = q.bank_negatives + len(records)  # the positives, and a bank for the full sample
 
     def unit_rows(count: int) -> torch.Tensor:
         return F.normalize(torch.randn(count, sentence_encoder.dimension, generator=generator), dim=-1)
 
-    objective = QueryTowerObjective(config, SINGLE_PROCESS, device, log=lambda _: None)
+    objective = TwoTowerObjective(config, SINGLE_PROCESS, device, log=lambda _: None)
     objective.cache = setup.cache
-    objective.data = QueryTowerData(
+    objective.data = RankingData(
         queries, list(range(len(records))), group_rows, unit_rows(passages), unit_rows(len(records))
     )
     batches = [batch for step in steps for batch in step]  # one batch a step (items mode reads one)

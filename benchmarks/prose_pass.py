@@ -52,7 +52,7 @@ def llm_flops(llm, text: str) -> tuple[int, float]:
 
 def sentence_encoder_flops(part, text: str) -> tuple[int, float]:
     """(tokens, useful FLOPs) of one chunk through a BERT-like sentence encoder (full attention)."""
-    loaded = part.teacher.model  # teachers/sentence_encoder.py SentenceEncoderModel, or a SentenceTransformer
+    loaded = part.teacher.model  # teachers/st_folder.py SentenceEncoderModel, or a SentenceTransformer
     model = loaded.transformer if hasattr(loaded, "transformer") else loaded[0].auto_model
     config = model.config
     embeddings = sum(p.numel() for p in model.embeddings.parameters())

@@ -23,11 +23,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .encoder.protocol import query_knob, query_knobs
-from .errors import InstEmbError
+from .errors import BadInputError, InstEmbError
 from .instructions import normalize_instruction
 from .knobs import KNOBS, KnobError, check_knobs
 
-__all__ = ["EMPTY_QUERY", "EmptyQueryError", "Query", "QueryKnobs", "check_texts", "model_in_words"]
+__all__ = [
+    "EMPTY_QUERY",
+    "EmptyQueryError",
+    "KnobRefusedError",
+    "Query",
+    "QueryKnobs",
+    "check_texts",
+    "model_in_words",
+    "refused_knob",
+]
 
 EMPTY_QUERY = "The query is empty: give the text to search for"
 
@@ -37,7 +46,8 @@ class EmptyQueryError(InstEmbError):
 
 
 def model_in_words(encoder: Any) -> str:
-    """What the model is, by the query-time knob it takes (for a refused knob's message)."""
+    """What the model is, by the query-time knob it takes (a refused knob's words before issue 68
+    made ``refused_knob`` the one wording; kept for code that calls it)."""
     has = query_knob(encoder)
     if has is not None:
         return f"{KNOBS[has].model}, whose knob is {has}"
@@ -122,17 +132,37 @@ class QueryKnobs(Mapping):
         return next((knob for knob in self._values if knob not in taken), None)
 
     def require(self, encoder: Any) -> QueryKnobs:
-        """These knobs, if ``encoder`` takes each one given; else a KnobError naming the model's own."""
+        """These knobs, if ``encoder`` takes each one given; else refused (``refused_knob``)."""
         name = self.refused_by(encoder)
         if name is None:
             return self
-        knob = KNOBS[name]
-        raise KnobError(
-            f"{name}={self._values[name]}, but this model is {model_in_words(encoder)}: {name} ({knob.meaning}) "
-            f"applies to {knob.model_long} only. Leave it out.",
-            name,
-            code=f"{name}_unsupported",
-        )
+        raise refused_knob(name, encoder)
+
+
+class KnobRefusedError(KnobError, BadInputError):
+    """A knob given to a model that lacks it: a ``KnobError`` (the server answers it with a 400
+    naming the field) and bad input (the command line's exit code 2)."""
+
+
+def refused_knob(
+    name: str, encoder: Any, model_of: str = "this model", has: str | None | object = ...
+) -> KnobRefusedError:
+    """The one refusal of a knob the model lacks, in the words every entry point gives (the query
+    service's, ``QueryKnobs.require``'s): what the knob sets, what the model is instead (by its own
+    knob, ``has``: the encoder's unless given), and what to do. ``model_of`` names the model for
+    the reader ("the model of this index" in a search)."""
+    asked = KNOBS[name]
+    has = query_knob(encoder) if has is ... else has
+    if has is not None:
+        other = f"{has} ({KNOBS[has].option})"
+        model = f"{KNOBS[has].model}, whose query-time knob is {other}. Drop the option, or set {other} instead"
+    else:
+        side = getattr(encoder, "document_side", None)
+        space = f" (documents embedded by {side.description})" if side is not None else ""
+        model = f"not {asked.model}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
+    return KnobRefusedError(
+        f"{name} ({asked.option}) {asked.sets}, but {model_of} is {model}.", name, f"{name}_unsupported"
+    )
 
 
 @dataclass(frozen=True)

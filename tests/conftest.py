@@ -35,7 +35,7 @@ def tiny_encoder(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def tiny_st_dir(tmp_path_factory) -> Path:
-    """(Teachers, and two-tower document towers.) A saved sentence-transformers folder: 1-layer BERT (hidden 32) + mean pooling + Normalize."""
+    """(Teachers, and two-tower sentence encoders.) A saved sentence-transformers folder: 1-layer BERT (hidden 32) + mean pooling + Normalize."""
     return build_tiny_sentence_encoder_folder(tmp_path_factory.mktemp("tiny_st"))
 
 

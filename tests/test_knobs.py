@@ -52,9 +52,10 @@ def test_a_knob_given_to_a_model_without_it_is_refused_in_the_declarations_words
     assert query_knobs(model) == (other.name,) and query_knob(model) == other.name
     with pytest.raises(KnobError) as caught:
         QueryKnobs.checked({knob.name: knob.low}).require(model)
+    # The query service's one wording (queries.refused_knob), for this model rather than an index's.
     assert str(caught.value) == (
-        f"{knob.name}={knob.low}, but this model is {other.model}, whose knob is {other.name}: {knob.name} "
-        f"({knob.meaning}) applies to {knob.model_long} only. Leave it out."
+        f"{knob.name} ({knob.option}) {knob.sets}, but this model is {other.model}, whose query-time knob is "
+        f"{other.name} ({other.option}). Drop the option, or set {other.name} ({other.option}) instead."
     )
     assert caught.value.code == f"{knob.name}_unsupported"
 

@@ -40,10 +40,12 @@ def test_knobs_in_range_are_floats_and_given_only_when_set():
 def test_a_knob_the_model_lacks_is_refused_naming_the_models_own():
     assert QueryKnobs(0.4).require(TWO_SPACES) == QueryKnobs(0.4)
     assert QueryKnobs().require(ONE_SPACE) == QueryKnobs()
-    with pytest.raises(KnobError, match="instruction-effect model, whose knob is instruction_strength") as caught:
+    with pytest.raises(
+        KnobError, match="instruction-effect model, whose query-time knob is instruction_strength"
+    ) as caught:
         QueryKnobs(llm_weight=0.4).require(EFFECT)
     assert caught.value.code == "llm_weight_unsupported"
-    with pytest.raises(KnobError, match="a model of one space.*instruction-effect model only") as caught:
+    with pytest.raises(KnobError, match="is not an instruction-effect model: it ranks by one space") as caught:
         QueryKnobs(instruction_strength=1.0).require(ONE_SPACE)
     assert caught.value.knob == "instruction_strength" and caught.value.code == "instruction_strength_unsupported"
     assert QueryKnobs(llm_weight=0.4).refused_by(ONE_SPACE) == "llm_weight"

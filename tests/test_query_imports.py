@@ -3,7 +3,7 @@ instruction, on a FAISS index of an instruction-effect model (the default's arra
 a sentence encoder, built tiny here), run in a fresh process, imports none of the packages that
 only other paths need: LlamaIndex, Ray, Qdrant, FastAPI, pandas, scikit-learn, and
 sentence-transformers (its sentence encoder runs on transformers alone:
-teachers/sentence_encoder.py). The shipped default's load is checked the same way (slow).
+teachers/st_folder.py). The shipped default's load is checked the same way (slow).
 Found with ``python -X importtime``; each of these cost from 0.3 to 10 s of a query's start."""
 
 from __future__ import annotations

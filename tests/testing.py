@@ -75,7 +75,7 @@ def build_tiny_model_folder(folder: Path, hidden_size: int = 64, layers: int = 2
 
 def build_tiny_sentence_encoder_folder(root: Path, max_seq_length: int = 32) -> Path:
     """A saved sentence-transformers folder (1-layer BERT, hidden 32, mean pooling, Normalize) over
-    WORDS, for teachers and two-tower document towers; ``root / "model"`` is returned."""
+    WORDS, for teachers and two-tower sentence encoders; ``root / "model"`` is returned."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer

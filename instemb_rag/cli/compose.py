@@ -7,7 +7,7 @@
     instemb-rag compose --from research/checkpoints/effect-r1 --instruction-strength 2 --out stronger
 
 Documents are embedded by both parts side by side; a query by the LLM (its space) and by the
-sentence encoder with the instruction pasted, mixed at the weight. The folder is a whole model:
+sentence encoder with the instruction pasted, the two spaces at the weight. The folder is a whole model:
 pass it to ``--model`` anywhere. ``--from`` takes a trained two-space folder and sets its weight
 (``--no-gate``: that weight for every query instead of the trained gate's reading), or a trained
 instruction-effect folder and sets its default strength. ``--arrangement effect``: the
@@ -28,9 +28,11 @@ from .knob_options import KNOBS_HERE, knob_options
 # The arrangements compose writes: the query-time knob each one's queries take, and what its
 # option says here (it sets the folder's own value).
 ARRANGEMENTS = {
-    "mix": (LLM_WEIGHT, "The LLM space's share of the score (the rest: the sentence encoder's)."),
+    "two-spaces": (LLM_WEIGHT, "The LLM space's share of the score (the rest: the sentence encoder's)."),
     "effect": (INSTRUCTION_STRENGTH, "With --arrangement effect: the default strength of the instruction's effect."),
 }
+# An arrangement's older name, still read (issue 68: "mix" was the two spaces' arrangement).
+OLD_ARRANGEMENTS = {"mix": "two-spaces"}
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +49,7 @@ def stored_knob_option(knob: Knob):
 def compose_command(
     out: Path = typer.Option(..., "--out", help="The folder to write (replaced atomically if it exists)."),
     documents_llm: str = typer.Option(
-        "default", "--documents-llm", help="A symmetric InstEmb checkpoint whose document space is the LLM half."
+        "default", "--documents-llm", help="A symmetric InstEmb checkpoint whose document space is the LLM space."
     ),
     sentence_encoder: str = typer.Option(
         "minilm",
@@ -56,26 +58,27 @@ def compose_command(
         help="The sentence encoder: an installed teacher (minilm) or a sentence-transformers folder.",
     ),
     arrangement: str = typer.Option(
-        "mix",
+        "two-spaces",
         "--arrangement",
-        help="mix: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
+        help="two-spaces: the two spaces at --llm-weight; effect: the sentence encoder plus the instruction's effect.",
     ),
     knobs: dict[str, float] = KNOBS_HERE,  # one option per query-time knob (knob_options.py)
-    source: Path | None = typer.Option(None, "--from", help="A parts folder to take the parts of instead."),
+    source: Path | None = typer.Option(None, "--from", help="A composed folder to take the parts of instead."),
     no_gate: bool = typer.Option(False, "--no-gate", help="With --from: the fixed weight for every query, no gate."),
     device: str = typer.Option("cpu", "--device", help="Where to load the parts (they are only copied)."),
 ) -> None:
-    """Write a parts model folder: the LLM's space beside a sentence encoder's (mixed, or the instruction's effect)."""
+    """Write a composed model folder: the LLM's space beside a sentence encoder's (two spaces, or the instruction's effect)."""
     from ..encoder.composed.effect import InstructionEffectEncoder
     from ..encoder.composed.encoder import TwoSpacesEncoder
     from ..encoder.load import load_model, untrained_effect, untrained_two_spaces
     from ..errors import InstEmbError
 
+    arrangement = OLD_ARRANGEMENTS.get(arrangement, arrangement)
     if arrangement not in ARRANGEMENTS:
         fail(f"--arrangement {arrangement!r}: choose {' or '.join(ARRANGEMENTS)}.", 2)
     own_knob = ARRANGEMENTS[arrangement][0]  # what an untrained folder of this arrangement stores
     weight, strength = knobs[LLM_WEIGHT.name], knobs[INSTRUCTION_STRENGTH.name]
-    if arrangement == "mix" and not LLM_WEIGHT.low < weight < LLM_WEIGHT.high:
+    if arrangement == "two-spaces" and not LLM_WEIGHT.low < weight < LLM_WEIGHT.high:
         fail(
             f"{LLM_WEIGHT.option} must lie strictly between {LLM_WEIGHT.low:g} and {LLM_WEIGHT.high:g} for a "
             "stored model (0 or 1 is one space alone).",
@@ -88,7 +91,7 @@ def compose_command(
         elif isinstance(loaded, TwoSpacesEncoder):
             encoder = loaded if not (no_gate or loaded.gate is None) else loaded.with_llm_weight(weight)
         elif loaded is not None:
-            raise InstEmbError(f"--from {source}: give a parts folder of two spaces or of the instruction's effect.")
+            raise InstEmbError(f"--from {source}: give a composed folder of two spaces or of the instruction's effect.")
         else:
             reference = None if documents_llm == "default" else documents_llm
             build = untrained_effect if arrangement == "effect" else untrained_two_spaces

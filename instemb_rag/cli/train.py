@@ -205,7 +205,7 @@ def export_command(
     checkpoint: Path | None = typer.Argument(
         None,
         help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100 (with --format "
-        "sentence-transformers also a parts folder); default: the shipped model.",
+        "sentence-transformers also a composed folder); default: the shipped model.",
     ),
     target: Path | None = typer.Argument(None, help="Where the copy goes (replaced atomically); or --out."),
     out: Path | None = typer.Option(None, "--out", help="Where the copy goes (the TARGET argument's other spelling)."),

@@ -2,13 +2,13 @@
 what the losses rank by in training, and what a search's score is of it.
 
     unit(x)                      rows L2-normalised (numpy or torch, as given)
-    document_halves(A, B)        a document stored in two spaces: [A; B] / sqrt 2
+    two_spaces_document(A, B)        a document stored in two spaces: [A; B] / sqrt 2
     two_spaces_query(a, b, w)         a two-space query: [w a; (1 - w) b], normalised
-    mix_scale(w)                 what that query's search score is of w cos(a, A) + (1 - w) cos(b, B)
+    two_spaces_scale(w)                 what that query's search score is of w cos(a, A) + (1 - w) cos(b, B)
     two_spaces_scores(...)            that weighted sum over candidates (the two-space loss ranks by it)
     anchored(anchor, correction) the anchor plus the LLM's correction, normalised (two-tower
-                                 anchored queries, the sentence encoder half of a two-space query)
-    effect_half(h, gain, s)      the instruction-effect query's LLM half: s gain h(effect)
+                                 anchored queries, the sentence-encoder vector of a two-space query)
+    effect_vector(h, gain, s)      the instruction-effect query's LLM-space vector: s gain h(effect)
     effect_query(e, m)           the instruction-effect query: [s h(effect); M(i + q)], normalised
     effect_scale(e)              what that query's search score is of cos_M + < s h(effect), D(d) >
     effect_scores(...)           that sum over candidates (the effect loss ranks by it)
@@ -52,12 +52,16 @@ __all__ = [
     "effect_query",
     "effect_scale",
     "effect_scores",
+    "effect_vector",
     "mix_scale",
-    "two_spaces_query",
-    "two_spaces_scores",
     "refuse_document_instruction",
     "side_by_side",
     "split_document_halves",
+    "split_two_spaces_document",
+    "two_spaces_document",
+    "two_spaces_query",
+    "two_spaces_scale",
+    "two_spaces_scores",
     "unit",
 ]
 
@@ -79,28 +83,28 @@ def unit(vectors: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- documents
-def document_halves(llm: np.ndarray, sentence_encoder: np.ndarray) -> np.ndarray:
+def two_spaces_document(llm: np.ndarray, sentence_encoder: np.ndarray) -> np.ndarray:
     """``[A; B] / sqrt(2)`` per document: A the LLM's vector, B the sentence encoder's, each unit."""
     return np.concatenate([llm, sentence_encoder], axis=1).astype(np.float32) / ROOT2
 
 
-def split_document_halves(vectors: np.ndarray, llm_dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """(A, B) back from ``document_halves``' vectors (an index's stored ones): the same unit
+def split_two_spaces_document(vectors: np.ndarray, llm_dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) back from ``two_spaces_document``' vectors (an index's stored ones): the same unit
     vectors, to float32 rounding."""
     vectors = np.asarray(vectors, dtype=np.float32)
     return vectors[:, :llm_dimension] * ROOT2, vectors[:, llm_dimension:] * ROOT2
 
 
 # ---------------------------------------------------------------------------- two spaces
-def two_spaces_query(llm_half: np.ndarray, sentence_encoder_half: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def two_spaces_query(llm_vectors: np.ndarray, sentence_encoder_vectors: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``[w a; (1 - w) b]`` normalised, per query: ``weights`` [N] is each query's LLM share."""
     weights = np.asarray(weights)[:, None]
-    return unit(np.concatenate([weights * llm_half, (1.0 - weights) * sentence_encoder_half], axis=1)).astype(
+    return unit(np.concatenate([weights * llm_vectors, (1.0 - weights) * sentence_encoder_vectors], axis=1)).astype(
         np.float32
     )
 
 
-def mix_scale(weight: float) -> float:
+def two_spaces_scale(weight: float) -> float:
     """What the unit query's score is of the weighted sum at the LLM's share w: 1 / (sqrt 2 * |(w, 1 - w)|)."""
     return 1.0 / (ROOT2 * math.hypot(weight, 1.0 - weight))
 
@@ -119,7 +123,7 @@ def two_spaces_scores(llm, sentence_encoder, weights):
 def weighted_rows(llm_scores, sentence_encoder_scores, weight: float) -> list[dict]:
     """A two-space query's explanation per document: each space's cosine, the weight (keyed by its
     knob's name, knobs.py), their weighted sum (what ranks) and the search's score (that sum times
-    ``mix_scale``)."""
+    ``two_spaces_scale``)."""
     rows = []
     for a, b in zip(llm_scores, sentence_encoder_scores):
         weighted = weight * float(a) + (1 - weight) * float(b)
@@ -129,7 +133,7 @@ def weighted_rows(llm_scores, sentence_encoder_scores, weight: float) -> list[di
                 "sentence_encoder": float(b),
                 LLM_WEIGHT.name: weight,
                 "weighted": weighted,  # what ranks
-                "score": weighted * mix_scale(weight),  # the search's score: a unit query
+                "score": weighted * two_spaces_scale(weight),  # the search's score: a unit query
             }
         )
     return rows
@@ -145,26 +149,26 @@ def anchored(anchors: Any, corrections: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- the instruction's effect
-def effect_half(mapped: Any, gain: Any, strength: float) -> Any:
+def effect_vector(mapped: Any, gain: Any, strength: float) -> Any:
     """``s * gain * h(effect)`` per query [N, d_llm]: the strength, the map's per-query gain [N]."""
     return (strength * gain)[:, None] * mapped
 
 
-def effect_query(effect: np.ndarray, sentence_encoder_half: np.ndarray) -> np.ndarray:
+def effect_query(effect: np.ndarray, sentence_encoder_vectors: np.ndarray) -> np.ndarray:
     """``[s h(effect); M(i + q)]`` normalised, per query."""
-    return unit(np.concatenate([effect, sentence_encoder_half], axis=1)).astype(np.float32)
+    return unit(np.concatenate([effect, sentence_encoder_vectors], axis=1)).astype(np.float32)
 
 
 def effect_scale(effect: np.ndarray) -> np.ndarray:
     """What a unit query's search score is of the combined score, per query:
-    1 / (sqrt 2 * |[s h(effect); M(i + q)]|) (the sentence-encoder half is unit length)."""
+    1 / (sqrt 2 * |[s h(effect); M(i + q)]|) (the sentence-encoder vector is unit length)."""
     return 1.0 / (ROOT2 * np.sqrt(1.0 + np.sum(effect.astype(np.float64) ** 2, axis=1)))
 
 
 def effect_scores(effect, sentence_encoder_queries, llm_candidates, sentence_encoder_candidates):
     """[B, C] ``cos_M(i + q, d) + < s h(effect), D(d) >`` (torch): ``effect`` [B, d_llm] is each
-    query's ``s h(effect)``, ``tower_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
-    are normalised document halves."""
+    query's ``s h(effect)``, ``sentence_encoder_queries`` [B, d_m] its normalised M(i + q); candidates [C, .]
+    are normalised document vectors of the two spaces."""
     return (
         sentence_encoder_queries.float() @ sentence_encoder_candidates.float().T
         + effect.float() @ llm_candidates.float().T
@@ -216,3 +220,10 @@ def refuse_document_instruction(instruction: str | None, embedded_by: str, arran
             f"instruction, so a document instruction ({instruction!r}) has no meaning. Put the "
             "instruction on the query (encode_queries / --instruction) instead."
         )
+
+
+# Older names (issue 68 named a vector's two parts by their spaces, not "halves"; "mix" is two spaces).
+document_halves = two_spaces_document  # alias kept for compatibility (issue 68 names round 2)
+split_document_halves = split_two_spaces_document  # alias kept for compatibility (issue 68 names round 2)
+effect_half = effect_vector  # alias kept for compatibility (issue 68 names round 2)
+mix_scale = two_spaces_scale  # alias kept for compatibility (issue 68 names round 2)

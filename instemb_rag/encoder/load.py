@@ -1,7 +1,7 @@
 """Loading: every model reference, what it names, and the functions that load one.
 
     None, "default"        the shipped default (instemb_rag/default_checkpoint: a symmetric
-                           checkpoint or a parts folder), else the untrained default backbone
+                           checkpoint or a composed folder), else the untrained default backbone
     a model folder         any layout (composed/spec.py reads format 2 and a checkpoint;
                            composed/legacy.py converts every older one): a symmetric checkpoint is its LLM
                            (InstEmbEncoder), any other the encoder of parts its routes make
@@ -53,7 +53,7 @@ __all__ = [
 
 
 # Defined once, beside the shipped folder it reads (model.py ``SHIPPED_CHECKPOINT``); handed out here
-# too: the LLM part of a parts folder (``documents_llm/``), else the shipped checkpoint itself.
+# too: the LLM part of a composed folder (``documents_llm/``), else the shipped checkpoint itself.
 shipped_llm_checkpoint = model.shipped_llm_checkpoint
 
 
@@ -127,8 +127,8 @@ def untrained_two_spaces(
     device: str = "auto",
     **settings,
 ) -> TwoSpacesEncoder:
-    """The fixed mix of a symmetric checkpoint or model folder (None: the shipped LLM,
-    ``shipped_llm_checkpoint()``; a parts folder: its documents' LLM) and a sentence encoder (an
+    """The untrained two-space model of a symmetric checkpoint or model folder (None: the shipped LLM,
+    ``shipped_llm_checkpoint()``; a composed folder: its documents' LLM) and a sentence encoder (an
     installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
     its query-time knob's value (the weight: ``knob``, or by the knob's name, knobs.py; None: the
     declaration's default). The other ``settings`` go to the LLM's loading."""
@@ -154,9 +154,9 @@ def untrained_effect(
     declaration's default) times the effect's inner product in the LLM's space. The LLM and the
     sentence encoder are as in ``untrained_two_spaces``."""
     knobs = untrained_knobs(EffectQueries, knob, settings)
-    mix = untrained_two_spaces(documents_llm, sentence_encoder, device=device, **settings)
+    model = untrained_two_spaces(documents_llm, sentence_encoder, device=device, **settings)
     return InstructionEffectEncoder(
-        mix.documents_llm, mix.sentence_encoder, documents_source=mix.documents_source, **knobs
+        model.documents_llm, model.sentence_encoder, documents_source=model.documents_source, **knobs
     )
 
 

@@ -32,7 +32,7 @@ DEFAULT = "default"
 
 
 def is_model_folder(folder: str | os.PathLike | None) -> bool:
-    """A model folder of this project (a checkpoint or a parts folder, any layout)."""
+    """A model folder of this project (an LLM folder or a composed folder, any layout)."""
     return folder is not None and (is_checkpoint(folder) or is_composed(folder))
 
 
@@ -75,7 +75,7 @@ def load_reference(
 
 
 def check_listed_files(folder: Path, files: list[str] | None) -> None:
-    """Refuse a parts folder that lacks a part file it lists (as checkpoint.check_complete does)."""
+    """Refuse a composed folder that lacks a part file it lists (as checkpoint.check_complete does)."""
     missing = [name for name in files or () if not (folder / name).is_file()]
     if missing:
         raise CheckpointError(

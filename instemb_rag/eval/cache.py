@@ -84,7 +84,7 @@ def embed_corpus(
             list(texts), instruction=instruction, batch_size=batch_size, show_progress=show_progress
         ), False
     content_hash = corpus_hash(doc_ids, texts, instruction)
-    # Keyed on what embeds documents: two query towers over one document sentence encoder share the corpus.
+    # Keyed on what embeds documents: two query LLMs over one document sentence encoder share the corpus.
     fingerprint = encoder.document_fingerprint
     cached = cache.load(fingerprint, content_hash, len(texts), encoder.dimension)
     if cached is not None:

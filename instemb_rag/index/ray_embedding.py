@@ -12,8 +12,9 @@ streams the vectors back, and the driver commits them file by file through the s
 and VectorStore code as the local path (``Indexer._commit_files``), syncing the store after
 each group of files, so a killed run (driver or worker) leaves a store the next run completes.
 
-Sinks: FAISS and the embedded Qdrant shard are written by the driver from the workers'
-outputs. A Qdrant server/cluster (``--qdrant-url``) is written by the workers themselves in
+Sinks: a store is written by the driver from the workers' outputs (FAISS, the embedded Qdrant
+shard), unless its registration has the workers write it (stores/registry.py ``worker_writer``,
+the open store's ``worker_sink``): a Qdrant server/cluster (``--qdrant-url``) is written by them in
 batches, with point id = the chunk's content-derived id (catalog.content_chunk_id), so a
 retried batch overwrites itself; the driver only deletes stale points, and the store is
 marked as lagging the catalog for the whole run, so a kill leaves it to ``repair()``.
@@ -188,7 +189,8 @@ def read_and_split(batch: dict, tokenizer, chunk_size: int, chunk_overlap: int) 
 
 class EmbedChunks:
     """Ray Data stage 2 (an actor pool): loads the encoder once per actor, embeds each batch of
-    chunks and, with a Qdrant server sink, upserts the points itself (content-derived ids)."""
+    chunks and, with a sink (a store its workers write: a Qdrant server collection), upserts the
+    points itself (content-derived ids)."""
 
     def __init__(self, encoder_kwargs: dict, fingerprint: str, batch_size: int, threads: int, sink: dict | None = None):
         import torch
@@ -207,17 +209,10 @@ class EmbedChunks:
             )
         self.batch_size = batch_size
         self.sink = None
-        if sink is not None:
-            from .stores.qdrant import ServerCollection
+        if sink is not None:  # the store's own writer (stores/registry.py: its worker_writer)
+            from .stores.registry import open_worker_writer
 
-            self.sink = ServerCollection(
-                sink["url"],
-                sink.get("api_key"),
-                sink["collection"],
-                self.encoder.dimension,
-                client=sink.get("client"),
-                create=False,
-            )
+            self.sink = open_worker_writer(sink, self.encoder.dimension)
 
     def __call__(self, batch: dict) -> dict:
         crash_point("embed_batch")  # INSTEMB_CRASH_AT=embed_batch:N: this worker dies like an OOM-killed one
@@ -242,9 +237,10 @@ class EmbedChunks:
 
 # ---------------------------------------------------------------------- the driver's side
 class WorkerWrittenStore:
-    """A Qdrant server store whose points the Ray workers write: the driver's ``apply`` deletes
-    the stale points only (and writes the rare chunk whose id was salted), and the store stays
-    marked as lagging the catalog until ``finish`` so that a kill leaves it to ``repair()``."""
+    """A store whose points the Ray workers write (its ``worker_sink``: a Qdrant server collection):
+    the driver's ``apply`` deletes the stale points only (and writes the rare chunk whose id was
+    salted), and the store stays marked as lagging the catalog until ``finish`` so that a kill
+    leaves it to ``repair()``."""
 
     def __init__(self, store, catalog: Catalog):
         self.store = store
@@ -286,14 +282,12 @@ class RayEmbedding:
         self.sink = None
 
     def bind_store(self, store, catalog: Catalog):
-        from .stores.qdrant import ServerCollection
+        """The store the driver commits to: as it is, or, where the store has its workers write the
+        points (its ``worker_sink``, stores/registry.py), wrapped as a ``WorkerWrittenStore``."""
+        from .stores.registry import worker_sink
 
-        transport = getattr(store, "transport", None)
-        if isinstance(transport, ServerCollection):
-            stores = self.options.stores
-            self.sink = {"url": stores.qdrant_url, "api_key": stores.qdrant_api_key, "collection": transport.collection}
-            return WorkerWrittenStore(store, catalog)
-        return store
+        self.sink = worker_sink(store, self.options.stores)
+        return store if self.sink is None else WorkerWrittenStore(store, catalog)
 
     def _dataset(self, tasks: list[FileTask]):
         import ray

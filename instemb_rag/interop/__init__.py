@@ -40,7 +40,7 @@ def saved_prompts(folder: str | os.PathLike | None) -> dict[str, Any]:
 def load_sentence_transformer(
     model: str | os.PathLike | None = None, device: str | None = None, **options: Any
 ) -> SentenceTransformer:
-    """A ``SentenceTransformer`` over a model folder (a checkpoint or a parts folder; None: the
+    """A ``SentenceTransformer`` over a model folder (an LLM folder or a composed folder; None: the
     shipped default), its module class passed in rather than imported by name, so
     sentence-transformers needs no ``trust_remote_code``. Also for folders written before the
     sentence-transformers files were. ``device``: sentence-transformers' (None: CUDA when present);

@@ -2,7 +2,7 @@
 loads as a ``SentenceTransformer`` (docs/sentence-transformers.md).
 
 Any model folder of this project: a symmetric checkpoint (its encoder files, as
-``export_checkpoint`` copies them, with the same inference overrides), a parts folder (two
+``export_checkpoint`` copies them, with the same inference overrides), a composed folder (two
 spaces, the instruction's effect: every part, no trainer state), or None: the shipped default. The
 copy gets modules.json, config_sentence_transformers.json and a README saying how to load it.
 Folders saved since these files existed hold them already; this is for a copy to hand on, the
@@ -65,8 +65,8 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
     if is_composed(source):
         if options:
             raise CheckpointError(
-                f"{source} is a parts folder: {', '.join(sorted(options))} apply to a checkpoint (export its "
-                "documents_llm/, or set a parts folder's knob with instemb-rag compose --from)."
+                f"{source} is a composed folder: {', '.join(sorted(options))} apply to a checkpoint (export its "
+                "documents_llm/, or set a composed folder's knob with instemb-rag compose --from)."
             )
         kind = "an encoder of parts"
 
@@ -81,7 +81,7 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
     if not is_checkpoint(source):
         raise CheckpointError(
             f"{source} is not a model folder of instemb-rag (no instemb_config.json or instemb_parts.json): "
-            "give a checkpoint or a parts folder."
+            "give an LLM folder or a composed folder."
         )
     export_model(source, target, **options)  # writes the sentence-transformers files too
     readme = README.format(name=target.name, kind="a symmetric InstEmb checkpoint")

@@ -24,8 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import BadInputError
-from ..knobs import KNOBS, KnobError
-from ..queries import EmptyQueryError, Query, QueryKnobs
+from ..queries import (
+    EmptyQueryError,
+    KnobRefusedError,  # noqa: F401 (its home before issue 68; service/__init__ hands it out)
+    Query,
+    QueryKnobs,
+    refused_knob,
+)
 from .request import QueryRequest
 
 __all__ = ["Answer", "Embed", "SearchableIndex", "chosen_reader", "explain_hits", "finish", "require_knobs", "search"]
@@ -142,27 +147,12 @@ def encoder_embed(encoder: Any) -> Embed:
 
 
 def require_knobs(query: Query, index: SearchableIndex) -> Query:
-    """The query, if the index's model takes each knob it gives; else refused, saying what the model is."""
-    encoder = index.encoder
-    knob = query.knobs.refused_by(encoder)
+    """The query, if the index's model takes each knob it gives; else refused, saying what the model
+    is (queries.py ``refused_knob``: the one wording, ``QueryKnobs.require``'s too)."""
+    knob = query.knobs.refused_by(index.encoder)
     if knob is None:
         return query
-    asked, has = KNOBS[knob], index.query_knob
-    if has is not None:
-        other = f"{has} ({KNOBS[has].option})"
-        model = f"{KNOBS[has].model}, whose query-time knob is {other}. Drop the option, or set {other} instead"
-    else:
-        side = getattr(encoder, "document_side", None)
-        space = f" (documents embedded by {side.description})" if side is not None else ""
-        model = f"not {asked.model}: it ranks by one space{space}, with no query-time knob to set. Drop the option"
-    raise KnobRefusedError(
-        f"{knob} ({asked.option}) {asked.sets}, but the model of this index is {model}.", knob, f"{knob}_unsupported"
-    )
-
-
-class KnobRefusedError(KnobError, BadInputError):
-    """A knob given to an index whose model lacks it: a ``KnobError`` (the server answers it with a
-    400 naming the field) and bad input (the command line's exit code 2)."""
+    raise refused_knob(knob, index.encoder, "the model of this index", has=index.query_knob)
 
 
 def chosen_reader(request: QueryRequest, query: Query | None, index: SearchableIndex):

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..atomic import write_text_atomically
 from .errors import TeacherError
 from .fingerprint import folder_fingerprint
-from .parts import check_model_zip, extract_model, fetch_parts
+from .download import check_model_zip, extract_model, fetch_parts
 from .registry import MANIFEST_NAME, TeacherSpec, installed_teacher_dir, teachers_root
 
 

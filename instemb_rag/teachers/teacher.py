@@ -92,7 +92,7 @@ def load_teacher(name_or_path: str | Path, device: str = "cpu", for_training: bo
     """Load a teacher: ``minilm`` / ``mpnet`` (installed) or a local sentence-transformers folder.
 
     It runs without sentence-transformers (transformers' own model class, the folder's pooling and
-    normalisation: teachers/sentence_encoder.py, the same vectors) unless the folder uses
+    normalisation: teachers/st_folder.py, the same vectors) unless the folder uses
     modules that reader does not run, or ``for_training`` asks for a ``SentenceTransformer`` to
     train (teachers/finetune.py): then the library loads it (the train extra)."""
     name, folder = resolve_teacher_folder(name_or_path)
@@ -106,7 +106,7 @@ def load_teacher(name_or_path: str | Path, device: str = "cpu", for_training: bo
 
 def _load_without_library(folder: Path, device: str):
     """The folder's modules run by transformers alone; None when it uses others (the library's job)."""
-    from .sentence_encoder import SentenceEncoderModel, UnsupportedSentenceFolder
+    from .st_folder import SentenceEncoderModel, UnsupportedSentenceFolder
 
     try:
         return SentenceEncoderModel.load(folder, device=device)

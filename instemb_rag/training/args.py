@@ -2,7 +2,7 @@
 overridden by flags.
 
 A config file has one section per dataclass: ``model``, ``data`` and ``training``, which every
-recipe reads (common_args.py), and each recipe's own (``geometry``, ``query_tower`` and
+recipe reads (common_args.py), and each recipe's own (``geometry``, ``two_tower`` and
 ``two_spaces`` here, ``effect`` in effect/args.py). TrainConfig composes them and runs their
 checks, so it stands above the recipes; they are typed by ``common_args.RunConfig`` and never
 import it. Overrides are ``key=value`` pairs where ``key`` is ``section.field`` or a bare field
@@ -23,7 +23,7 @@ from ..choices import ParallelMode, values
 from ..errors import InstEmbError
 from .common_args import VIEW_NAMES, DataArguments, ModelArguments, TrainingArguments
 from .effect.args import EffectArguments
-from .renamed_keys import RENAMED_KEYS, renamed
+from .renamed_keys import RENAMED_KEYS, renamed, renamed_sections
 
 __all__ = [
     "VIEW_NAMES",
@@ -83,8 +83,8 @@ class GeometryArguments:
 
 
 @dataclass
-class QueryTowerArguments:
-    """The two-tower query tower (training/query_tower/); off while sentence encoder is None.
+class TwoTowerArguments:
+    """The two-tower recipe (training/two_tower/); off while sentence encoder is None.
 
     Documents are the document sentence encoder's (a frozen sentence encoder's) vectors, cached on disk; a
     query's embedding is that sentence encoder's own vector of "instruction + query" (the anchor) plus the
@@ -110,27 +110,30 @@ class QueryTowerArguments:
     head_learning_rate: float = 1e-3
 
 
+QueryTowerArguments = TwoTowerArguments  # alias kept for compatibility (issue 68 names round 2)
+
+
 @dataclass
 class TwoSpacesArguments:
     """The query side of a two-space encoder (training/two_spaces/); off while texts_file is None.
 
-    Documents are two cached halves: the frozen documents' LLM (``documents_llm``) and the
+    Documents are cached in two spaces: the frozen documents' LLM (``documents_llm``) and the
     sentence encoder (``sentence_encoder``). A query runs once through the student (the documents'
     LLM with its LoRA going on training: the query-side adapter) on the frozen-prefix cache: DAAP
-    gives the LLM half, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
-    the mix weight. Every query-side part starts where the untrained mix is.
+    gives the LLM-space vector, a head from the same pooled state corrects the sentence encoder's anchor, a gate sets
+    the LLM space's weight. Every query-side part starts where the untrained two-space model is.
     """
 
     texts_file: str | None = None  # embedding items (datasets/embedding_items.py): queries with positives, passages
-    documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM half
+    documents_llm: str = "default"  # the symmetric encoder whose document space is the LLM space
     sentence_encoder: str = "minilm"  # the sentence encoder: an installed teacher or a folder
     max_queries: int | None = None
     prefix_cache_dir: str | None = None  # None = $INSTEMB_HOME/prefix_cache
-    embedding_dir: str | None = None  # both cached halves; None = $INSTEMB_HOME/teacher_embeddings
+    embedding_dir: str | None = None  # the cached vectors of both spaces; None = $INSTEMB_HOME/teacher_embeddings
     temperature: float = 0.05
     bank_negatives: int = 1024
     anchor_weight: float = 0.1  # the sentence encoder correction's squared norm
-    initial_llm_weight: float = 0.5  # the mix at step 0 (the gate's starting bias)
+    initial_llm_weight: float = 0.5  # the weight at step 0 (the gate's starting bias)
     gate: bool = True  # a per-query weight; False keeps initial_llm_weight for every query
     head_learning_rate: float = 1.0e-3
 
@@ -141,7 +144,7 @@ class TrainConfig:
     data: DataArguments = field(default_factory=DataArguments)
     training: TrainingArguments = field(default_factory=TrainingArguments)
     geometry: GeometryArguments = field(default_factory=GeometryArguments)
-    query_tower: QueryTowerArguments = field(default_factory=QueryTowerArguments)
+    two_tower: TwoTowerArguments = field(default_factory=TwoTowerArguments)
     two_spaces: TwoSpacesArguments = field(default_factory=TwoSpacesArguments)
     effect: EffectArguments = field(default_factory=EffectArguments)
 
@@ -192,7 +195,7 @@ class TrainConfig:
         ]
         checks += self._frozen_prefix_checks()
         checks += self._geometry_checks()
-        checks += self._query_tower_checks()
+        checks += self._two_tower_checks()
         checks += self._two_spaces_checks()
         checks += self.effect.checks(self)
         for ok, message in checks:
@@ -227,23 +230,26 @@ class TrainConfig:
             ),
         ]
 
-    def _query_tower_checks(self) -> list[tuple[bool, str]]:
-        q, m = self.query_tower, self.model
+    def _two_tower_checks(self) -> list[tuple[bool, str]]:
+        q, m = self.two_tower, self.model
         if q.sentence_encoder is None:
             return []
         return [
-            (q.texts_file is not None, "query_tower.texts_file is required with query_tower.sentence_encoder"),
-            (self.geometry.teacher_encoder is None, "query_tower and geometry are two recipes: set one of them"),
-            (not m.train_lookahead, "the query tower keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
+            (q.texts_file is not None, "two_tower.texts_file is required with two_tower.sentence_encoder"),
+            (self.geometry.teacher_encoder is None, "two_tower and geometry are two recipes: set one of them"),
+            (
+                not m.train_lookahead,
+                "the two-tower recipe keeps the look-ahead vectors frozen (the frozen-prefix cache)",
+            ),
             (
                 m.trainable_top_layers > 0 and not m.lora_all_layers,
-                "the query tower needs model.trainable_top_layers > 0",
+                "the two-tower recipe needs model.trainable_top_layers > 0",
             ),
             (
                 q.infonce_weight > 0 and q.anchor_weight >= 0,
-                "query_tower.infonce_weight must be > 0, anchor_weight >= 0",
+                "two_tower.infonce_weight must be > 0, anchor_weight >= 0",
             ),
-            (q.temperature > 0 and q.bank_negatives >= 0, "query_tower.temperature must be > 0, bank_negatives >= 0"),
+            (q.temperature > 0 and q.bank_negatives >= 0, "two_tower.temperature must be > 0, bank_negatives >= 0"),
         ]
 
     def _two_spaces_checks(self) -> list[tuple[bool, str]]:
@@ -252,8 +258,8 @@ class TrainConfig:
             return []
         return [
             (
-                self.geometry.teacher_encoder is None and self.query_tower.sentence_encoder is None,
-                "two_spaces, query_tower and geometry are three recipes: set one of them",
+                self.geometry.teacher_encoder is None and self.two_tower.sentence_encoder is None,
+                "two_spaces, two_tower and geometry are three recipes: set one of them",
             ),
             (not m.train_lookahead, "two_spaces keeps the look-ahead vectors frozen (the frozen-prefix cache)"),
             (m.trainable_top_layers > 0 and not m.lora_all_layers, "two_spaces needs model.trainable_top_layers > 0"),
@@ -333,10 +339,11 @@ def _build_section(cls, values: dict, source: str):
 
 def config_from_dict(raw: dict, source: str = "config") -> TrainConfig:
     sections = {s.name: s.default_factory for s in dataclasses.fields(TrainConfig)}  # type: ignore[misc]
+    raw = renamed_sections(raw, source)
     unknown = sorted(set(raw) - set(sections))
     if unknown:
         raise InstEmbError(
-            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'query_tower', 'two_spaces' and 'effect'."
+            f"{source}: unknown section(s) {unknown}; use 'model', 'data', 'training', 'geometry', 'two_tower', 'two_spaces' and 'effect'."
         )
     built = {
         name: _build_section(cls, renamed(name, raw.get(name) or {}, source), f"{source} [{name}]")

@@ -1,6 +1,6 @@
 """The vectors the query-side recipes rank over, embedded once by frozen parts and cached on disk.
 
-query_tower/, two_spaces/ and effect/ each train a query side against documents that do not
+two_tower/, two_spaces/ and effect/ each train a query side against documents that do not
 change, so every vector below what trains is embedded once through teachers/cache.py, keyed on
 what made it (the encoder's fingerprint) and the text, one shard at a time: a killed run keeps
 every finished shard and resumes there.
@@ -8,9 +8,9 @@ every finished shard and resumes there.
 - ``load_data``: from one embedding-items file (datasets/embedding_items.py, built by
   ``build-distill-texts``), each query with a positive, the passage bank, and the sentence
   encoder's vectors of the passages and of each query's "instruction + query" (its anchor), as a
-  ``QueryTowerData`` (named after the recipe that read it first); a query's group names its hard
+  ``RankingData`` (``QueryTowerData`` before issue 68); a query's group names its hard
   negatives (the group's other passages);
-- ``cached_llm_half``: a documents' LLM's vectors of the passages (the LLM document half; the slow
+- ``cached_llm_vectors``: a documents' LLM's vectors of the passages (the documents' LLM-space vectors; the slow
   one, about 10-20 passages/s on two CPU cores).
 """
 
@@ -31,7 +31,7 @@ LLM_SHARD_ROWS = 512
 
 
 @dataclass
-class QueryTowerData:
+class RankingData:
     queries: list[EmbeddingItem]
     positives: list[int]  # bank row of each query's positive passage
     group_rows: dict[str, list[int]]  # group -> its passages' bank rows
@@ -54,7 +54,7 @@ class QueryTowerData:
 
 def load_data(
     texts_file: str, max_queries: int | None, sentence_encoder, embedding_dir: str | None, log=print
-) -> QueryTowerData:
+) -> RankingData:
     from ..teachers.cache import cached_embeddings
     from ..teachers.teacher import teacher_text
 
@@ -66,7 +66,7 @@ def load_data(
         queries = queries[:max_queries]
     if not queries:
         raise InstEmbError(
-            f"{texts_file} holds no query whose positive passage is in the file: the query tower ranks "
+            f"{texts_file} holds no query whose positive passage is in the file: the two-tower recipe ranks "
             "each query's passage above the others. Build it with `instemb-rag build-distill-texts`."
         )
     group_rows: dict[str, list[int]] = {}
@@ -83,7 +83,7 @@ def load_data(
         f"document sentence encoder {sentence_encoder.name}: {len(passages)} passages and {len(queries)} query anchors ready "
         f"in {time.perf_counter() - started:.0f} s"
     )
-    return QueryTowerData(
+    return RankingData(
         queries,
         [row_of[item.positive] for item in queries],
         group_rows,
@@ -104,7 +104,7 @@ class DocumentLLMAsTeacher:
         vectors = self.encoder.encode_documents(list(texts), None, batch_size=16)
         self.done += len(texts)
         self.log(
-            f"LLM document half: {self.done} passages embedded, {self.done / (time.perf_counter() - self.started):.1f}/s"
+            f"LLM-space document vectors: {self.done} passages embedded, {self.done / (time.perf_counter() - self.started):.1f}/s"
         )
         return vectors
 
@@ -114,10 +114,16 @@ def llm_half_name(reference: str) -> str:
     return "llm-" + (Path(reference).name if reference not in ("", "default") else "default")
 
 
-def cached_llm_half(encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print) -> torch.Tensor:
+def cached_llm_vectors(
+    encoder, reference: str, passages: list[str], embedding_dir: str | None, log=print
+) -> torch.Tensor:
     from ..teachers.cache import cached_embeddings
 
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
     teacher = DocumentLLMAsTeacher(encoder, llm_half_name(reference), log)
     vectors = cached_embeddings(teacher, passages, folder, shard_rows=LLM_SHARD_ROWS)
     return torch.as_tensor(vectors, dtype=torch.float32)
+
+
+QueryTowerData = RankingData  # alias kept for compatibility (issue 68 names round 2)
+cached_llm_half = cached_llm_vectors  # alias kept for compatibility (issue 68 names round 2)

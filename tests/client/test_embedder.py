@@ -28,7 +28,7 @@ def test_query_inputs_check_texts_resolve_instructions_and_require_the_knobs(tin
         embedder.query_inputs([b"tent"], None, None, [{}])
     with pytest.raises(InstEmbError, match="2 queries but 1 instructions"):
         embedder.query_inputs([QUERY, QUERY], ["focus on weight"], None, [{}, {}])
-    with pytest.raises(KnobError, match="embeds in one space"):  # a knob the model lacks, named
+    with pytest.raises(KnobError, match="ranks by one space"):  # a knob the model lacks, named
         embedder.query_inputs([QUERY], None, None, [{"llm_weight": 0.5}])
     vectors = embedder.embed_queries(queries, instructions, knobs, batch_size=4)
     np.testing.assert_allclose(vectors, tiny_encoder.encode_queries(queries, instructions), atol=1e-5)

@@ -22,7 +22,7 @@ def test_documents_come_from_the_tower_and_queries_from_the_llm(tiny_two_tower, 
     queries = tiny_two_tower.encode_queries(["is the tent dry"], "focus on weather")
     assert queries.shape == (1, sentence_encoder.dimension)
     assert np.isclose(np.linalg.norm(queries[0]), 1.0, atol=1e-5)
-    # The instruction reaches the query tower: another instruction, another vector.
+    # The instruction reaches the query LLM: another instruction, another vector.
     other = tiny_two_tower.encode_queries(["is the tent dry"], "focus on the price")
     assert not np.allclose(queries, other)
 
@@ -95,7 +95,7 @@ def test_export_attaches_a_tower_only_over_a_matching_head(tiny_two_tower, tiny_
         export_model(tmp_path / "no_head", tmp_path / "bad", sentence_encoder=tower_config)
 
 
-def test_eval_reuses_a_corpus_across_query_towers_over_one_tower(tiny_two_tower, tmp_path):
+def test_eval_reuses_a_corpus_across_query_towers_over_one_sentence_encoder(tiny_two_tower, tmp_path):
     import torch
 
     from instemb_rag.encoder.modules.projection import Projection

@@ -1,5 +1,5 @@
 """The shared-prefix K-instruction path (encode_instructions) of a two-tower encoder equals its
-query tower's encode_queries, anchored (the document sentence encoder's vector of instruction + query added
+query LLM's encode_queries, anchored (the document sentence encoder's vector of instruction + query added
 before normalising) or not."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ def test_the_cosine_is_the_weighted_sum_of_the_parts(tiny_two_tower, tiny_encode
     second = tiny_encoder.encode_queries(queries, "focus on weather") @ tiny_encoder.encode_documents(docs).T
     np.testing.assert_allclose(scores, 0.7 * first + 0.3 * second, atol=1e-5)
     assert both.dimension == tiny_two_tower.dimension + tiny_encoder.dimension
-    # The documents are the two document sides: keyed on both document fingerprints, not the query towers.
+    # The documents are the two document sides: keyed on both document fingerprints, not the query LLMs.
     other = ConcatenatedEncoder(tiny_two_tower.with_projection(tiny_two_tower.projection), tiny_encoder, weight=0.7)
     assert other.document_fingerprint == both.document_fingerprint
     assert ConcatenatedEncoder(tiny_two_tower, tiny_encoder, 0.5).fingerprint != both.fingerprint

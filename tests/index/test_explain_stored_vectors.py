@@ -96,7 +96,7 @@ def test_vectors_of_another_width_are_refused_saying_to_give_texts(indexed):
 def test_the_halves_come_back_from_the_document_vectors(indexed):
     encoder, _ = indexed
     texts = list(DOCS.values())
-    llm, sentence_encoder = encoder.document_halves(texts)
-    split_llm, split_tower = encoder.document_halves(encoder.encode_documents(texts))
+    llm, sentence_encoder = encoder.documents_by_space(texts)
+    split_llm, split_tower = encoder.documents_by_space(encoder.encode_documents(texts))
     np.testing.assert_allclose(split_llm, llm, atol=1e-6)
     np.testing.assert_allclose(split_tower, sentence_encoder, atol=1e-6)

@@ -88,9 +88,9 @@ def expected_scores(index_dir: Path, encoder, strength: float | None) -> dict[st
         catalog.close()
     split = encoder.llm_dimension
     llm_docs, sentence_encoder_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
-    effect_half, sentence_encoder_half, _ = encoder.query_halves([QUERY], [INSTRUCTION], strength)
-    combined = sentence_encoder_docs @ sentence_encoder_half[0] + llm_docs @ effect_half[0]
-    scale = 1 / (math.sqrt(2) * math.sqrt(1 + float(effect_half[0] @ effect_half[0])))
+    effect_vector, sentence_encoder_vectors, _ = encoder.query_by_space([QUERY], [INSTRUCTION], strength)
+    combined = sentence_encoder_docs @ sentence_encoder_vectors[0] + llm_docs @ effect_vector[0]
+    scale = 1 / (math.sqrt(2) * math.sqrt(1 + float(effect_vector[0] @ effect_vector[0])))
     return {rows[int(i)].source: float(score) * scale for i, score in zip(ids, combined)}
 
 

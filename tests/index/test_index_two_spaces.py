@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.cli.index import EXIT_BAD_INPUT, EXIT_INDEX_FOLDER
-from instemb_rag.encoder.composed.encoder import mix_scale
+from instemb_rag.encoder.composed.encoder import two_spaces_scale
 from instemb_rag.index.catalog import Catalog
 from instemb_rag.index.manifest import MANIFEST_FILE, read_manifest
 
@@ -90,15 +90,17 @@ def two_space_index(two_space_dir, tmp_path_factory) -> tuple[Path, Path]:
 
 
 def expected_scores(index_dir: Path, encoder, llm_weight: float) -> dict[str, float]:
-    """source -> (w cos(a, A) + (1 - w) cos(b, B)) * mix_scale(w) (the unit query's cosine), from the
+    """source -> (w cos(a, A) + (1 - w) cos(b, B)) * two_spaces_scale(w) (the unit query's cosine), from the
     stored halves and the query halves."""
 
     sources, _, vectors = stored(index_dir)
     split = encoder.llm_dimension
     llm_docs, sentence_encoder_docs = vectors[:, :split] * math.sqrt(2), vectors[:, split:] * math.sqrt(2)
-    llm_half, sentence_encoder_half, _ = encoder.query_halves([QUERY], [INSTRUCTION])
-    scores = llm_weight * llm_docs @ llm_half[0] + (1 - llm_weight) * sentence_encoder_docs @ sentence_encoder_half[0]
-    return dict(zip(sources, (scores * mix_scale(llm_weight)).tolist()))
+    llm_vectors, sentence_encoder_vectors, _ = encoder.query_by_space([QUERY], [INSTRUCTION])
+    scores = (
+        llm_weight * llm_docs @ llm_vectors[0] + (1 - llm_weight) * sentence_encoder_docs @ sentence_encoder_vectors[0]
+    )
+    return dict(zip(sources, (scores * two_spaces_scale(llm_weight)).tolist()))
 
 
 def test_a_two_space_index_records_its_document_side_and_reopens_without_refusal(two_space_dir, two_space_index):
@@ -168,7 +170,7 @@ def test_llm_weight_sets_the_share_of_each_space(two_space_dir, two_space_index)
             assert parts["weighted"] == pytest.approx(
                 weight * parts["llm"] + (1 - weight) * parts["sentence_encoder"], abs=1e-6
             )
-            assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(weight), abs=1e-6)
+            assert parts["score"] == pytest.approx(parts["weighted"] * two_spaces_scale(weight), abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
         assert document["explain"]["spaces"] == 2
         rankings[weight] = {hit["source"]: hit["score"] for hit in hits}
@@ -177,7 +179,7 @@ def test_llm_weight_sets_the_share_of_each_space(two_space_dir, two_space_index)
     for weight in (0.25, 0.9):  # each end's score is its cosine / sqrt 2
         for source, score in rankings[weight].items():
             weighted = weight * rankings[1.0][source] + (1 - weight) * rankings[0.0][source]
-            assert score == pytest.approx(weighted * math.sqrt(2) * mix_scale(weight), 1e-4)
+            assert score == pytest.approx(weighted * math.sqrt(2) * two_spaces_scale(weight), 1e-4)
 
 
 def test_explain_prints_both_spaces_scores(two_space_index):

@@ -1,5 +1,5 @@
 """`instemb-rag index` and `query` with a two-tower checkpoint (issue 44): the document sentence encoder embeds
-the chunks, the query tower the query; the index is keyed on the document sentence encoder, so another query
+the chunks, the query LLM the query; the index is keyed on the document sentence encoder, so another query
 sentence encoder over it searches the index as it is, and an index of another document space must be rebuilt."""
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def two_tower_dir(tiny_two_tower, tmp_path) -> Path:
 
 
 @pytest.fixture()
-def other_query_tower_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
-    """Another query tower (another random head) into the same document sentence encoder."""
+def other_query_llm_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
+    """Another query LLM (another random head) into the same document sentence encoder."""
     import torch
 
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
@@ -89,8 +89,8 @@ def other_query_tower_dir(tiny_encoder, tiny_st_dir, tmp_path) -> Path:
     torch.manual_seed(7)
     sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     head = Projection(tiny_encoder.hidden_size, sentence_encoder.dimension)
-    TwoTowerEncoder(tiny_encoder.with_projection(head), sentence_encoder).save(tmp_path / "other_query_tower")
-    return tmp_path / "other_query_tower"
+    TwoTowerEncoder(tiny_encoder.with_projection(head), sentence_encoder).save(tmp_path / "other_query_llm")
+    return tmp_path / "other_query_llm"
 
 
 def loaded(folder: Path):
@@ -100,7 +100,7 @@ def loaded(folder: Path):
 
 
 def expected_hits(index_dir: Path, encoder) -> list[tuple[str, float]]:
-    """Every chunk ranked by the query tower's vector against the stored vectors."""
+    """Every chunk ranked by the query LLM's vector against the stored vectors."""
     sources, _, vectors = stored(index_dir)
     scores = vectors @ encoder.encode_queries([QUERY], INSTRUCTION)[0]
     return sorted(zip(sources, scores.tolist()), key=lambda item: -item[1])
@@ -112,7 +112,7 @@ def check_hits(document: dict, expected: list[tuple[str, float]]) -> None:
     np.testing.assert_allclose([score for _, score in hits], [score for _, score in expected], atol=1e-4)
 
 
-def test_index_stores_tower_vectors_and_query_ranks_by_the_query_tower(two_tower_dir, tiny_st_dir, tmp_path):
+def test_index_stores_sentence_encoder_vectors_and_query_ranks_by_the_query_llm(two_tower_dir, tiny_st_dir, tmp_path):
     from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
@@ -135,7 +135,7 @@ def test_index_stores_tower_vectors_and_query_ranks_by_the_query_tower(two_tower
     expected = expected_hits(index_dir, encoder)
     check_hits(query_json(index_dir), expected)  # the model the index names
     check_hits(query_json(index_dir, "--model", str(two_tower_dir)), expected)
-    # The instruction reaches the query tower: another instruction, other scores.
+    # The instruction reaches the query LLM: another instruction, other scores.
     code, output = cli("query", QUERY, "-i", "focus on durability", "--json", "--index-dir", str(index_dir))
     assert code == 0, output
     assert [hit["score"] for hit in json.loads(output)["hits"]] != [score for _, score in expected[:5]]
@@ -170,21 +170,21 @@ def test_a_two_tower_index_is_told_to_rebuild_for_a_symmetric_model(tiny_model_d
     assert "--rebuild" in output and "documents embedded by a sentence encoder, two-tower (" in output
 
 
-def test_another_query_tower_over_the_same_tower_searches_without_reembedding(
-    two_tower_dir, other_query_tower_dir, tmp_path
+def test_another_query_tower_over_the_same_sentence_encoder_searches_without_reembedding(
+    two_tower_dir, other_query_llm_dir, tmp_path
 ):
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     assert cli(*tt_index_args(docs, index_dir, two_tower_dir))[0] == 0
     _, texts, vectors = stored(index_dir)
-    other = loaded(other_query_tower_dir)
+    other = loaded(other_query_llm_dir)
     assert other.fingerprint != loaded(two_tower_dir).fingerprint
     assert other.document_fingerprint == loaded(two_tower_dir).document_fingerprint
 
-    # query --model: the other query tower's ranking over the stored vectors
-    check_hits(query_json(index_dir, "--model", str(other_query_tower_dir)), expected_hits(index_dir, other))
+    # query --model: the other query LLM's ranking over the stored vectors
+    check_hits(query_json(index_dir, "--model", str(other_query_llm_dir)), expected_hits(index_dir, other))
 
     # index --model: the other model takes the index over with nothing re-embedded
-    code, output = cli(*tt_index_args(docs, index_dir, other_query_tower_dir))
+    code, output = cli(*tt_index_args(docs, index_dir, other_query_llm_dir))
     assert code == 0, output
     assert re.search(r"files embedded \(new or changed\)\s*│?\s*0\b", output), output
     assert re.search(r"chunks added / in index\s*│?\s*0 / 4\b", output), output

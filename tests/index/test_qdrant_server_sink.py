@@ -284,3 +284,26 @@ def test_ray_addresses_are_parsed_and_auto_is_resolved(monkeypatch, tmp_path):
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.5:6379\n")
     assert resolve_auto() == "10.0.0.5:6379"
+
+
+def test_the_ray_workers_sink_comes_from_the_store_registry(tiny_encoder, tmp_path):
+    """`index --ray` names no store: a server collection's registration hands the workers a sink
+    and opens its writer there (stores/qdrant_ray.py); the embedded shard is written by the driver."""
+    from instemb_rag.index.ray_embedding import RayEmbedding, WorkerWrittenStore
+    from instemb_rag.index.stores.qdrant import EdgeShard, ServerCollection
+    from instemb_rag.index.stores.registry import open_worker_writer, worker_sink
+
+    client = memory_client()
+    store = QdrantStore.server("http://qdrant:6333", None, "docs", tiny_encoder.dimension, client=client)
+    options = StoreOptions(store="qdrant", qdrant_url="http://qdrant:6333", qdrant_api_key="k")
+    sink = worker_sink(store, options)
+    assert sink == {"store": "qdrant", "url": "http://qdrant:6333", "api_key": "k", "collection": "docs"}
+    writer = open_worker_writer({**sink, "client": client}, tiny_encoder.dimension)
+    assert isinstance(writer, ServerCollection) and writer.collection == "docs"
+    shard = QdrantStore(EdgeShard(tmp_path / "shard", tiny_encoder.dimension), {"qdrant": "embedded"}, tiny_encoder.dimension)
+    assert worker_sink(shard, options) is None and worker_sink(None, options) is None
+    shard.close()
+    step = RayEmbedding.__new__(RayEmbedding)  # the driver's binding, without a cluster
+    step.options = type("Options", (), {"stores": options})()
+    catalog = Catalog.open(tmp_path)
+    assert isinstance(step.bind_store(store, catalog), WorkerWrittenStore) and step.sink == sink

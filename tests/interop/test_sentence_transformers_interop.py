@@ -174,6 +174,6 @@ def test_export_format_sentence_transformers(folders, tmp_path):
     assert st_model(copy).max_seq_length == 16
     refused = CliRunner().invoke(app, ["export", str(source), "--out", str(tmp_path / "x"), "--max-length", "16",
                                        "--format", "sentence-transformers"])  # fmt: skip
-    assert refused.exit_code == 5 and "parts folder" in refused.output
+    assert refused.exit_code == 5 and "composed folder" in refused.output
     both = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "a"), "--out", str(tmp_path / "b")])
     assert both.exit_code == 2 and "Two targets" in both.output

@@ -102,7 +102,7 @@ def test_a_model_without_the_knob_refuses_it(tiny_encoder):
         response = client.post("/v1/embeddings", json={"input": QUERIES, "instruction_strength": 1.0})
         assert response.status_code == 400, response.text
         error = response.json()["error"]
-        assert "a model of one space" in error["message"] and "instruction-effect model only" in error["message"]
+        assert "not an instruction-effect model: it ranks by one space" in error["message"]
         assert error["code"] == "instruction_strength_unsupported" and error["param"] == "instruction_strength"
 
 

@@ -38,8 +38,8 @@ def two_spaces(tiny_model_dir, tiny_st_dir):
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
     """[w a; (1 - w) b] normalised, from the query's two halves."""
-    llm_half, sentence_encoder_half, _ = encoder.query_halves(queries, instructions)
-    mixed = np.concatenate([weight * llm_half, (1 - weight) * sentence_encoder_half], axis=1)
+    llm_vectors, sentence_encoder_vectors, _ = encoder.query_by_space(queries, instructions)
+    mixed = np.concatenate([weight * llm_vectors, (1 - weight) * sentence_encoder_vectors], axis=1)
     return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
@@ -196,7 +196,7 @@ def test_a_model_of_one_space_refuses_llm_weight(tiny_encoder):
 def test_search_explains_each_hit_in_both_spaces(two_spaces, tmp_path):
     """/v1/search with explain: each hit's cosine per space, the weight, the weighted sum and the
     score (the hit's own), as `instemb-rag query --explain --json`."""
-    from instemb_rag.encoder.composed.encoder import mix_scale
+    from instemb_rag.encoder.composed.encoder import two_spaces_scale
     from instemb_rag.index import Index, Indexer, IndexOptions
 
     docs = tmp_path / "docs"
@@ -217,7 +217,7 @@ def test_search_explains_each_hit_in_both_spaces(two_spaces, tmp_path):
             parts = hit["explain"]
             assert parts["llm_weight"] == pytest.approx(0.3)
             assert parts["weighted"] == pytest.approx(0.3 * parts["llm"] + 0.7 * parts["sentence_encoder"], abs=1e-6)
-            assert parts["score"] == pytest.approx(parts["weighted"] * mix_scale(0.3), abs=1e-6)
+            assert parts["score"] == pytest.approx(parts["weighted"] * two_spaces_scale(0.3), abs=1e-6)
             assert parts["score"] == pytest.approx(hit["score"], abs=1e-4)
         plain = client.post("/v1/search", json={"query": QUERIES[0]}).json()["hits"]
         assert all("explain" not in hit or hit["explain"] is None for hit in plain)

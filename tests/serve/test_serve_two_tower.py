@@ -1,5 +1,5 @@
 """The server with a two-tower model (issue 44), in-process: /v1/embeddings embeds documents with
-the document sentence encoder and queries with the query tower; a document instruction is refused (400)
+the document sentence encoder and queries with the query LLM; a document instruction is refused (400)
 before it joins a batch, so it cannot fail the requests batched with it."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ DOCUMENTS = ["the tent is durable nylon . good in rain and wind .", "the stove i
 QUERIES = [("which tent is light ?", "focus on weight"), ("which tent is light ?", None)]
 
 
-def test_documents_by_the_tower_queries_by_the_query_tower(tiny_two_tower, tiny_st_dir):
+def test_documents_by_the_sentence_encoder_queries_by_the_query_llm(tiny_two_tower, tiny_st_dir):
     from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))

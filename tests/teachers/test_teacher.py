@@ -64,7 +64,7 @@ def test_teacher_errors_say_what_to_do(tiny_st_dir, tmp_path, monkeypatch):
 def test_without_sentence_transformers_a_plain_folder_loads_and_training_names_the_extra(tiny_st_dir, monkeypatch):
     expected = load_teacher(tiny_st_dir).encode(["the tent is light"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what an absent package looks like
-    # Transformer + Pooling + Normalize run on transformers alone (teachers/sentence_encoder.py).
+    # Transformer + Pooling + Normalize run on transformers alone (teachers/st_folder.py).
     np.testing.assert_array_equal(load_teacher(tiny_st_dir).encode(["the tent is light"]), expected)
     with pytest.raises(TeacherError, match=r"pip install 'instemb-rag\[train\]'"):
         load_teacher(tiny_st_dir, for_training=True)

@@ -109,10 +109,10 @@ def test_step_zero_is_the_untrained_arrangement(setting, tmp_path):
     texts = [objective.data.passages[c].text for c in columns]
     queries = [objective.data.queries[r] for r in rows]
     llm_docs, sentence_encoder_docs = untrained.document_route.halves(untrained, texts)
-    effect, sentence_encoder_half, _ = untrained.query_halves(
+    effect, sentence_encoder_vectors, _ = untrained.query_by_space(
         [q.text for q in queries], [q.instruction for q in queries]
     )
-    expected = sentence_encoder_half @ sentence_encoder_docs.T + effect @ llm_docs.T
+    expected = sentence_encoder_vectors @ sentence_encoder_docs.T + effect @ llm_docs.T
     np.testing.assert_allclose(scores.detach().numpy(), expected, atol=2e-2)  # the cache's float16 states
 
 
@@ -124,8 +124,8 @@ def test_a_querys_traps_are_its_negatives_and_a_flat_effect_keeps(setting):
     items = read_items(str(setting["items"]))
     passages = [item for item in items if item.role == "passage"]
     queries = [item for item in items if item.role == "query" and item.instruction and item.positive]
-    vectors = {name: torch.zeros(len(passages), 4) for name in ("tower_passages", "llm_passages")}
-    vectors["tower_queries"] = torch.zeros(len(queries), 4)
+    vectors = {name: torch.zeros(len(passages), 4) for name in ("sentence_encoder_passages", "llm_passages")}
+    vectors["sentence_encoder_queries"] = torch.zeros(len(queries), 4)
     data = LLMEffectData(queries, passages, {"q2": ["p2"]}, vectors, 0.0, 0)
     third = [q.id for q in queries].index("q2")  # "compact stove": no group, p2 only as its trap
     columns, positives = data.candidates([third], 0, "s")

@@ -78,14 +78,14 @@ def tiny_overrides(raw: dict, tiny: dict, output: Path) -> dict:
                     "geometry.contrast_batch_size": 4,
                 }
             )
-    elif (raw.get("query_tower") or {}).get("sentence_encoder"):
+    elif (raw.get("two_tower") or {}).get("sentence_encoder"):
         overrides.update(
             {
-                "query_tower.sentence_encoder": str(tiny["teacher"]),
-                "query_tower.texts_file": str(tiny["items"]),
-                "query_tower.prefix_cache_dir": str(output / "prefix"),
-                "query_tower.embedding_dir": str(output / "tower_embeddings"),
-                "query_tower.bank_negatives": 4,
+                "two_tower.sentence_encoder": str(tiny["teacher"]),
+                "two_tower.texts_file": str(tiny["items"]),
+                "two_tower.prefix_cache_dir": str(output / "prefix"),
+                "two_tower.embedding_dir": str(output / "sentence_encoder_embeddings"),
+                "two_tower.bank_negatives": 4,
             }
         )
     elif (raw.get("two_spaces") or {}).get("texts_file"):
@@ -128,8 +128,8 @@ def test_every_recipe_trains_one_step(recipe, tiny, tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1] and final.is_dir()
     expected = "geometry" if (raw.get("geometry") or {}).get("teacher_encoder") else "lookahead"
-    if (raw.get("query_tower") or {}).get("sentence_encoder"):
-        expected = "query_tower"
+    if (raw.get("two_tower") or {}).get("sentence_encoder"):
+        expected = "two_tower"
     if (raw.get("two_spaces") or {}).get("texts_file"):
         expected = "two_spaces"
     if (raw.get("effect") or {}).get("texts_file"):
@@ -174,8 +174,9 @@ def test_a_config_written_before_the_rename_still_loads_with_a_warning(tmp_path)
 
 
 def test_a_config_naming_the_sentence_encoder_by_an_older_name_still_loads(tmp_path):
-    """``document_tower`` named the recipes' sentence encoder before issue 54, ``sentence_encoder`` before issue 62:
-    an older YAML, saved run or --set still loads, into the new field, with a warning."""
+    """``document_tower`` named the recipes' sentence encoder before issue 54, ``sentence_encoder`` before issue 62,
+    and the two-tower recipe's section was ``query_tower`` before issue 68: an older YAML, saved run or --set
+    still loads, into the new field, with a warning."""
     old = tmp_path / "old.yaml"
     old.write_text(
         "model: {train_lookahead: false, trainable_top_layers: 2}\n"
@@ -183,10 +184,12 @@ def test_a_config_naming_the_sentence_encoder_by_an_older_name_still_loads(tmp_p
         "two_spaces: {document_tower: tower-folder}\n"
         "effect: {document_tower: other-folder}\n"
     )
-    with pytest.warns(DeprecationWarning, match=r"query_tower\.sentence_encoder"):
+    with pytest.warns(DeprecationWarning) as warned:
         config = load_config(old)
+    messages = " ".join(str(warning.message) for warning in warned)
+    assert "query_tower renamed to two_tower" in messages and "two_tower.sentence_encoder" in messages
     assert (
-        config.query_tower.sentence_encoder,
+        config.two_tower.sentence_encoder,
         config.two_spaces.sentence_encoder,
         config.effect.sentence_encoder,
     ) == (
@@ -202,4 +205,8 @@ def test_a_config_naming_the_sentence_encoder_by_an_older_name_still_loads(tmp_p
     with pytest.raises(InstEmbError, match="give only one"):
         load_config(None, {"two_spaces.document_tower": "x", "two_spaces.sentence_encoder": "y"})
     with pytest.raises(InstEmbError, match="give only one"):
-        load_config(None, {"query_tower.document_tower": "x", "query_tower.tower": "y"})
+        load_config(None, {"two_tower.document_tower": "x", "two_tower.tower": "y"})
+    with pytest.warns(DeprecationWarning, match="query_tower renamed to two_tower"):  # its name before issue 68
+        assert load_config(None, {"query_tower.max_queries": 5}).two_tower.max_queries == 5
+    with pytest.raises(InstEmbError, match="give only one"):
+        load_config(None, {"query_tower.max_queries": 5, "two_tower.texts_file": "y"})

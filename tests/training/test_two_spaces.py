@@ -76,7 +76,7 @@ def trained_queries():
 
 
 def mixed_loss(queries: np.ndarray, documents: np.ndarray, positives: list[int]) -> float:
-    # queries . documents = (w cos_LLM + (1 - w) cos_sentence) * mix_scale(w): ranks as the loss does
+    # queries . documents = (w cos_LLM + (1 - w) cos_sentence) * two_spaces_scale(w): ranks as the loss does
     logits = torch.as_tensor(queries @ documents.T) / 0.05
     return float(torch.nn.functional.cross_entropy(logits, torch.tensor(positives)))
 
@@ -94,18 +94,19 @@ def test_the_untrained_mix_scores_by_the_weighted_cosines(setting):
         sentence_encoder.anchor_vectors(texts, instructions),
         sentence_encoder.encode(documents),
     )
-    from instemb_rag.encoder.composed.encoder import mix_scale
+    from instemb_rag.encoder.composed.encoder import two_spaces_scale
 
-    expected = (0.7 * llm_queries @ llm_documents.T + 0.3 * sentence_encoder_queries @ tower_documents.T) * mix_scale(
-        0.7
-    )
+    expected = (
+        0.7 * llm_queries @ llm_documents.T + 0.3 * sentence_encoder_queries @ tower_documents.T
+    ) * two_spaces_scale(0.7)
     scores = encoder.encode_queries(texts, instructions) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(scores, expected, atol=1e-5)
     # The knob: another weight per call, the same stored documents.
     scores = encoder.encode_queries(texts, instructions, llm_weight=0.2) @ encoder.encode_documents(documents).T
     np.testing.assert_allclose(
         scores,
-        (0.2 * llm_queries @ llm_documents.T + 0.8 * sentence_encoder_queries @ tower_documents.T) * mix_scale(0.2),
+        (0.2 * llm_queries @ llm_documents.T + 0.8 * sentence_encoder_queries @ tower_documents.T)
+        * two_spaces_scale(0.2),
         atol=1e-5,
     )
     explained = encoder.explain(texts[0], instructions[0], documents[:2], llm_weight=0.2)

@@ -2,7 +2,7 @@
 
 A query is ``[sqrt(w) * A(query) ; sqrt(1 - w) * B(query)]`` and a document likewise, each part
 L2-normalised (encoder/combine.py ``side_by_side``), so the cosine of the whole is ``w * cos_A + (1 - w) * cos_B``: for example a
-two-tower query tower (documents by its sentence encoder) beside the symmetric default (documents
+two-tower model (documents by its sentence encoder, queries by its query LLM) beside the symmetric default (documents
 by the LLM), which brings the LLM's document geometry back where a sentence encoder lacks it, at
 the LLM's indexing cost for that half. Every eval task takes it as ``--model concat:A,B`` (equal
 weights) or ``--model concat:0.7:A,B`` (w = 0.7 for A); A and B as ``--model`` takes them
@@ -40,7 +40,7 @@ def parse_reference(model: str) -> tuple[float, list[str]]:
     if len(parts) != 2 or not 0.0 < weight < 1.0:
         raise InstEmbError(
             f"--model {model!r}: write concat:A,B or concat:W:A,B with two models and 0 < W < 1 "
-            "(for example concat:0.5:runs/query-tower/final,default)."
+            "(for example concat:0.5:runs/two-tower/final,default)."
         )
     return weight, parts
 

@@ -172,7 +172,7 @@ def uses_class_paths(raw: dict) -> bool:
 
 
 def is_composed(folder: str | os.PathLike | None) -> bool:
-    """A parts folder (``instemb_parts.json``), of either format."""
+    """A composed folder (``instemb_parts.json``), of either format."""
     return folder is not None and (Path(folder) / PARTS_FILE).is_file()
 
 

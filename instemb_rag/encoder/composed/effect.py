@@ -1,7 +1,7 @@
 """InstructionEffectEncoder (issue 56): a sentence encoder's plain score plus what the instruction
 changes in the LLM's space; a composition of the parts and routes of encoder.py and routes.py.
 
-Documents: the two-space layout as it is (``halves``: ``[D(d); M(d)] / sqrt(2)``), so an index
+Documents: the two-space layout as it is (``TwoSpacesDocuments``: ``[D(d); M(d)] / sqrt(2)``), so an index
 built by a two-space model over the same two parts needs no rebuild.
 
 A query q under instruction i, from one LLM prefill of q with two instruction suffixes (the

@@ -28,7 +28,7 @@ from torch import nn
 from ...errors import InstEmbError
 from ...instructions import Instructions
 from ...knobs import KNOBS, LLM_WEIGHT, check_knobs
-from ..combine import check_llm_weight, mix_scale
+from ..combine import check_llm_weight, mix_scale, two_spaces_scale
 from ..modules.projection import Projection
 from ..modules.sentence_encoder import SentenceEncoder
 from .class_paths import resolve_class
@@ -37,7 +37,14 @@ from .gate import WeightGate
 from .parts import is_llm_part, part_files, save_part
 from .routes import AnchoredQueries, LLMQueries, SentenceEncoderDocuments, TwoSpacesDocuments, TwoSpacesQueries
 
-__all__ = ["ComposedEncoder", "TwoSpacesEncoder", "TwoTowerEncoder", "check_llm_weight", "mix_scale"]
+__all__ = [
+    "ComposedEncoder",
+    "TwoSpacesEncoder",
+    "TwoTowerEncoder",
+    "check_llm_weight",
+    "mix_scale",
+    "two_spaces_scale",
+]
 
 # Where each LLM part of a saved folder lives (any other LLM part: a subfolder of its name).
 LLM_DIRS = {"documents_llm": DOCUMENTS_LLM_DIR, "query_llm": QUERY_LLM_DIR}
@@ -246,11 +253,11 @@ class ComposedEncoder(nn.Module):
             return own(self, text, instructions, batch_size)
         return self.encode_queries([text] * len(instructions), list(instructions), batch_size=batch_size)
 
-    def query_halves(self, queries: Sequence[str], instructions: Instructions = None, *args, **kwargs):
-        return self.query_route.query_halves(self, queries, instructions, *args, **kwargs)
+    def query_by_space(self, queries: Sequence[str], instructions: Instructions = None, *args, **kwargs):
+        return self.query_route.query_by_space(self, queries, instructions, *args, **kwargs)
 
-    def document_halves(self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
-        return self.document_route.halves(self, documents, batch_size, show_progress)
+    def documents_by_space(self, documents: Sequence[str], batch_size: int = 16, show_progress: bool = False):
+        return self.document_route.by_space(self, documents, batch_size, show_progress)
 
     def explain(self, query: str, instruction: str | None, documents: Sequence[str] | np.ndarray, **knob) -> list[dict]:
         """Per document, what each space gives and what ranks (routes.py: the knob's routes only).
@@ -260,8 +267,13 @@ class ComposedEncoder(nn.Module):
             raise InstEmbError("This encoder embeds each side in one space: there is nothing to explain.")
         return self.query_route.explain(self, query, instruction, documents, **checked_knobs(knob))
 
-    def route_halves(self, pooled, embedded, anchors):
-        return self.query_route.route_halves(self, pooled, embedded, anchors)
+    def route_by_space(self, pooled, embedded, anchors):
+        return self.query_route.route_by_space(self, pooled, embedded, anchors)
+
+    # Older names ("halves" before issue 68 named a vector's parts by their spaces).
+    query_halves = query_by_space  # alias kept for compatibility (issue 68 names round 2)
+    document_halves = documents_by_space  # alias kept for compatibility (issue 68 names round 2)
+    route_halves = route_by_space  # alias kept for compatibility (issue 68 names round 2)
 
     def route_effect(self, under_instruction, under_reference, strength: float | None = None):
         return self.query_route.route_effect(self, under_instruction, under_reference, strength)
@@ -387,13 +399,13 @@ class TwoTowerEncoder(ComposedEncoder):
 class TwoSpacesEncoder(ComposedEncoder):
     """Documents ``[A; B] / sqrt(2)``: the documents' LLM's own vector (a symmetric InstEmb encoder,
     frozen) and the sentence encoder's, each normalised. Queries from one prefill of ``query_llm``
-    (the documents' LLM with a query-side adapter, or that LLM itself): the LLM half, the sentence encoder
-    half (the sentence encoder's vector of "instruction + query" plus the sentence encoder head's correction)
+    (the documents' LLM with a query-side adapter, or that LLM itself): the LLM-space vector, the sentence encoder's
+    (its vector of "instruction + query" plus the sentence encoder head's correction)
     and the weight w (the caller's ``llm_weight``, else the gate's, else the configured one), as
     ``[w a; (1 - w) b]`` normalised. The score of a document is then ``(w cos(a, A) + (1 - w)
-    cos(b, B)) * mix_scale(w)``: it ranks as the weighted sum. Untrained (no query LLM, head or
-    gate) it is the fixed mix of the two spaces; the trainer (training/two_spaces/) starts every
-    query-side part at zero, so its step 0 is exactly that mix."""
+    cos(b, B)) * two_spaces_scale(w)``: it ranks as the weighted sum. Untrained (no query LLM, head or
+    gate) it is the two spaces at the fixed weight; the trainer (training/two_spaces/) starts every
+    query-side part at zero, so its step 0 is exactly that model."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ export_model(source, target, sentence_encoder={"encoder": ..., "fingerprint": ..
     the copy is two-tower over that sentence encoder: the source's LLM (its head trained
     into the encoder's space) embeds queries, the sentence encoder documents. An anchored
     source keeps its anchor unless the entry sets ``query_anchor``. A folder encoder is
-    checked by fingerprint and copied in (``TOWER_DIR``).
+    checked by fingerprint and copied in (``SENTENCE_ENCODER_DIR``).
 
 With no options it re-saves a folder of any older layout in the current format (legacy.py reads
 it), its weight files copied byte for byte: ``instemb-rag export OLD NEW``.
@@ -107,7 +107,7 @@ def check_head(llm_folder: Path, spec: ModelSpec) -> None:
 
 def copy_sentence_encoder(entry: PartEntry, source: Path, staging: Path) -> PartEntry:
     """A named sentence encoder stays named. A folder (absolute, or relative: inside ``source``) is
-    copied in and recorded as ``TOWER_DIR``, so no absolute path stays in a config or a
+    copied in and recorded as ``SENTENCE_ENCODER_DIR``, so no absolute path stays in a config or a
     fingerprint; its fingerprint is checked first, so a copy never names an encoder it does not load."""
     from ...teachers.fingerprint import folder_fingerprint
     from ...teachers.registry import TEACHERS

@@ -1,10 +1,10 @@
-"""WeightGate: the mix weight of the two spaces, read per query off the LLM's pooled state.
+"""WeightGate: the LLM space's weight of the two spaces, read per query off the LLM's pooled state.
 
 "Find evidence about this claim" and "find evidence that refutes this claim" over one corpus want
 different mixes of the LLM's space (which reads the instruction) and the sentence encoder's (plain
 search); only the LLM reads which one was asked. The gate is one linear unit over the normalised
 pooled state, through a sigmoid. It starts with zero weights and the bias at logit(w0), so an
-untrained gate is exactly the fixed mix w0. A saved module: ``gate.safetensors`` beside its config
+untrained gate is exactly the fixed weight w0. A saved module: ``gate.safetensors`` beside its config
 entry ``{"in_features": 576, "initial_weight": 0.5}``.
 """
 

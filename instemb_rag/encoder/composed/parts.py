@@ -5,11 +5,11 @@
                       precision, device, settings), saved by its own ``save``
     the sentence encoder
                       SentenceEncoder (``SENTENCE_ENCODER_TYPE``, modules/sentence_encoder.py): an installed
-                      teacher by name, or its own folder copied in (``TOWER_DIR``); its entry is
+                      teacher by name, or its own folder copied in (``SENTENCE_ENCODER_DIR``); its entry is
                       its config
     module parts      any torch module class with the ``ModulePart`` methods, imported by its
                       class path (class_paths.py): Projection (modules/projection.py, a head from
-                      the LLM's pooled state), WeightGate (gate.py, the per-query mix weight),
+                      the LLM's pooled state), WeightGate (gate.py, the per-query weight),
                       EffectMap (effect_map.py, the instruction's effect, mapped). A new part is
                       a class in a file of its own: nothing here lists it.
 

@@ -4,7 +4,7 @@
 What a user could build in ten minutes with the document sentence encoder alone (issue 44): documents by
 the sentence encoder, each query as ``instruction + " " + query`` (instructions.paste_instruction) by the
 same encoder. Every eval task takes it as ``--model pasted:NAME`` (NAME: an installed teacher
-such as ``minilm``, or a sentence-transformers folder), so the query tower is compared with it on
+such as ``minilm``, or a sentence-transformers folder), so the two-tower query LLM is compared with it on
 the same items, pairable with ``instemb-rag compare``.
 """
 

@@ -14,7 +14,7 @@ records each route by its class path (``config()``; class_paths.py), so a new ro
       LLMQueries        the LLM (through its head, into the sentence encoder's space: two-tower)
       AnchoredQueries   the sentence encoder's vector of "instruction + query" plus the LLM's
                         correction, normalised (an anchored two-tower)
-      TwoSpacesQueries      [w a; (1 - w) b] normalised: the LLM half, the anchored sentence encoder half, the
+      TwoSpacesQueries      [w a; (1 - w) b] normalised: the LLM space's vector, the anchored sentence encoder's, the
                         weight (the caller's llm_weight, else the gate's, else the configured one)
       EffectQueries     [s h(effect); M(i + q)] normalised: the instruction's effect on the LLM's
                         query vector through the effect map, the sentence encoder's vector
@@ -40,13 +40,13 @@ from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT, Knob
 from ..combine import (
     REFERENCE_INSTRUCTION,
     anchored,
-    document_halves,
-    effect_half,
     effect_query,
     effect_rows,
     effect_scale,
+    effect_vector,
     refuse_document_instruction,
-    split_document_halves,
+    split_two_spaces_document,
+    two_spaces_document,
     two_spaces_query,
     unit,
     weighted_rows,
@@ -146,17 +146,17 @@ class TwoSpacesDocuments(Route):
             self.fingerprint(enc),
         )
 
-    def halves(self, enc, documents: Sequence[str] | np.ndarray, batch_size: int = 16, show_progress: bool = False):
+    def by_space(self, enc, documents: Sequence[str] | np.ndarray, batch_size: int = 16, show_progress: bool = False):
         """(A, B): each document's LLM and sentence-encoder vectors, each normalised. ``documents``:
         texts, embedded here; or their vectors as ``encode`` made them (an index's stored ones,
-        index/search.py's explain), split back into the halves without embedding anything."""
+        index/search.py's explain), split back into the two spaces' vectors without embedding anything."""
         if isinstance(documents, np.ndarray):
             if documents.ndim != 2 or documents.shape[1] != self.dimension(enc):
                 raise InstEmbError(
                     f"Document vectors of shape {documents.shape} are not this encoder's "
                     f"({self.dimension(enc)}-d rows): give the documents' texts instead."
                 )
-            return split_document_halves(documents, enc.parts[self.llm].dimension)
+            return split_two_spaces_document(documents, enc.parts[self.llm].dimension)
         documents = list(documents)
         llm = enc.parts[self.llm].encode_documents(documents, None, batch_size=batch_size, show_progress=show_progress)
         return llm, enc.parts[self.sentence_encoder].encode_documents(documents, None, batch_size=max(batch_size, 32))
@@ -164,7 +164,9 @@ class TwoSpacesDocuments(Route):
     def encode(self, enc, documents: Sequence[str], instruction: str | None = None, **kwargs) -> np.ndarray:
         self.side(enc).refuse_instruction(instruction)
         batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
-        return document_halves(*self.halves(enc, documents, batch_size, show_progress))
+        return two_spaces_document(*self.by_space(enc, documents, batch_size, show_progress))
+
+    halves = by_space  # alias kept for compatibility (issue 68 names round 2)
 
 
 # ---------------------------------------------------------------------------- queries: two-tower
@@ -234,7 +236,7 @@ class AnchoredQueries(LLMQueries):
 
     def route_queries(self, enc, pooled: torch.Tensor, anchors: torch.Tensor):
         """(queries, corrections) from pooled states [B, hidden] and the anchors [B, d]: training's
-        query route (training/query_tower/), differentiable."""
+        query route (training/two_tower/), differentiable."""
         corrections = enc.parts[self.llm].project(pooled)
         return anchored(anchors, corrections), corrections
 
@@ -280,7 +282,7 @@ class TwoSpacesQueries(TwoSpacesRoute):
         return len(enc.parts[self.llm].build_ids(query, instruction)) + sentence_encoder
 
     @torch.inference_mode()
-    def query_halves(self, enc, queries, instructions=None, batch_size: int = 16, show_progress: bool = False):
+    def query_by_space(self, enc, queries, instructions=None, batch_size: int = 16, show_progress: bool = False):
         """(a, b, w): each query's LLM half and sentence encoder half (normalised) and its weight (the gate's,
         else the configured one), from one prefill of the query LLM."""
         queries = list(queries)
@@ -293,37 +295,40 @@ class TwoSpacesQueries(TwoSpacesRoute):
         if not len(queries):
             return unit(embedded).numpy(), unit(anchors).numpy(), torch.full((0,), self.llm_weight).numpy()
         device = llm.device
-        halves = self.route_halves(enc, pooled.to(device), embedded.to(device), anchors.to(device))
-        return tuple(half.float().cpu().numpy() for half in halves[:3])
+        by_space = self.route_by_space(enc, pooled.to(device), embedded.to(device), anchors.to(device))
+        return tuple(vectors.float().cpu().numpy() for vectors in by_space[:3])
 
-    def route_halves(self, enc, pooled: torch.Tensor, embedded: torch.Tensor, anchors: torch.Tensor):
+    def route_by_space(self, enc, pooled: torch.Tensor, embedded: torch.Tensor, anchors: torch.Tensor):
         """(a, b, w, correction) from the query LLM's pooled states [B, hidden], its embeddings [B, d]
-        and the anchors [B, d_m]: at inference (``query_halves``) and in training
+        and the anchors [B, d_m]: at inference (``query_by_space``) and in training
         (training/two_spaces/: differentiable, on the pooled states of the frozen-prefix cache)."""
-        llm_half = unit(embedded.float())
+        llm_vectors = unit(embedded.float())
         correction = enc.parts[self.head](pooled) if self.head is not None else None
-        sentence_encoder_half = unit(anchors.float()) if correction is None else anchored(anchors, correction)
+        sentence_encoder_vectors = unit(anchors.float()) if correction is None else anchored(anchors, correction)
         if self.gate is not None:
             weights = enc.parts[self.gate](pooled)
         else:
             weights = torch.full((len(pooled),), float(self.llm_weight), device=pooled.device)
-        return llm_half, sentence_encoder_half, weights, correction
+        return llm_vectors, sentence_encoder_vectors, weights, correction
 
     def encode(self, enc, queries, instructions=None, llm_weight: float | None = None, **kwargs) -> np.ndarray:
         """``llm_weight`` as checked where it entered (ComposedEncoder.encode_queries); None: the model's own."""
         batch_size, show_progress = kwargs.get("batch_size", 16), kwargs.get("show_progress", False)
-        llm_half, sentence_encoder_half, weights = self.query_halves(
+        llm_vectors, sentence_encoder_vectors, weights = self.query_by_space(
             enc, queries, instructions, batch_size, show_progress
         )
         if llm_weight is not None:
             weights = np.full_like(weights, llm_weight)
-        return two_spaces_query(llm_half, sentence_encoder_half, weights)
+        return two_spaces_query(llm_vectors, sentence_encoder_vectors, weights)
 
     def explain(self, enc, query: str, instruction: str | None, documents, llm_weight: float | None = None):
-        llm_half, sentence_encoder_half, weights = self.query_halves(enc, [query], [instruction])
+        llm_vectors, sentence_encoder_vectors, weights = self.query_by_space(enc, [query], [instruction])
         weight = float(weights[0]) if llm_weight is None else llm_weight
-        llm_docs, sentence_encoder_docs = enc.document_route.halves(enc, documents)
-        return weighted_rows(llm_docs @ llm_half[0], sentence_encoder_docs @ sentence_encoder_half[0], weight)
+        llm_docs, sentence_encoder_docs = enc.document_route.by_space(enc, documents)
+        return weighted_rows(llm_docs @ llm_vectors[0], sentence_encoder_docs @ sentence_encoder_vectors[0], weight)
+
+    query_halves = query_by_space  # alias kept for compatibility (issue 68 names round 2)
+    route_halves = route_by_space  # alias kept for compatibility (issue 68 names round 2)
 
 
 # ---------------------------------------------------------------------------- queries: the instruction's effect
@@ -379,15 +384,15 @@ class EffectQueries(TwoSpacesRoute):
         return llm.encode_queries(texts, per_item, batch_size=batch_size).reshape(2, len(queries), -1)
 
     @torch.inference_mode()
-    def query_halves(self, enc, queries, instructions=None, instruction_strength=None, batch_size: int = 16):
-        """(effect half ``s h(effect)`` [N, d_llm], sentence-encoder half ``M(i + q)`` [N, d_m]
-        (normalised), ``s`` [N]); a query without an instruction has a zero effect half.
+    def query_by_space(self, enc, queries, instructions=None, instruction_strength=None, batch_size: int = 16):
+        """(effect vector ``s h(effect)`` [N, d_llm] in the LLM space, sentence-encoder vector ``M(i + q)`` [N, d_m]
+        (normalised), ``s`` [N]); a query without an instruction has a zero effect vector.
         ``instruction_strength`` as checked where it entered; None: the model's own."""
         strength = self.instruction_strength if instruction_strength is None else instruction_strength
         queries = list(queries)
         per_item = per_item_instructions(instructions, len(queries))
         sentence_encoder = enc.parts[self.sentence_encoder]
-        sentence_encoder_half = unit(
+        sentence_encoder_vectors = unit(
             np.asarray(sentence_encoder.anchor_vectors(queries, per_item), dtype=np.float32).reshape(
                 len(queries), sentence_encoder.dimension
             )
@@ -400,13 +405,13 @@ class EffectQueries(TwoSpacesRoute):
             effect, gain = self.route_effect(enc, torch.as_tensor(pairs[0]), torch.as_tensor(pairs[1]), strength)
             strengths[rows] = strength * gain.float().cpu().numpy()
             effects[rows] = effect.float().cpu().numpy()
-        return effects, sentence_encoder_half, strengths
+        return effects, sentence_encoder_vectors, strengths
 
     def route_effect(
         self, enc, under_instruction: torch.Tensor, under_reference: torch.Tensor, strength: float | None = None
     ):
         """(``s gain h(effect)`` [N, d_llm], gain [N]) of unit LLM query vectors under the instruction
-        and the reference: at inference (``query_halves``) and in training (training/effect/: the
+        and the reference: at inference (``query_by_space``) and in training (training/effect/: the
         strength None, the route's own, which the recipe's arguments set)."""
         if strength is None:
             strength = self.instruction_strength
@@ -416,22 +421,26 @@ class EffectQueries(TwoSpacesRoute):
             effect_map = enc.parts[self.effect_map]
             device = next(effect_map.parameters()).device
             mapped, gain = effect_map(under_instruction.to(device), under_reference.to(device))
-        return effect_half(mapped, gain, strength), gain
+        return effect_vector(mapped, gain, strength), gain
 
     def encode(self, enc, queries, instructions=None, instruction_strength=None, **kwargs) -> np.ndarray:
-        effects, sentence_encoder_half, _ = self.query_halves(
+        effects, sentence_encoder_vectors, _ = self.query_by_space(
             enc, queries, instructions, instruction_strength, kwargs.get("batch_size", 16)
         )
-        return effect_query(effects, sentence_encoder_half)
+        return effect_query(effects, sentence_encoder_vectors)
 
     def explain(self, enc, query: str, instruction: str | None, documents, instruction_strength=None):
-        effects, sentence_encoder_half, effective = self.query_halves(enc, [query], [instruction], instruction_strength)
-        llm_docs, sentence_encoder_docs = enc.document_route.halves(enc, documents)
+        effects, sentence_encoder_vectors, effective = self.query_by_space(
+            enc, [query], [instruction], instruction_strength
+        )
+        llm_docs, sentence_encoder_docs = enc.document_route.by_space(enc, documents)
         scale = float(effect_scale(effects)[0])
         knob = self.instruction_strength if instruction_strength is None else instruction_strength  # given, or own
         return effect_rows(
-            sentence_encoder_docs @ sentence_encoder_half[0], llm_docs @ effects[0], knob, float(effective[0]), scale
+            sentence_encoder_docs @ sentence_encoder_vectors[0], llm_docs @ effects[0], knob, float(effective[0]), scale
         )
+
+    query_halves = query_by_space  # alias kept for compatibility (issue 68 names round 2)
 
 
 def route_from_config(side: str, raw: dict, where: str = "instemb_parts.json") -> Route:

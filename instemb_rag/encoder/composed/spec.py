@@ -51,7 +51,7 @@ def checkpoint_spec(folder: Path) -> ModelSpec:
 
 def llm_checkpoint_of(reference):
     """The symmetric LLM checkpoint a reference means where the LLM itself is meant: the LLM part
-    inside a parts folder (its documents' LLM), else the reference unchanged (a checkpoint, a model
+    inside a composed folder (its documents' LLM), else the reference unchanged (a checkpoint, a model
     folder, a name or None). A string stays a string, a path a path."""
     if not is_composed(reference):
         return reference

@@ -14,7 +14,7 @@ references the sentence encoder by name (an installed teacher, teachers/registry
 folder path relative to the model folder, and by fingerprint: a model whose query side was
 trained into one space refuses to load over another (an index of its documents would be
 searched with queries aimed elsewhere). A folder sentence encoder (a fine-tuned copy) ships inside the model
-folder as ``TOWER_DIR``: a save copies it there and records it so, so no absolute path reaches
+folder as ``SENTENCE_ENCODER_DIR``: a save copies it there and records it so, so no absolute path reaches
 a config or a fingerprint and a moved folder loads as it was.
 """
 
@@ -190,7 +190,7 @@ class SentenceEncoder:
         return {"encoder": self.reference, "fingerprint": self.fingerprint, "dimension": self.dimension}
 
     def recorded_config(self) -> dict:
-        """The entry a save records: a folder of its own as ``TOWER_DIR`` (the save copies it
+        """The entry a save records: a folder of its own as ``SENTENCE_ENCODER_DIR`` (the save copies it
         there), a named teacher as it is, so no absolute path reaches a config or a fingerprint."""
         config = self.get_config_dict()
         return config if self.is_named_teacher else {**config, "encoder": SENTENCE_ENCODER_DIR}
@@ -226,9 +226,9 @@ class SentenceEncoder:
     def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> SentenceEncoder:
         """Load by teacher name (``minilm``) or sentence-transformers folder.
 
-        A relative folder is read from inside the checkpoint (a fine-tuned sentence encoder ships there, as
-        ``document_tower/``); a folder given to a command is referenced absolute while loaded
-        (``recorded_reference``) and recorded as ``document_tower/`` once saved.
+        A relative folder is read from inside the model folder (a fine-tuned sentence encoder ships there, as
+        ``sentence_encoder/``); a folder given to a command is referenced absolute while loaded
+        (``recorded_reference``) and recorded as ``sentence_encoder/`` once saved.
         """
         from ...teachers import load_teacher
         from ...teachers.registry import TEACHERS
@@ -241,7 +241,7 @@ class SentenceEncoder:
     @staticmethod
     def recorded_reference(reference: str) -> str:
         """How a sentence encoder a user named is referenced while loaded: a teacher name as is, a folder
-        absolute (a checkpoint copies the folder in and records it as ``document_tower/``)."""
+        absolute (a checkpoint copies the folder in and records it as ``sentence_encoder/``)."""
         from ...teachers.registry import TEACHERS
 
         return reference if reference in TEACHERS else str(Path(reference).expanduser().resolve())

@@ -10,18 +10,17 @@ search when the store lags); it talks to Qdrant through one of two small transpo
   uses the engine;
 - ``ServerCollection``: a collection on a server or cluster through qdrant-client (`--qdrant-url`).
 
-Point id = catalog chunk id (derived from the chunk's content: catalog.content_chunk_id, so a
-Ray worker can write a point before the driver commits it and a retried batch overwrites
-itself), payload {source, position}; text stays in the catalog, which remains the source of truth.
+Point id = catalog chunk id (content-derived: catalog.content_chunk_id, so a Ray worker writes a
+server's points before the driver commits them, qdrant_ray.py, and a retried batch overwrites
+itself), payload {source, position}; text stays in the catalog, the source of truth.
 
 A server collection is created with the options of ``CollectionOptions`` (shards, replication,
 write consistency, on-disk vectors, int8 scalar quantization; docs/scale-out.md); the server is
 checked reachable within ``CONNECT_TIMEOUT_S`` so a wrong URL fails in seconds.
 
-Registered as the store ``qdrant`` (``REGISTRATION``, registry.py): its settings are the options
-of `index --help`'s "Qdrant server" section; the resident query process opens it per query
-(``kept_open=False``: the embedded shard holds the index lock); a rebuild drops a server
-collection (``wipe``). qdrant-edge, qdrant-client and numpy are imported where used.
+Registered as the store ``qdrant`` (``REGISTRATION``, registry.py): its settings are `index --help`'s
+"Qdrant server" options; the resident process opens it per query (``kept_open=False``: the shard holds
+the lock); a rebuild drops a server collection (``wipe``). Its packages are imported where used.
 """
 
 from __future__ import annotations
@@ -73,6 +72,8 @@ REGISTRATION = StoreRegistration(
     store_class=f"{__name__}:QdrantStore",
     summary="qdrant: embedded on disk, or a server with --qdrant-url",
     kept_open=False,  # the embedded shard holds the index lock while open: one query at a time
+    worker_sink=f"{__package__}.qdrant_ray:worker_sink",  # `index --ray`: the workers write a server's points
+    worker_writer=f"{__package__}.qdrant_ray:worker_writer",
     settings=(
         server_setting(
             "qdrant_url",

@@ -42,7 +42,9 @@ __all__ = [
     "registered_stores",
     "store_registration",
     "store_settings",
+    "open_worker_writer",
     "unregister_store",
+    "worker_sink",
 ]
 
 BUILT_IN = values(BuiltInStore)  # modules of this package, each with a REGISTRATION (choices.StoreKind)
@@ -98,20 +100,51 @@ class StoreRegistration:
     ``open`` and ``wipe`` are what the registry calls, base.py), its ``settings``, and
     ``kept_open``: whether the resident query process may keep an index of this store open
     between queries (False: opened for one query and closed after it, as an embedded Qdrant shard,
-    which holds the index lock while open)."""
+    which holds the index lock while open).
+
+    ``worker_sink`` and ``worker_writer`` (None: the driver writes every point), each a function
+    or "module:function": where `index --ray`'s workers write the points themselves (a Qdrant server
+    collection: qdrant_ray.py). ``worker_sink(store, options)`` answers, on the driver, a picklable
+    dict naming the store (``"store"``), or None where the driver writes this one;
+    ``worker_writer(sink, dimension)`` opens it in a worker: an object with ``upsert(ids, vectors,
+    payloads)``. The driver's store then has ``delete``, ``upsert`` and ``flush``."""
 
     name: str
     store_class: Any
     summary: str
     settings: tuple[StoreSetting, ...] = ()
     kept_open: bool = True
+    worker_sink: Any = None
+    worker_writer: Any = None
 
     def load(self) -> type:
         """The store's class (imported here when named as "module:Class")."""
-        if not isinstance(self.store_class, str):
-            return self.store_class
-        module, _, attribute = self.store_class.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return _named(self.store_class)
+
+
+def _named(value: Any) -> Any:
+    """``value`` itself, or the attribute a "module:attribute" string names (imported here)."""
+    if not isinstance(value, str):
+        return value
+    module, _, attribute = value.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def worker_sink(store: Any, options: Any) -> dict | None:
+    """What `index --ray`'s workers are handed to write ``store``'s points themselves (its
+    registration's ``worker_sink``), or None: the driver writes them."""
+    for registration in registered_stores().values():
+        if registration.worker_sink is not None and isinstance(store, registration.load()):
+            return _named(registration.worker_sink)(store, options)
+    return None
+
+
+def open_worker_writer(sink: dict, dimension: int) -> Any:
+    """In a Ray worker: the writer of the store ``sink`` names (its registration's ``worker_writer``)."""
+    registration = store_registration(sink["store"], "sink", ValueError)
+    if registration.worker_writer is None:
+        raise ValueError(f"The store {registration.name} has no worker writer: its driver writes its points.")
+    return _named(registration.worker_writer)(sink, dimension)
 
 
 class StoreSettings:

@@ -13,7 +13,7 @@ class EffectArguments:
 
     Nothing below the effect map trains: every query's LLM vectors under its instruction and under
     the reference instruction, the sentence encoder's vector of "instruction + query", and both
-    document halves of every passage are cached once (training/effect/vectors.py). The map starts
+    document vectors of every passage in both spaces are cached once (training/effect/vectors.py). The map starts
     as the identity at gain 1: step 0 is exactly the untrained arrangement at ``instruction_strength``.
     """
 
@@ -58,9 +58,9 @@ class EffectArguments:
         return [
             (
                 config.geometry.teacher_encoder is None
-                and config.query_tower.sentence_encoder is None
+                and config.two_tower.sentence_encoder is None
                 and config.two_spaces.texts_file is None,
-                "effect, two_spaces, query_tower and geometry are four recipes: set one of them",
+                "effect, two_spaces, two_tower and geometry are four recipes: set one of them",
             ),
             (e.temperature > 0 and e.bank_negatives >= 0, "effect.temperature must be > 0, bank_negatives >= 0"),
             (0 <= e.rank, "effect.rank must be >= 0"),

@@ -15,13 +15,13 @@ import torch
 
 from ...datasets.embedding_items import read_items
 from ...errors import InstEmbError
-from ..cached_vectors import QueryTowerData
+from ..cached_vectors import RankingData
 from .vectors import cache_effect_vectors
 
 
 @dataclass
 class EffectData:
-    queries: QueryTowerData  # items, positives, groups; the sentence encoder's passages and queries
+    queries: RankingData  # items, positives, groups; the sentence encoder's passages and queries
     llm_passages: torch.Tensor  # [P, d] D(d), normalised
     llm_queries: torch.Tensor  # [Q, d] D(q, i)
     llm_references: torch.Tensor  # [Q, d] D(q, r)
@@ -66,18 +66,18 @@ def load_effect_data(
     for row, item in enumerate(passages):
         if item.group:
             group_rows.setdefault(item.group, []).append(row)
-    halves = QueryTowerData(
+    ranking = RankingData(
         queries,
         [row_of[item.positive] for item in queries],
         group_rows,
-        vectors["tower_passages"],
-        vectors["tower_queries"],
+        vectors["sentence_encoder_passages"],
+        vectors["sentence_encoder_queries"],
     )
     rows = list(range(len(queries)))
     random.Random(f"{seed}:validation").shuffle(rows)
     held = round(len(rows) * validation_share)
     return EffectData(
-        halves,
+        ranking,
         vectors["llm_passages"],
         vectors["llm_queries"],
         vectors["llm_references"],

@@ -4,7 +4,7 @@ A run (``effect.texts_file`` set; objectives.py selects this objective):
 
 1. caches every vector below the effect map once (vectors.py): the shipped LLM's query vectors
    under each instruction and under the reference instruction, the sentence encoder's vector of
-   "instruction + query", and both document halves of every passage; nothing else runs the models;
+   "instruction + query", and both spaces' document vectors of every passage; nothing else runs the models;
 2. builds the effect map (encoder/composed/effect_map.py) at the identity and gain 1: step 0 is
    exactly the untrained arrangement at the recipe's strength (args.py);
 3. each step ranks a batch of queries by ``cos_M(i + q, d) + s gain(q) < h(effect), D(d) >`` over
@@ -86,11 +86,11 @@ class EffectObjective(Objective):
         candidates, positives = data.queries.candidates(rows, e.bank_negatives, seed)
         # The encoder's own query route (what encode_queries runs, at its own strength: the
         # recipe's), on the cached LLM vectors.
-        effect_half, gain = self.encoder.route_effect(
+        effect_vector, gain = self.encoder.route_effect(
             data.llm_queries[rows].to(device), data.llm_references[rows].to(device)
         )
         scores = effect_scores(
-            effect_half,
+            effect_vector,
             data.queries.anchors[rows].to(device),
             data.llm_passages[candidates].to(device),
             data.queries.passages[candidates].to(device),

@@ -112,20 +112,20 @@ class EffectLLMObjective(Objective):
         self.log(f"validation top-1 at step {start_step}: {self.validation_top1()}")
 
     def ranked(self, rows: list[int], seed: str):
-        """(scores [B, C], positive columns [B], effect half [B, d], LLM candidates [C, d], gain [B])."""
+        """(scores [B, C], positive columns [B], effect vector [B, d], LLM candidates [C, d], gain [B])."""
         e, data, device = self.config.effect, self.data, self.student.device
         columns, positives = data.candidates(rows, e.bank_negatives, seed)
-        effect_half, gain = self.query_effects(rows)
+        effect_vector, gain = self.query_effects(rows)
         llm_candidates = data.llm_passages[columns].to(device)
         scores = effect_scores(
-            effect_half,
+            effect_vector,
             data.anchors[rows].to(device),
             llm_candidates,
             data.sentence_encoder_passages[columns].to(device),
         )
         if e.group_negatives_only:
             scores = scores.masked_fill(~data.own_columns(rows, columns).to(device), float("-inf"))
-        return scores, torch.tensor(positives, device=device), effect_half, llm_candidates, gain
+        return scores, torch.tensor(positives, device=device), effect_vector, llm_candidates, gain
 
     def query_effects(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """(``s gain h(D'(q, i) - D'(q, r))`` [B, d], gain [B]) of query rows: the top layers on the
@@ -137,7 +137,7 @@ class EffectLLMObjective(Objective):
         under_instruction, under_reference = vectors[: len(rows)], vectors[len(rows) :]
         return self.encoder.route_effect(under_instruction, under_reference)  # at its own strength: the recipe's
 
-    def instruction_contrast(self, rows: list[int], effect_half: torch.Tensor, step: int) -> torch.Tensor:
+    def instruction_contrast(self, rows: list[int], effect_vector: torch.Tensor, step: int) -> torch.Tensor:
         """The same query text under its sibling's instruction (same subject, another positive) must
         score the query's positive lower than under its own: cross-entropy over the two
         instructions. What the instruction does not decide (a shift every instruction gives alike)
@@ -146,7 +146,7 @@ class EffectLLMObjective(Objective):
         rng = random.Random(f"{self.config.training.seed}:siblings:{step}")
         pairs = [(b, rng.choice(data.siblings[row])) for b, row in enumerate(rows) if data.siblings[row]]
         if not pairs:
-            return effect_half.sum() * 0.0
+            return effect_vector.sum() * 0.0
         batch, siblings = [b for b, _ in pairs], [s for _, s in pairs]
         sibling_effect, _ = self.query_effects(siblings)
         passages = [data.positives[rows[b]] for b in batch]
@@ -155,7 +155,7 @@ class EffectLLMObjective(Objective):
             data.sentence_encoder_passages[passages].to(device),
         )
         own = (data.anchors[[rows[b] for b in batch]].to(device) * sentence_encoder).sum(-1) + (
-            effect_half[batch] * llm
+            effect_vector[batch] * llm
         ).sum(-1)
         other = (data.anchors[siblings].to(device) * sentence_encoder).sum(-1) + (sibling_effect * llm).sum(-1)
         logits = torch.stack([own, other], dim=1) / self.config.effect.temperature
@@ -164,14 +164,14 @@ class EffectLLMObjective(Objective):
     def step(self, step: int) -> StepResult:
         e = self.config.effect
         rows = [self.data.training_rows[i] for i in self.order.step(step)]
-        scores, positives, effect_half, llm_candidates, gain = self.ranked(
+        scores, positives, effect_vector, llm_candidates, gain = self.ranked(
             rows, f"{self.config.training.seed}:bank:{step}"
         )
         generic = torch.tensor([self.data.queries[row].id.endswith(GENERIC_TAG) for row in rows])
         terms = {"infonce": effect_infonce(scores, positives, e.temperature)}
-        terms["keep"] = flat_contribution(effect_half[generic], llm_candidates, e.temperature)
+        terms["keep"] = flat_contribution(effect_vector[generic], llm_candidates, e.temperature)
         terms["contrast"] = (
-            self.instruction_contrast(rows, effect_half, step) if e.contrast_weight > 0 else effect_half.sum() * 0.0
+            self.instruction_contrast(rows, effect_vector, step) if e.contrast_weight > 0 else effect_vector.sum() * 0.0
         )
         terms["loss"] = terms["infonce"] + e.keep_weight * terms["keep"] + e.contrast_weight * terms["contrast"]
         terms["loss"].backward()
@@ -233,7 +233,7 @@ def _layer_of(name: str) -> int | None:
 
 class LLMEffectData:
     """Queries (with an instruction), their positives, hard negatives (group and own traps), the
-    cached sentence-encoder vectors of queries and passages and the documents' LLM half."""
+    cached sentence-encoder vectors of queries and passages and the documents' LLM-space vectors."""
 
     def __init__(self, queries, passages, negatives: dict[str, list[str]], vectors, validation_share, seed):
         self.queries, self.passages = queries, passages
@@ -262,7 +262,10 @@ class LLMEffectData:
             for n, q in enumerate(queries)
         ]
         self.own_traps = {qid for qid, ids in negatives.items() if ids}
-        self.anchors, self.sentence_encoder_passages = vectors["tower_queries"], vectors["tower_passages"]
+        self.anchors, self.sentence_encoder_passages = (
+            vectors["sentence_encoder_queries"],
+            vectors["sentence_encoder_passages"],
+        )
         self.llm_passages = vectors["llm_passages"]
         rows = list(range(len(queries)))
         random.Random(f"{seed}:validation").shuffle(rows)
@@ -308,13 +311,13 @@ class LLMEffectData:
 
 
 def load_llm_effect_data(e, seed: int, documents_llm, sentence_encoder, log=print) -> LLMEffectData:
-    """The items file's queries and passages with their cached vectors (the documents' LLM half and
+    """The items file's queries and passages with their cached vectors (the documents' LLM-space vectors and
     the sentence encoder's; the query LLM's states are the prefix cache's)."""
     from ...datasets.embedding_items import read_items
     from ...paths import instemb_home
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..cached_vectors import cached_llm_half
+    from ..cached_vectors import cached_llm_vectors
 
     items = read_items(e.texts_file)
     passages = [item for item in items if item.role == "passage"]
@@ -328,12 +331,12 @@ def load_llm_effect_data(e, seed: int, documents_llm, sentence_encoder, log=prin
     folder = Path(e.embedding_dir) if e.embedding_dir else instemb_home() / "teacher_embeddings"
     as_tensor = lambda array: torch.as_tensor(array, dtype=torch.float32)  # noqa: E731
     texts = [teacher_text(q.text, q.instruction) for q in queries]
-    vectors = {"tower_queries": as_tensor(cached_embeddings(sentence_encoder.teacher, texts, folder))}
-    vectors["tower_passages"] = as_tensor(
+    vectors = {"sentence_encoder_queries": as_tensor(cached_embeddings(sentence_encoder.teacher, texts, folder))}
+    vectors["sentence_encoder_passages"] = as_tensor(
         cached_embeddings(sentence_encoder.teacher, [p.text for p in passages], folder)
     )
-    log(f"effect data: {len(queries)} queries, {len(passages)} passages; caching the documents' LLM half")
-    vectors["llm_passages"] = cached_llm_half(
+    log(f"effect data: {len(queries)} queries, {len(passages)} passages; caching the documents' LLM-space vectors")
+    vectors["llm_passages"] = cached_llm_vectors(
         documents_llm, "default", [p.text for p in passages], e.embedding_dir, log
     )
     return LLMEffectData(queries, passages, negatives, vectors, e.validation_share, seed)

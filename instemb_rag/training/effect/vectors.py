@@ -43,13 +43,13 @@ def pair_key(query: str, instruction: str | None) -> str:
 
 
 def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sentence_encoder=None, log=print) -> dict:
-    """``{"llm_passages", "tower_passages", "llm_queries", "llm_references", "tower_queries"}``:
+    """``{"llm_passages", "sentence_encoder_passages", "llm_queries", "llm_references", "sentence_encoder_queries"}``:
     float32 tensors, rows in the order of the items' passages and queries (queries with an
     instruction: a query without one is the sentence encoder's alone, nothing to train)."""
     from ...encoder.composed.effect import REFERENCE_INSTRUCTION
     from ...teachers.cache import cached_embeddings
     from ...teachers.teacher import teacher_text
-    from ..cached_vectors import cached_llm_half
+    from ..cached_vectors import cached_llm_vectors
 
     llm, sentence_encoder = _frozen_parts(llm, sentence_encoder)
     folder = Path(embedding_dir) if embedding_dir else instemb_home() / "teacher_embeddings"
@@ -59,7 +59,7 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sent
     as_tensor = lambda array: torch.as_tensor(np.asarray(array), dtype=torch.float32)  # noqa: E731
     vectors = {}
     # Queries first: they are quick, and a run stopped in the passages has them all.
-    vectors["tower_queries"] = as_tensor(
+    vectors["sentence_encoder_queries"] = as_tensor(
         cached_embeddings(sentence_encoder.teacher, [teacher_text(q.text, q.instruction) for q in queries], folder)
     )
     keys = [pair_key(q.text, q.instruction) for q in queries] + [
@@ -67,8 +67,8 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sent
     ]
     both = as_tensor(cached_embeddings(queries_side, keys, folder, shard_rows=QUERY_SHARD_ROWS))
     vectors["llm_queries"], vectors["llm_references"] = both[: len(queries)], both[len(queries) :]
-    vectors["tower_passages"] = as_tensor(cached_embeddings(sentence_encoder.teacher, passages, folder))
-    vectors["llm_passages"] = cached_llm_half(llm, "default", passages, embedding_dir, log)
+    vectors["sentence_encoder_passages"] = as_tensor(cached_embeddings(sentence_encoder.teacher, passages, folder))
+    vectors["llm_passages"] = cached_llm_vectors(llm, "default", passages, embedding_dir, log)
     return vectors
 
 

@@ -1,2 +1,3 @@
-"""The two-tower query tower recipe (issue 44): InstEmb queries trained into a sentence encoder's
-document space, against its cached document vectors (objective.py; the vectors: ../cached_vectors.py)."""
+"""The two-tower recipe's import path before issue 68 (names round 2): the recipe is
+training/two_tower/ (the LLM side of a two-tower model is its query LLM; "tower" names only the
+arrangement). Kept so code written against the old path runs; the package uses the new one."""

@@ -2,18 +2,18 @@
 
 A run (``two_spaces.texts_file`` set; objectives.py selects this objective):
 
-1. caches both document halves of every passage of the items file (data.py): the frozen
+1. caches both spaces' document vectors of every passage of the items file (data.py): the frozen
    documents' LLM (slow: start it first) and the sentence encoder; documents never run again;
 2. loads the student (the documents' LLM with its LoRA going on training live: the query-side
    adapter), opens its top K layers and fills the frozen-prefix cache with the queries;
-3. attaches the sentence encoder head (at zero: the sentence encoder half is exactly the sentence encoder's vector of
+3. attaches the sentence encoder head (at zero: the sentence-encoder vector is exactly the sentence encoder's vector of
    "instruction + query") and the gate (zero weights, bias at logit(w0)): step 0 is exactly the
-   untrained mix at w0;
-4. each step runs the top K layers on the cached queries once; DAAP gives the LLM half, the head
-   the sentence encoder half's correction, the gate the weight; InfoNCE ranks each query's positive passage by
+   untrained two-space model at w0;
+4. each step runs the top K layers on the cached queries once; DAAP gives the LLM-space vector, the head
+   the correction of the sentence encoder's vector, the gate the weight; InfoNCE ranks each query's positive passage by
    ``w cos_LLM + (1 - w) cos_sentence`` above its group's other passages (a subject's other aspects,
-   a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py). The halves
-   come from the encoder's own query route (``route_halves``), the one ``encode_queries`` runs.
+   a claim's other-stance evidence) and a seeded bank sample (losses/two_spaces.py). The two spaces' vectors
+   come from the encoder's own query route (``route_by_space``), the one ``encode_queries`` runs.
 
 The checkpoints are two-space encoders (encoder/composed/): what ``encode_queries`` computes at
 inference is what the step ranked.
@@ -33,8 +33,8 @@ from ...encoder.modules.projection import Projection
 from ...encoder.modules.sentence_encoder import SentenceEncoder
 from ...hashing import file_sha256
 from ...knobs import LLM_WEIGHT
-from ...losses.query_tower import correction_norm
 from ...losses.two_spaces import two_spaces_infonce
+from ...losses.two_tower import correction_norm
 from ..batch_order import BatchOrder
 from ..common_args import RunConfig
 from ..objective import Objective, Prepared, StepResult, weighted_sum
@@ -94,7 +94,7 @@ class TwoSpacesObjective(Objective):
         root = Path(s.prefix_cache_dir) if s.prefix_cache_dir else Path(self._home()) / "prefix_cache"
         cache = PrefixCache(root, student, m.trainable_top_layers, torch.float16)
         started = time.perf_counter()
-        queries = data.halves.queries
+        queries = data.ranking.queries
         cache.build([item.student_input for item in queries], log=log)
         log(f"prefix cache ready ({len(cache.index)} inputs, {time.perf_counter() - started:.0f} s this run)")
         lengths = [cache.index[input_key(*item.student_input)][2] for item in queries]
@@ -102,7 +102,7 @@ class TwoSpacesObjective(Objective):
         head = Projection(student.hidden_size, sentence_encoder.dimension).to(device)
         gate = WeightGate(student.hidden_size, s.initial_llm_weight).to(device) if s.gate else None
         if not (t.resume and latest_checkpoint(Path(t.output_dir)) is not None):
-            with torch.no_grad():  # a zero correction: the sentence encoder half starts at the anchor
+            with torch.no_grad():  # a zero correction: the sentence-encoder vector starts at the anchor
                 head.linear.weight.zero_()
                 head.linear.bias.zero_()
         heads = QuerySideHeads(head, gate)
@@ -144,18 +144,18 @@ class TwoSpacesObjective(Objective):
 
     def step(self, step: int) -> StepResult:
         s, device = self.config.two_spaces, self.student.device
-        halves = self.data.halves
+        ranking = self.data.ranking
         batch = self.order.step(step)
-        pooled = pooled_embeddings(self.student, self.cache, [halves.queries[i].student_input for i in batch])
+        pooled = pooled_embeddings(self.student, self.cache, [ranking.queries[i].student_input for i in batch])
         # The encoder's own query route (what encode_queries runs), on the cached pooled states.
-        llm_half, sentence_encoder_half, weights, corrections = self.encoder.route_halves(
-            pooled, self.student.project(pooled), halves.anchors[batch].to(device)
+        llm_vectors, sentence_encoder_vectors, weights, corrections = self.encoder.route_by_space(
+            pooled, self.student.project(pooled), ranking.anchors[batch].to(device)
         )
-        rows, positives = halves.candidates(batch, s.bank_negatives, f"{self.config.training.seed}:bank:{step}")
+        rows, positives = ranking.candidates(batch, s.bank_negatives, f"{self.config.training.seed}:bank:{step}")
         terms = {
             "infonce": two_spaces_infonce(
-                (llm_half, self.data.llm_passages[rows].to(device)),
-                (sentence_encoder_half, halves.passages[rows].to(device)),
+                (llm_vectors, self.data.llm_passages[rows].to(device)),
+                (sentence_encoder_vectors, ranking.passages[rows].to(device)),
                 weights,
                 torch.tensor(positives, device=device),
                 s.temperature,

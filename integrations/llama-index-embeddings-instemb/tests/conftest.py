@@ -27,7 +27,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_st_dir(tmp_path_factory) -> Path:
-    """A tiny sentence-transformers folder (max_seq_length 32): a two-tower document tower."""
+    """A tiny sentence-transformers folder (max_seq_length 32): a two-tower sentence encoder."""
     return build_tiny_sentence_encoder_folder(tmp_path_factory.mktemp("tiny_st_li"))
 
 
@@ -39,14 +39,16 @@ def tiny_two_tower(tiny_model_dir, tiny_st_dir):
 
     from instemb_rag import InstEmbEncoder
     from instemb_rag.encoder.modules.projection import Projection
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
     encoder = InstEmbEncoder.from_pretrained(tiny_model_dir, device="cpu", lookahead_length=4, max_length=64)
     torch.manual_seed(0)
-    tower = DocumentTower.load(str(tiny_st_dir))
+    sentence_encoder = SentenceEncoder.load(str(tiny_st_dir))
     from instemb_rag.encoder.composed.encoder import TwoTowerEncoder
 
-    return TwoTowerEncoder(encoder.with_projection(Projection(encoder.hidden_size, tower.dimension)), tower)
+    return TwoTowerEncoder(
+        encoder.with_projection(Projection(encoder.hidden_size, sentence_encoder.dimension)), sentence_encoder
+    )
 
 
 @pytest.fixture()

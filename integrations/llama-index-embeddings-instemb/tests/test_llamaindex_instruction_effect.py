@@ -53,21 +53,21 @@ def test_queries_take_the_strength_as_a_field_a_view_and_per_call(effect):
     for wrong in (-1, 10.5, float("nan"), "strong"):
         with pytest.raises(InstEmbError, match="instruction_strength"):
             InstEmbEmbedding.from_encoder(effect, instruction_strength=wrong)
-    with pytest.raises(InstEmbError, match="instruction-effect model, whose knob is instruction_strength"):
+    with pytest.raises(InstEmbError, match="instruction-effect model, whose query-time knob is instruction_strength"):
         embed_model.get_query_embeddings([QUERY], None, llm_weight=0.5)
 
 
 def test_a_model_without_the_knob_refuses_it(tiny_embed_model, tiny_model_dir, tiny_st_dir):
     from instemb_rag.encoder.load import untrained_mix
 
-    with pytest.raises(InstEmbError, match="embeds in one space.*instruction-effect model only"):
+    with pytest.raises(InstEmbError, match="not an instruction-effect model: it ranks by one space"):
         InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, instruction_strength=1.0)
-    with pytest.raises(InstEmbError, match="embeds in one space"):
+    with pytest.raises(InstEmbError, match="ranks by one space"):
         tiny_embed_model.get_query_embeddings([QUERY], None, instruction_strength=1.0)
-    with pytest.raises(InstEmbError, match="embeds in one space"):
+    with pytest.raises(InstEmbError, match="ranks by one space"):
         tiny_embed_model.with_instruction_strength(1.0)
     two_spaces = untrained_mix(str(tiny_model_dir), str(tiny_st_dir), device="cpu", lookahead_length=2)
-    with pytest.raises(InstEmbError, match="two-space model, whose knob is llm_weight"):
+    with pytest.raises(InstEmbError, match="two-space model, whose query-time knob is llm_weight"):
         InstEmbEmbedding.from_encoder(two_spaces).get_query_embedding_for(QUERY, instruction_strength=1.0)
 
 
@@ -136,7 +136,7 @@ def test_a_server_of_the_effect_model_takes_the_strength(effect, monkeypatch):
             )
             with pytest.raises(InstEmbError, match="instruction_strength"):
                 encoder.encode_queries([QUERY], None, instruction_strength=12)
-            with pytest.raises(InstEmbError, match="whose knob is instruction_strength"):
+            with pytest.raises(InstEmbError, match="whose query-time knob is instruction_strength"):
                 encoder.encode_queries([QUERY], None, llm_weight=0.5)
     finally:
         state.close()

@@ -44,8 +44,8 @@ def embed_model(two_spaces):
 
 def weighted(encoder, queries, instructions, weight: float) -> np.ndarray:
     """[w a; (1 - w) b] normalised, from the queries' two halves."""
-    llm_half, tower_half, _ = encoder.query_halves(queries, instructions)
-    mixed = np.concatenate([weight * llm_half, (1 - weight) * tower_half], axis=1)
+    llm_vectors, sentence_encoder_vectors, _ = encoder.query_by_space(queries, instructions)
+    mixed = np.concatenate([weight * llm_vectors, (1 - weight) * sentence_encoder_vectors], axis=1)
     return mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
 
@@ -84,7 +84,7 @@ def test_a_weight_is_checked_and_a_model_of_one_space_refuses_one(two_spaces, ti
     for wrong in (1.5, -0.1, float("nan"), True, "0.5"):
         with pytest.raises(InstEmbError, match="between 0 and 1"):
             InstEmbEmbedding.from_encoder(two_spaces, llm_weight=wrong)
-    with pytest.raises(InstEmbError, match="one space.*two-space model"):
+    with pytest.raises(InstEmbError, match="not a two-space model: it ranks by one space"):
         InstEmbEmbedding.from_encoder(tiny_embed_model.encoder, llm_weight=0.5)
     with pytest.raises(InstEmbError, match="one space"):
         tiny_embed_model.get_query_embeddings([QUERY], None, llm_weight=0.5)

@@ -1,9 +1,9 @@
 """InstEmbEmbedding over a two-tower encoder (issue 44): text embeddings come from the document
-tower, query embeddings from the query tower; truncation, the document token limit and the node
-parser count the document tower's own tokens against its own max_length; the document cache keys
-on the document tower, so another query tower over it reuses the cached document vectors.
+tower, query embeddings from the query LLM; truncation, the document token limit and the node
+parser count the sentence encoder's own tokens against its own max_length; the document cache keys
+on the sentence encoder, so another query LLM over it reuses the cached document vectors.
 
-The tiny document tower reads max_length=32 tokens with [CLS] and [SEP], so 30 of text (one
+The tiny sentence encoder reads max_length=32 tokens with [CLS] and [SEP], so 30 of text (one
 token per word of the tiny vocabulary); the tiny LLM would read 60.
 """
 
@@ -20,7 +20,7 @@ from llama_index.core.storage.kvstore import SimpleKVStore
 from instemb_rag.errors import InstEmbError
 from llama_index.embeddings.instemb import InstEmbEmbedding, TruncationWarning
 
-TOWER_LIMIT = 30  # tokens of text the tiny document tower reads
+TOWER_LIMIT = 30  # tokens of text the tiny sentence encoder reads
 LLM_LIMIT = 60  # what the tiny LLM would read of a document (test_llamaindex_truncation.py)
 
 
@@ -30,9 +30,9 @@ def words(count: int, word: str = "tent") -> str:
 
 @pytest.fixture()
 def tower(tiny_st_dir):
-    from instemb_rag.encoder.modules.tower import DocumentTower
+    from instemb_rag.encoder.modules.sentence_encoder import SentenceEncoder
 
-    return DocumentTower.load(str(tiny_st_dir))
+    return SentenceEncoder.load(str(tiny_st_dir))
 
 
 @pytest.fixture()
@@ -40,7 +40,7 @@ def embed_model(tiny_two_tower):
     return InstEmbEmbedding.from_encoder(tiny_two_tower, query_instruction="focus on weight", embed_batch_size=4)
 
 
-def test_text_embeddings_are_the_towers_and_query_embeddings_the_query_towers(
+def test_text_embeddings_are_the_sentence_encoders_and_query_embeddings_the_query_towers(
     embed_model, tiny_two_tower, tower, tiny_docs
 ):
     np.testing.assert_allclose(embed_model.get_text_embedding_batch(tiny_docs), tower.encode(tiny_docs), atol=1e-5)
@@ -69,7 +69,7 @@ def test_the_document_limit_is_the_towers(embed_model, tower):
 
 
 def test_a_document_past_the_towers_limit_is_said_to_be_cut(embed_model, tower):
-    # 40 words: the LLM would read them all, the document tower reads 30.
+    # 40 words: the LLM would read them all, the sentence encoder reads 30.
     texts = ["this tent is light .", words(38) + " light", words(38) + " heavy durable"]
     with pytest.warns(TruncationWarning) as caught:
         vectors = embed_model.get_text_embedding_batch(texts)
@@ -100,15 +100,15 @@ def test_the_node_parser_splits_on_the_towers_tokens(embed_model, tower):
 
 
 def test_the_document_cache_keys_on_the_tower(embed_model, tiny_two_tower, tiny_encoder_pair, tiny_docs):
-    other_query_tower, symmetric = tiny_encoder_pair
+    other_query_llm, symmetric = tiny_encoder_pair
     store = SimpleKVStore()
     first = InstEmbEmbedding.from_encoder(tiny_two_tower, embeddings_cache=store)
     assert first.document_fingerprint == tiny_two_tower.tower.fingerprint != tiny_two_tower.fingerprint
     vectors = first.get_text_embedding_batch(tiny_docs)
     assert first.document_cache.misses == len(tiny_docs)
 
-    # Another query tower into the same document space: every document vector from the cache.
-    other = InstEmbEmbedding.from_encoder(other_query_tower, embeddings_cache=store)
+    # Another query LLM into the same document space: every document vector from the cache.
+    other = InstEmbEmbedding.from_encoder(other_query_llm, embeddings_cache=store)
     assert other.fingerprint != first.fingerprint and other.document_fingerprint == first.document_fingerprint
     np.testing.assert_allclose(other.get_text_embedding_batch(tiny_docs), vectors, atol=1e-7)
     assert other.document_cache.hits == len(tiny_docs) and other.document_cache.misses == 0
@@ -121,7 +121,7 @@ def test_the_document_cache_keys_on_the_tower(embed_model, tiny_two_tower, tiny_
 
 @pytest.fixture()
 def tiny_encoder_pair(tiny_two_tower):
-    """(another query tower over the same document tower, the symmetric encoder under them)."""
+    """(another query LLM over the same sentence encoder, the symmetric encoder under them)."""
     import torch
 
     from instemb_rag.encoder.modules.projection import Projection

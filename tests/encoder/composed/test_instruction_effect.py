@@ -35,7 +35,7 @@ def effect(tiny_model_dir, tiny_st_dir):
 
 
 def test_a_query_ranks_by_the_plain_score_plus_the_instructions_effect(effect):
-    llm, sentence_encoder = effect.document_halves(DOCS)
+    llm, sentence_encoder = effect.documents_by_space(DOCS)
     documents = effect.encode_documents(DOCS)
     queries = effect.encode_queries(QUERIES, INSTRUCTIONS)
     under = effect.query_llm.encode_queries(QUERIES, INSTRUCTIONS)
@@ -44,8 +44,8 @@ def test_a_query_ranks_by_the_plain_score_plus_the_instructions_effect(effect):
     plain = plain / np.linalg.norm(plain, axis=1, keepdims=True)
     combined = plain @ sentence_encoder.T + 2.0 * (under - reference) @ llm.T
     np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
-    effect_half = 2.0 * (under - reference)
-    np.testing.assert_allclose(queries @ documents.T, combined * effect_scale(effect_half)[:, None], atol=1e-4)
+    effect_vector = 2.0 * (under - reference)
+    np.testing.assert_allclose(queries @ documents.T, combined * effect_scale(effect_vector)[:, None], atol=1e-4)
 
 
 def test_without_an_instruction_the_query_is_the_sentence_encoders_alone(effect):

@@ -1,4 +1,4 @@
-"""teachers/sentence_encoder.py: a sentence-transformers folder run without the library gives
+"""teachers/st_folder.py: a sentence-transformers folder run without the library gives
 the library's vectors (within 1e-5), for the folder formats of sentence-transformers 6 and of the
 older releases (all-MiniLM-L6-v2's), and refuses what it does not run."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from testing import minilm_or_skip
 
-from instemb_rag.teachers.sentence_encoder import (
+from instemb_rag.teachers.st_folder import (
     SentenceEncoderModel,
     UnsupportedSentenceFolder,
     read_pipeline,

@@ -1,4 +1,4 @@
-"""The query-tower objective (training/query_tower/) on a tiny Llama student and a tiny BERT document
+"""The two-tower objective (training/two_tower/) on a tiny Llama student and a tiny BERT document
 sentence encoder: it starts exactly at the anchor (the sentence encoder's own vector of instruction + query), lowers the
 in-group InfoNCE against the sentence encoder's cached passages, and saves an anchored two-tower checkpoint whose
 ``encode_queries`` is what it trained."""
@@ -20,7 +20,7 @@ pytest.importorskip("sentence_transformers")
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory):
-    root = tmp_path_factory.mktemp("query_tower")
+    root = tmp_path_factory.mktemp("two_tower")
     return {
         "student": build_tiny_model_folder(root / "student", layers=3),
         "sentence_encoder": build_tiny_teacher_folder(root / "sentence_encoder"),
@@ -38,13 +38,13 @@ def config_for(setting, tmp_path: Path, **overrides):
         "model.trainable_top_layers": 1,
         "model.lora_rank": 4,
         "model.train_lookahead": False,
-        "query_tower.sentence_encoder": str(setting["sentence_encoder"]),
-        "query_tower.texts_file": str(setting["items"]),
-        "query_tower.prefix_cache_dir": str(tmp_path / "prefix"),
-        "query_tower.embedding_dir": str(tmp_path / "tower_cache"),
-        "query_tower.bank_negatives": 2,
-        "query_tower.anchor_weight": 0.0,
-        "query_tower.head_learning_rate": 5e-2,
+        "two_tower.sentence_encoder": str(setting["sentence_encoder"]),
+        "two_tower.texts_file": str(setting["items"]),
+        "two_tower.prefix_cache_dir": str(tmp_path / "prefix"),
+        "two_tower.embedding_dir": str(tmp_path / "tower_cache"),
+        "two_tower.bank_negatives": 2,
+        "two_tower.anchor_weight": 0.0,
+        "two_tower.head_learning_rate": 5e-2,
         "training.output_dir": str(tmp_path / "run"),
         "training.batch_size": 5,
         "training.max_steps": 12,
@@ -61,7 +61,7 @@ def config_for(setting, tmp_path: Path, **overrides):
 
 
 def ranking_loss(queries: np.ndarray, passages: np.ndarray, positives: list[int]) -> float:
-    from instemb_rag.losses.query_tower import bank_infonce
+    from instemb_rag.losses.two_tower import bank_infonce
 
     return float(
         bank_infonce(torch.as_tensor(queries), torch.as_tensor(passages), torch.tensor(positives), temperature=0.05)
@@ -82,7 +82,7 @@ def test_the_run_starts_at_the_anchor_and_ships_an_anchored_two_tower_checkpoint
 
     monkeypatch.setenv("INSTEMB_HOME", str(tmp_path / "home"))
     config = config_for(setting, tmp_path)
-    assert objective_for(config).name == "query_tower"
+    assert objective_for(config).name == "two_tower"
     sentence_encoder = SentenceEncoder.load(str(setting["sentence_encoder"]))
     queries = trained_queries()
     texts, instructions = [q[0] for q in queries], [q[1] for q in queries]
