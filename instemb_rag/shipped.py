@@ -8,7 +8,7 @@ from pathlib import Path
 
 __all__ = ["SHIPPED_FOLDER", "shipped_knob", "shipped_knob_words"]
 
-# The shipped default model's folder (encoder/model.py's SHIPPED_CHECKPOINT, which imports torch).
+# The shipped default model's folder (encoder/model.py's SHIPPED_MODEL_FOLDER, which imports torch).
 SHIPPED_FOLDER = Path(__file__).resolve().parent / "default_checkpoint"
 PARTS_FILE = "instemb_parts.json"  # encoder/composed/config.py's PARTS_FILE
 

@@ -59,12 +59,12 @@ def tiny_two_tower(tiny_encoder, tiny_st_dir):
 def default_encoder():
     """The shipped symmetric LLM (slow tests only): what tests of the LLM itself load (int8, shared
     prefix, look-ahead, its embeddings since issue 45), whichever layout the default has: the
-    default checkpoint, or the documents' LLM of a two-space default (``shipped_llm_checkpoint``).
+    default checkpoint, or the documents' LLM of a two-space default (``shipped_llm_folder``).
     A test of the shipped model as a whole takes ``default_model``."""
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.encoder import shipped_llm_checkpoint
+    from instemb_rag.encoder import shipped_llm_folder
 
-    return InstEmbEncoder.from_pretrained(shipped_llm_checkpoint(), device="cpu")
+    return InstEmbEncoder.from_pretrained(shipped_llm_folder(), device="cpu")
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +73,9 @@ def default_model(request):
     tests only): a symmetric encoder (then the very ``default_encoder``, not loaded twice) or a
     two-space one (documents [LLM; MiniLM], which needs minilm installed)."""
     from instemb_rag import InstEmbEncoder
-    from instemb_rag.encoder.model import SHIPPED_CHECKPOINT, shipped_llm_checkpoint
+    from instemb_rag.encoder.model import SHIPPED_MODEL_FOLDER, shipped_llm_folder
 
-    if shipped_llm_checkpoint() == SHIPPED_CHECKPOINT:
+    if shipped_llm_folder() == SHIPPED_MODEL_FOLDER:
         return request.getfixturevalue("default_encoder")
     return InstEmbEncoder.from_pretrained(device="cpu")
 
@@ -83,7 +83,7 @@ def default_model(request):
 @pytest.fixture(scope="session")
 def composed_default_dir(tmp_path_factory) -> Path:
     """A two-space default as issue 50 would ship it, built here (slow tests only): `instemb-rag
-    compose` of the shipped LLM (``shipped_llm_checkpoint``, copied byte for byte as documents_llm/)
+    compose` of the shipped LLM (``shipped_llm_folder``, copied byte for byte as documents_llm/)
     and the installed minilm. Skips where minilm is not installed."""
     from typer.testing import CliRunner
 

@@ -7,9 +7,9 @@ import torch
 from testing import build_tiny_model_folder
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.encoder.checkpoint import CONFIG_FILE, export_checkpoint, read_config
-from instemb_rag.encoder.composed import llm_checkpoint_of
-from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
+from instemb_rag.encoder.composed import llm_folder_of
+from instemb_rag.encoder.llm_folder import CONFIG_FILE, export_llm_folder, read_config
+from instemb_rag.encoder.model import SHIPPED_MODEL_FOLDER
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, ModelNotFoundError
 
 TEXTS = ["a durable tent for rain", "light stove"]
@@ -147,10 +147,10 @@ def test_checkpoint_records_its_weight_files_and_refuses_to_load_without_one(tin
     tiny_encoder.save(tmp_path / "ckpt", trained=trained)
     assert read_config(tmp_path / "ckpt").files == ["lookahead.safetensors", "adapted.safetensors"]
     (tmp_path / "ckpt" / "adapted.safetensors").unlink()
-    with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing.*Copy the whole checkpoint folder"):
+    with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing.*Copy the whole LLM folder"):
         InstEmbEncoder.from_pretrained(tmp_path / "ckpt", device="cpu")
     with pytest.raises(CheckpointError, match=r"adapted\.safetensors is missing"):
-        export_checkpoint(tmp_path / "ckpt", tmp_path / "copy")
+        export_llm_folder(tmp_path / "ckpt", tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
 
 
@@ -160,9 +160,9 @@ def test_shipped_default_without_its_lora_folder_refuses_to_load(tmp_path, layou
     LLM without its adapter refuses, and so does the default as a whole, in either layout (a
     two-space default, built from the shipped LLM where minilm is installed: its LLM is its
     documents_llm/, which refuses before any other part loads)."""
-    source = SHIPPED_CHECKPOINT if layout == "as shipped" else request.getfixturevalue("composed_default_dir")
+    source = SHIPPED_MODEL_FOLDER if layout == "as shipped" else request.getfixturevalue("composed_default_dir")
     shutil.copytree(source, tmp_path / "default")
-    llm = llm_checkpoint_of(tmp_path / "default")  # the default itself, or its documents_llm/
+    llm = llm_folder_of(tmp_path / "default")  # the default itself, or its documents_llm/
     assert "lora/adapter_model.safetensors" in read_config(llm).files
     shutil.rmtree(llm / "lora")
     for folder in {llm, tmp_path / "default"}:
@@ -212,11 +212,11 @@ def test_export_with_head_input_weight_writes_a_blended_view_of_the_head(tiny_en
 
     np.testing.assert_allclose(cosines(blend), 0.5 * cosines(bare) + 0.5 * cosines(head_only), atol=1e-5)
     # Weight 0 is the head alone again, with the original fingerprint.
-    export_checkpoint(tmp_path / "blend", tmp_path / "unblended", head_input_weight=0.0)
+    export_llm_folder(tmp_path / "blend", tmp_path / "unblended", head_input_weight=0.0)
     assert InstEmbEncoder.from_pretrained(tmp_path / "unblended", device="cpu").fingerprint == head_only.fingerprint
     tiny_encoder.save(tmp_path / "plain", trained=[])
     with pytest.raises(CheckpointError, match="no projection head"):
-        export_checkpoint(tmp_path / "plain", tmp_path / "x", head_input_weight=0.5)
+        export_llm_folder(tmp_path / "plain", tmp_path / "x", head_input_weight=0.5)
     with pytest.raises(CheckpointError, match=r"\[0, 1\)"):
-        export_checkpoint(tmp_path / "geometry", tmp_path / "x", head_input_weight=1.0)
+        export_llm_folder(tmp_path / "geometry", tmp_path / "x", head_input_weight=1.0)
     assert not (tmp_path / "x").exists()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from instemb_rag.cli import app
 from instemb_rag.cli.common import ExitCode, exit_code_for
-from instemb_rag.encoder.model import shipped_llm_checkpoint
+from instemb_rag.encoder.model import shipped_llm_folder
 from instemb_rag.errors import CheckpointError, FingerprintMismatchError, InstEmbError, ModelNotFoundError
 from instemb_rag.index import BadInputError, IndexBusyError, IndexFolderError
 from instemb_rag.index.errors import RayWorkerError
@@ -63,7 +63,7 @@ def test_unknown_choices_are_bad_input_in_every_command(tmp_path):
 
 
 def test_an_incomplete_checkpoint_is_a_model_error(tmp_path):
-    shutil.copytree(shipped_llm_checkpoint(), tmp_path / "ckpt")  # the LLM checkpoint, whichever layout ships
+    shutil.copytree(shipped_llm_folder(), tmp_path / "ckpt")  # the LLM checkpoint, whichever layout ships
     (tmp_path / "ckpt" / "lora" / "adapter_model.safetensors").unlink()
     code, output = cli("export", str(tmp_path / "ckpt"), str(tmp_path / "out"))
     assert code == ExitCode.MODEL and "lora/adapter_model.safetensors is missing" in output

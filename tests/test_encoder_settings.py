@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.encoder.checkpoint import read_config
+from instemb_rag.encoder.llm_folder import read_config
 
 TEXTS = ["a durable tent for rain", "light stove"]
 INSTRUCTIONS = ["focus on durability", None]

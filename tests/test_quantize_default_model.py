@@ -9,7 +9,7 @@ import pytest
 from testing import shared_data_or_skip
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.encoder import shipped_llm_checkpoint
+from instemb_rag.encoder import shipped_llm_folder
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_int8_stays_close_to_fp32_on_dev_texts(default_encoder):
         len(texts) - 12
     )
     low = InstEmbEncoder.from_pretrained(
-        shipped_llm_checkpoint(), device="cpu", precision="int8"
+        shipped_llm_folder(), device="cpu", precision="int8"
     )  # the LLM, as default_encoder
     reference = default_encoder.encode_queries(texts, instructions)
     quantized = low.encode_queries(texts, instructions)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from instemb_rag.encoder.checkpoint import check_complete, read_config
+from instemb_rag.encoder.llm_folder import check_complete, read_config
 
 FOLDERS = sorted(path for path in (Path(__file__).parents[1] / "research" / "checkpoints").iterdir() if path.is_dir())
 # Issue 67's readers (a cross-encoder's config, LoRA adapter, head and fusion weight), not encoders.

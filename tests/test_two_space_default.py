@@ -1,6 +1,6 @@
 """The shipped default may be a symmetric checkpoint or a two-space folder (issue 50): shipping one
 is replacing the contents of instemb_rag/default_checkpoint, its documents_llm/ being the symmetric
-LLM that shipped before. ``shipped_llm_checkpoint()`` names that LLM in either layout, and what
+LLM that shipped before. ``shipped_llm_folder()`` names that LLM in either layout, and what
 means the LLM goes through it (the untrained mix, a training start, the trainer's "default"); the
 default as a whole (``from_pretrained()``) is the two-space model, and with minilm missing it fails
 with the install command, never falling back to one space.
@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 import instemb_rag.encoder.model as model
 from instemb_rag import InstEmbEncoder
 from instemb_rag.cli import app
-from instemb_rag.encoder import shipped_llm_checkpoint
-from instemb_rag.encoder.composed import PARTS_FILE, llm_checkpoint_of
+from instemb_rag.encoder import shipped_llm_folder
+from instemb_rag.encoder.composed import PARTS_FILE, llm_folder_of
 from instemb_rag.encoder.composed.config import DOCUMENTS_LLM_DIR
 
 pytest.importorskip("sentence_transformers")
@@ -34,7 +34,7 @@ TEXTS = ["the tent is durable nylon . good in rain .", "a light tent . packed si
 def symmetric_default(tiny_encoder, tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "symmetric_default"
     tiny_encoder.save(folder)
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", folder)
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", folder)
     return folder
 
 
@@ -47,12 +47,12 @@ def two_space_default(tiny_model_dir, tiny_st_dir, tmp_path, monkeypatch) -> Pat
     untrained_two_spaces(str(tiny_model_dir), str(tiny_st_dir), llm_weight=0.6, device="cpu", lookahead_length=2).save(
         folder
     )
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", folder)
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", folder)
     return folder
 
 
 def test_the_shipped_llm_of_a_symmetric_default_is_the_default_itself(symmetric_default, tiny_encoder):
-    assert shipped_llm_checkpoint() == symmetric_default == llm_checkpoint_of(symmetric_default)
+    assert shipped_llm_folder() == symmetric_default == llm_folder_of(symmetric_default)
     assert InstEmbEncoder.from_pretrained(device="cpu").fingerprint == tiny_encoder.fingerprint
 
 
@@ -61,8 +61,8 @@ def test_the_shipped_llm_of_a_two_space_default_is_its_documents_llm(two_space_d
     from instemb_rag.encoder.load import untrained_two_spaces
 
     llm_folder = two_space_default / DOCUMENTS_LLM_DIR
-    assert shipped_llm_checkpoint() == llm_folder
-    assert llm_checkpoint_of(str(two_space_default)) == str(llm_folder)  # a string stays a string
+    assert shipped_llm_folder() == llm_folder
+    assert llm_folder_of(str(two_space_default)) == str(llm_folder)  # a string stays a string
     llm = InstEmbEncoder.from_pretrained(llm_folder, device="cpu")
 
     default = InstEmbEncoder.from_pretrained(device="cpu")  # the default as a whole
@@ -135,14 +135,14 @@ def test_the_real_shipped_llm_composed_as_the_default(composed_default_dir, defa
     model, its LLM half is the shipped LLM's, and the shipped LLM still names that LLM."""
     from instemb_rag.encoder.composed.encoder import TwoSpacesEncoder
 
-    before = shipped_llm_checkpoint()
+    before = shipped_llm_folder()
     files = sorted(path.relative_to(before) for path in before.rglob("*") if path.is_file())
     inside = composed_default_dir / DOCUMENTS_LLM_DIR
     assert files == sorted(path.relative_to(inside) for path in inside.rglob("*") if path.is_file())
     assert all((inside / name).read_bytes() == (before / name).read_bytes() for name in files)
 
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", composed_default_dir)
-    assert shipped_llm_checkpoint() == inside
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", composed_default_dir)
+    assert shipped_llm_folder() == inside
     default = InstEmbEncoder.from_pretrained(device="cpu")
     assert isinstance(default, TwoSpacesEncoder) and default.sentence_encoder.reference == "minilm"
     assert default.documents_llm.fingerprint == default_encoder.fingerprint and default.llm_weight == 0.7

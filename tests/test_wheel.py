@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instemb_rag.encoder.composed import PARTS_FILE, is_composed, llm_checkpoint_of
-from instemb_rag.encoder.model import SHIPPED_CHECKPOINT
+from instemb_rag.encoder.composed import PARTS_FILE, is_composed, llm_folder_of
+from instemb_rag.encoder.model import SHIPPED_MODEL_FOLDER
 
 pytestmark = pytest.mark.slow
 
@@ -70,12 +70,12 @@ def non_library_modules(names) -> list[str]:
     return sorted(flagged)
 
 
-def build_wheel(tmp_path: Path, default_checkpoint: Path = SHIPPED_CHECKPOINT) -> Path:
+def build_wheel(tmp_path: Path, default_checkpoint: Path = SHIPPED_MODEL_FOLDER) -> Path:
     """The wheel of a copy of the sources (so leftovers of earlier builds, build/, cannot reach it),
     whose instemb_rag/default_checkpoint holds ``default_checkpoint``'s files (the ship step)."""
     source = tmp_path / "source"
     shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
-    if default_checkpoint != SHIPPED_CHECKPOINT:
+    if default_checkpoint != SHIPPED_MODEL_FOLDER:
         shutil.rmtree(source / "instemb_rag" / "default_checkpoint")
         shutil.copytree(default_checkpoint, source / "instemb_rag" / "default_checkpoint")
     wheels = tmp_path / "wheels"
@@ -139,8 +139,8 @@ def default_layout(request) -> tuple[Path, object]:
     the default as it ships, and a two-space default built from the shipped LLM (issue 50's ship
     step, skipped where minilm is not installed or the shipped default is two-space already)."""
     if request.param == "as shipped":
-        return SHIPPED_CHECKPOINT, request.getfixturevalue("default_model")
-    if is_composed(SHIPPED_CHECKPOINT):
+        return SHIPPED_MODEL_FOLDER, request.getfixturevalue("default_model")
+    if is_composed(SHIPPED_MODEL_FOLDER):
         pytest.skip(
             "the shipped default is a parts folder already (documents in two spaces): the 'as shipped' case tests that layout"
         )
@@ -162,7 +162,7 @@ def test_installed_wheel_embeds_exactly_as_the_checkout(tmp_path, default_layout
         if path.is_file() and "__pycache__" not in path.parts
     )
     # The LLM's adapter (documents_llm/lora/ in a two-space default), and a two-space one's config.
-    llm_adapter = (llm_checkpoint_of(default_checkpoint) / "lora" / "adapter_model.safetensors").relative_to(
+    llm_adapter = (llm_folder_of(default_checkpoint) / "lora" / "adapter_model.safetensors").relative_to(
         default_checkpoint
     )
     assert f"instemb_rag/default_checkpoint/{llm_adapter.as_posix()}" in shipped

@@ -268,9 +268,9 @@ def export_command(
             export_sentence_transformers(checkpoint, target, **options)
         else:
             if checkpoint is None:
-                from ..encoder.model import SHIPPED_CHECKPOINT
+                from ..encoder.model import SHIPPED_MODEL_FOLDER
 
-                checkpoint = SHIPPED_CHECKPOINT
+                checkpoint = SHIPPED_MODEL_FOLDER
             export_model(checkpoint, target, **options)
     except (InstEmbError, ValueError) as exc:
         fail(exc)

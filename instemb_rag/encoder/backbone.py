@@ -94,7 +94,7 @@ def weights_fingerprint(folder: Path) -> str:
     if not files:
         raise ModelNotFoundError(
             f"No weight files (*.safetensors or *.bin) in model folder {folder}. "
-            "Pass a Hugging Face model folder or an InstEmb checkpoint folder."
+            "Pass a Hugging Face model folder or an InstEmb LLM folder."
         )
     return cached_fingerprint(files, {"recipe": "backbone weight files, sha256"}, lambda: _sha256_files(files))
 
@@ -210,7 +210,7 @@ def resolve_backbone_folder(reference: str | os.PathLike | None) -> tuple[str, P
     if not folder.is_dir():
         raise ModelNotFoundError(
             f"Model folder not found: {folder}. Pass a local Hugging Face model folder "
-            f"(with config.json and *.safetensors), an InstEmb checkpoint, or nothing for the default."
+            f"(with config.json and *.safetensors), an InstEmb LLM folder, or nothing for the default."
         )
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(f"{folder} has no config.json, so it is not a Hugging Face model folder.")

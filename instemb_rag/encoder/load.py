@@ -1,9 +1,9 @@
 """Loading: every model reference, what it names, and the functions that load one.
 
-    None, "default"        the shipped default (instemb_rag/default_checkpoint: a symmetric
-                           checkpoint or a composed folder), else the untrained default backbone
-    a model folder         any layout (composed/spec.py reads format 2 and a checkpoint;
-                           composed/legacy.py converts every older one): a symmetric checkpoint is its LLM
+    None, "default"        the shipped default (instemb_rag/default_checkpoint: a model
+                           folder, an LLM folder or a composed folder), else the untrained default backbone
+    a model folder         any layout (composed/spec.py reads format 2 and an LLM folder;
+                           composed/legacy.py converts every older one): a symmetric LLM folder is its LLM
                            (InstEmbEncoder), any other the encoder of parts its routes make
     concat:[W:]A,B         two models side by side at a fixed weight (composed/concat.py)
     pasted:NAME            a sentence encoder on both sides, the instruction pasted before the
@@ -15,13 +15,16 @@
 (cli/common.py ``load_encoder`` adds its int8 report and --compile), ``Index.open``, the Ray
 workers, eval, an application's source (client/sources.py ``open_encoder``: a server or a folder)
 and the LlamaIndex integration call it; ``InstEmbEncoder.from_pretrained`` is the same function and
-``load_folder`` an older name of it. ``load_checkpoint`` is the LLM part's own builder (what
-``load_model`` runs for a checkpoint), for training on from one (``merge_lora=False``). The references are resolved in
+``load_folder`` an older name of it. ``load_llm_folder`` is the LLM part's own builder (what
+``load_model`` runs for an LLM folder), for training on from one (``merge_lora=False``). The references are resolved in
 references.py, which is handed the LLM class (model.py's from_pretrained passes ``cls``) rather
 than importing it, so the imports go one way: load.py -> model.py -> references.py -> composed/
-(which never imports the LLM's module). ``load_checkpoint`` builds an LLM part;
-``untrained_two_spaces`` and ``untrained_effect`` build the untrained arrangements from a checkpoint and
+(which never imports the LLM's module). ``load_llm_folder`` builds an LLM part;
+``untrained_two_spaces`` and ``untrained_effect`` build the untrained arrangements from an LLM folder and
 a sentence encoder.
+
+Before issue 68 (names round 2) ``load_llm_folder`` was ``load_checkpoint`` and ``shipped_llm_folder``
+``shipped_llm_checkpoint`` (both kept as aliases).
 """
 
 from __future__ import annotations
@@ -32,29 +35,32 @@ from typing import Callable, Sequence
 
 from ..knobs import KNOBS
 from . import model, quantize
-from .checkpoint import is_checkpoint
 from .composed.effect import InstructionEffectEncoder
 from .composed.encoder import TwoSpacesEncoder
 from .composed.routes import EffectQueries, Route, TwoSpacesQueries
-from .composed.spec import llm_checkpoint_of
+from .composed.spec import llm_folder_of
+from .llm_folder import is_llm_folder
 from .modules.sentence_encoder import SentenceEncoder
-from .references import is_composite_reference, is_model_folder, llm_from_checkpoint
+from .references import is_composite_reference, is_model_folder, llm_from_folder
 
 __all__ = [
     "is_composite_reference",
     "load_checkpoint",
+    "load_llm_folder",
     "is_model_folder",
     "load_folder",
     "load_model",
     "shipped_llm_checkpoint",
+    "shipped_llm_folder",
     "untrained_effect",
     "untrained_two_spaces",
 ]
 
 
-# Defined once, beside the shipped folder it reads (model.py ``SHIPPED_CHECKPOINT``); handed out here
-# too: the LLM part of a composed folder (``documents_llm/``), else the shipped checkpoint itself.
-shipped_llm_checkpoint = model.shipped_llm_checkpoint
+# Defined once, beside the shipped folder it reads (model.py ``SHIPPED_MODEL_FOLDER``); handed out here
+# too: the LLM part of a composed folder (``documents_llm/``), else the shipped LLM folder itself.
+shipped_llm_folder = model.shipped_llm_folder
+shipped_llm_checkpoint = model.shipped_llm_folder  # alias kept for compatibility (issue 68 names round 2)
 
 
 def load_model(
@@ -88,7 +94,7 @@ def load_folder(
     return load_model(folder, device, precision=precision, **settings)
 
 
-def load_checkpoint(
+def load_llm_folder(
     folder: str | os.PathLike,
     device: str = "auto",
     pooling: str | None = None,
@@ -98,16 +104,16 @@ def load_checkpoint(
     merge_lora: bool = True,
     identities: Sequence[dict] = (),
 ) -> model.InstEmbEncoder:
-    """The InstEmbEncoder a checkpoint folder holds; ``None`` settings come from its config.
+    """The InstEmbEncoder an LLM folder holds; ``None`` settings come from its config.
     ``identities``: more identity an int8 encoder is also fingerprinted with on its float weights
     (``fingerprint_with_identity``: the two-tower model it is the LLM of).
 
     The LoRA adapter is merged into the weights (inference: a plain transformers model, no peft
-    import). ``merge_lora=False`` leaves it out, for training on from the checkpoint, which
+    import). ``merge_lora=False`` leaves it out, for training on from the folder, which
     runs it live through peft (training/continuation.py) so it goes on training as an adapter.
-    checkpoint.load_parts reads the folder; references.llm_from_checkpoint builds the encoder.
+    llm_folder.load_contents reads the folder; references.llm_from_folder builds the encoder.
     """
-    return llm_from_checkpoint(
+    return llm_from_folder(
         model.InstEmbEncoder,
         folder,
         device,
@@ -120,6 +126,9 @@ def load_checkpoint(
     )
 
 
+load_checkpoint = load_llm_folder  # alias kept for compatibility (issue 68 names round 2)
+
+
 def untrained_two_spaces(
     documents_llm: str | os.PathLike | None = None,
     sentence_encoder: str = "minilm",
@@ -127,18 +136,18 @@ def untrained_two_spaces(
     device: str = "auto",
     **settings,
 ) -> TwoSpacesEncoder:
-    """The untrained two-space model of a symmetric checkpoint or model folder (None: the shipped LLM,
-    ``shipped_llm_checkpoint()``; a composed folder: its documents' LLM) and a sentence encoder (an
+    """The untrained two-space model of a symmetric LLM folder or model folder (None: the shipped LLM,
+    ``shipped_llm_folder()``; a composed folder: its documents' LLM) and a sentence encoder (an
     installed teacher or a folder): no query-side parts, exactly the two spaces side by side at
     its query-time knob's value (the weight: ``knob``, or by the knob's name, knobs.py; None: the
     declaration's default). The other ``settings`` go to the LLM's loading."""
     knobs = untrained_knobs(TwoSpacesQueries, knob, settings)
-    source = llm_checkpoint_of(Path(documents_llm)) if documents_llm is not None else shipped_llm_checkpoint()
+    source = llm_folder_of(Path(documents_llm)) if documents_llm is not None else shipped_llm_folder()
     llm = load_model(source, device=device, **settings)
     sentence_encoder = SentenceEncoder.load(
         SentenceEncoder.recorded_reference(sentence_encoder), device=str(llm.device)
     )
-    kept_source = source if is_checkpoint(source) else None  # a bare model folder is saved, not copied
+    kept_source = source if is_llm_folder(source) else None  # a bare model folder is saved, not copied
     return TwoSpacesEncoder(llm, sentence_encoder, documents_source=kept_source, **knobs)
 
 

@@ -16,11 +16,11 @@ from ..errors import InstEmbError
 from ..instructions import Instructions
 from ..instructions import per_item_instructions as _per_item_instructions
 from . import backbone as backbone_lib
-from . import checkpoint, quantize
-from .checkpoint import NOT_IN_FINGERPRINT, EncoderConfig
-from .composed.spec import llm_checkpoint_of
+from . import llm_folder, quantize
+from .composed.spec import llm_folder_of
 from .device import default_dtype, resolve_device
 from .fast.cuda_graphs import encode_on_cuda
+from .llm_folder import NOT_IN_FINGERPRINT, EncoderConfig
 from .modules.forward import States, embed_inputs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .modules.pooling import Pooling
@@ -29,20 +29,27 @@ from .modules.template import PromptTemplate
 from .settings import EncoderSettings
 from .weights_origin import remembered_fingerprint
 
-__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_CHECKPOINT", "InstEmbEncoder", "shipped_llm_checkpoint"]
+# SHIPPED_CHECKPOINT, shipped_llm_checkpoint: aliases kept for compatibility (issue 68 names round 2)
+__all__ = ["DEFAULT_LOOKAHEAD", "SHIPPED_MODEL_FOLDER", "InstEmbEncoder", "shipped_llm_folder"]
+__all__ += ["SHIPPED_CHECKPOINT", "shipped_llm_checkpoint"]
 
 DEFAULT_LOOKAHEAD = 8
 # The package folder holds the shipped default (package data), one level above this module: a
-# symmetric checkpoint, or a folder of parts (composed/) whose documents_llm/ is the shipped LLM.
-SHIPPED_CHECKPOINT = Path(__file__).parent.parent / "default_checkpoint"
+# model folder: a symmetric LLM folder, or a composed folder whose documents_llm/ is the shipped LLM.
+# (Its folder name, default_checkpoint, is historical: package data, the GPU kit and users' paths.)
+SHIPPED_MODEL_FOLDER = Path(__file__).parent.parent / "default_checkpoint"
+SHIPPED_CHECKPOINT = SHIPPED_MODEL_FOLDER  # alias kept for compatibility (issue 68 names round 2)
 
 
-def shipped_llm_checkpoint() -> Path:
-    """The shipped symmetric LLM checkpoint, whichever layout ships: the LLM part of a parts
-    folder (``documents_llm/``), else the shipped checkpoint itself. What code that means the LLM
+def shipped_llm_folder() -> Path:
+    """The shipped LLM folder, whichever layout ships: the LLM part of a composed folder
+    (``documents_llm/``), else the shipped model folder itself (an LLM folder). What code that means the LLM
     loads (its internals, its document space, a training start); ``load_model(None)`` is the
     shipped default as a whole. (Defined here only; encoder.load and the package face hand it out.)"""
-    return llm_checkpoint_of(SHIPPED_CHECKPOINT)
+    return llm_folder_of(SHIPPED_MODEL_FOLDER)
+
+
+shipped_llm_checkpoint = shipped_llm_folder  # alias kept for compatibility (issue 68 names round 2)
 
 
 class InstEmbEncoder(nn.Module):
@@ -74,7 +81,7 @@ class InstEmbEncoder(nn.Module):
         # Inference may use fewer look-ahead tokens than were trained (ablation of L).
         if not settings.lookahead_length <= lookahead.length:
             raise InstEmbError(
-                f"lookahead_length={settings.lookahead_length} but the checkpoint has {lookahead.length} "
+                f"lookahead_length={settings.lookahead_length} but the LLM folder has {lookahead.length} "
                 "look-ahead vectors; choose a value between 0 and that."
             )
         quantize.check_precision(settings.precision, backbone.model.device)
@@ -87,7 +94,7 @@ class InstEmbEncoder(nn.Module):
                 f"The projection head expects {projection.in_features}-dimensional pooled states, but the "
                 f"backbone's hidden size is {backbone.model.config.hidden_size}: it belongs to another base model."
             )
-        # Backbone tensors a save writes (checkpoint.save): named, never inferred from requires_grad.
+        # Backbone tensors a save writes (llm_folder.save): named, never inferred from requires_grad.
         self.trained_names: tuple[str, ...] = tuple(sorted(trained_names))
         self.training_info = training_info or {}  # provenance only: not part of the fingerprint
         self.padding_side = "right"
@@ -143,7 +150,7 @@ class InstEmbEncoder(nn.Module):
         if self.precision != quantize.DEFAULT_PRECISION:
             # Its fingerprint would need the float weights, which quantization replaced.
             raise InstEmbError(
-                f"with_options is for fp32 encoders; load the checkpoint again with "
+                f"with_options is for fp32 encoders; load the model again with "
                 f"precision='{self.precision}' and these settings instead."
             )
         return self._view(settings, self.projection)
@@ -211,9 +218,9 @@ class InstEmbEncoder(nn.Module):
         """Load a model folder of any layout, a Hugging Face model folder, or (None) the default
         (every reference encoder/load.py lists; ``encoder.load.load_model`` is this).
 
-        The default is the model shipped in the package when present (a symmetric checkpoint, or a
+        The default is the model shipped in the package when present (a symmetric LLM folder, or a
         folder of parts: then a TwoSpacesEncoder or an InstructionEffectEncoder;
-        ``shipped_llm_checkpoint()`` is its LLM), otherwise the untrained default backbone with fresh
+        ``shipped_llm_folder()`` is its LLM), otherwise the untrained default backbone with fresh
         look-ahead tokens. ``options``: ``pooling``, ``lookahead_length``, ``max_length`` (None: the
         model's own) and ``precision`` ("int8" runs the backbone's linear layers in dynamic int8 on
         the CPU, inference only; see quantize.py).
@@ -221,7 +228,7 @@ class InstEmbEncoder(nn.Module):
         # references.py is handed this class rather than importing it: no import cycle.
         from .references import load_reference
 
-        return load_reference(cls, path, SHIPPED_CHECKPOINT, device, **options)
+        return load_reference(cls, path, SHIPPED_MODEL_FOLDER, device, **options)
 
     # ------------------------------------------------------------------ identity and saving
     @property
@@ -263,9 +270,9 @@ class InstEmbEncoder(nn.Module):
         )
 
     def save(self, folder: str | os.PathLike, trained: Sequence[str] | None = None) -> None:
-        """Write a checkpoint folder atomically (checkpoint.save): config, look-ahead vectors,
+        """Write an LLM folder atomically (llm_folder.save): config, look-ahead vectors,
         the trained backbone tensors (``trained``, default ``trained_names``) and a live adapter."""
-        checkpoint.save(self, folder, trained=trained)
+        llm_folder.save(self, folder, trained=trained)
         self._fingerprint = None
 
     @property

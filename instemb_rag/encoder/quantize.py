@@ -159,7 +159,7 @@ def refuse_training(precision: str, action: str = "trained") -> None:
         raise InstEmbError(
             f"This encoder was loaded with precision='{precision}', which is for inference only, "
             f"so it cannot be {action}: its linear layers are quantized and have no gradients. "
-            "Train (and save) in fp32, the default, and load the trained checkpoint with "
+            "Train (and save) in fp32, the default, and load the trained model with "
             "precision='int8' to embed."
         )
 

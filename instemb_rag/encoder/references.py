@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import CheckpointError
-from . import checkpoint, quantize
-from .checkpoint import is_checkpoint
+from . import llm_folder, quantize
 from .composed.concat import ConcatenatedEncoder, is_concatenated_reference
 from .composed.config import is_composed
 from .composed.encoder import ComposedEncoder
@@ -23,9 +22,10 @@ from .composed.pasted import PastedInstructionEncoder, is_pasted_reference
 from .composed.routes import route_from_config
 from .composed.spec import read_spec
 from .device import default_dtype, resolve_device
+from .llm_folder import is_llm_folder
 from .settings import EncoderSettings
 
-__all__ = ["check_listed_files", "is_composite_reference", "is_model_folder", "llm_from_checkpoint", "load_folder"]
+__all__ = ["check_listed_files", "is_composite_reference", "is_model_folder", "llm_from_folder", "load_folder"]
 __all__ += ["load_reference"]
 
 DEFAULT = "default"
@@ -33,7 +33,7 @@ DEFAULT = "default"
 
 def is_model_folder(folder: str | os.PathLike | None) -> bool:
     """A model folder of this project (an LLM folder or a composed folder, any layout)."""
-    return folder is not None and (is_checkpoint(folder) or is_composed(folder))
+    return folder is not None and (is_llm_folder(folder) or is_composed(folder))
 
 
 def is_composite_reference(reference) -> bool:
@@ -75,7 +75,7 @@ def load_reference(
 
 
 def check_listed_files(folder: Path, files: list[str] | None) -> None:
-    """Refuse a composed folder that lacks a part file it lists (as checkpoint.check_complete does)."""
+    """Refuse a composed folder that lacks a part file it lists (as llm_folder.check_complete does)."""
     missing = [name for name in files or () if not (folder / name).is_file()]
     if missing:
         raise CheckpointError(
@@ -98,7 +98,7 @@ def load_folder(
     check_listed_files(folder, spec.files)
     if spec.is_symmetric:
         entry = spec.parts[spec.routes["query"]["llm"]]
-        return llm_from_checkpoint(llm_class, folder / (entry.path or "."), device, precision=precision, **settings)
+        return llm_from_folder(llm_class, folder / (entry.path or "."), device, precision=precision, **settings)
     query = route_from_config("query", spec.routes["query"])
     document = route_from_config("document", spec.routes["document"])
     identities = query.llm_identities(spec)  # a two-tower's: its sentence encoder's entry
@@ -107,7 +107,7 @@ def load_folder(
         if entry.is_llm:
             path = entry.path or "."
             if path not in by_path:
-                by_path[path] = llm_from_checkpoint(
+                by_path[path] = llm_from_folder(
                     llm_class, folder / path, device, precision=precision, identities=identities, **settings
                 )
             parts[name] = by_path[path]
@@ -131,7 +131,7 @@ def load_folder(
     return encoder
 
 
-def llm_from_checkpoint(
+def llm_from_folder(
     llm_class: type,
     folder: str | os.PathLike,
     device: str = "auto",
@@ -142,14 +142,14 @@ def llm_from_checkpoint(
     merge_lora: bool = True,
     identities: Sequence[dict] = (),
 ):
-    """The ``llm_class`` encoder a checkpoint folder holds (load.py's ``load_checkpoint`` says
-    what each option does); checkpoint.load_parts reads the folder, this builds the encoder."""
+    """The ``llm_class`` encoder an LLM folder holds (load.py's ``load_llm_folder`` says
+    what each option does); llm_folder.load_contents reads the folder, this builds the encoder."""
     folder = Path(folder)
-    config = checkpoint.read_config(folder)
-    checkpoint.check_complete(folder, config)
+    config = llm_folder.read_config(folder)
+    llm_folder.check_complete(folder, config)
     target = resolve_device(device)
     quantize.check_precision(precision, target)
-    parts = checkpoint.load_parts(
+    parts = llm_folder.load_contents(
         folder, config, device=str(target), dtype=default_dtype(target), merge_lora=merge_lora
     )
     settings = EncoderSettings(

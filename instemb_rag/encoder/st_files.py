@@ -6,8 +6,8 @@
                                         unless the caller gives one), cosine similarity, and
                                         instemb-rag as a requirement sentence-transformers checks
 
-Every save writes them beside the folder's own files (a symmetric checkpoint's
-``checkpoint.save`` and ``export_checkpoint``, the composed folders of composed/). The class is named
+Every save writes them beside the folder's own files (a symmetric LLM folder's
+``llm_folder.save`` and ``export_llm_folder``, the composed folders of composed/). The class is named
 as a string, never imported: it lives above encoder/ (interop/) and loads the folder through
 ``InstEmbEncoder.from_pretrained``, so the folder's own config stays the one truth and nothing
 here changes a fingerprint or an embedding.

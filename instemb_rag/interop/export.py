@@ -2,7 +2,7 @@
 loads as a ``SentenceTransformer`` (docs/sentence-transformers.md).
 
 Any model folder of this project: a symmetric checkpoint (its encoder files, as
-``export_checkpoint`` copies them, with the same inference overrides), a composed folder (two
+``export_llm_folder`` copies them, with the same inference overrides), a composed folder (two
 spaces, the instruction's effect: every part, no trainer state), or None: the shipped default. The
 copy gets modules.json, config_sentence_transformers.json and a README saying how to load it.
 Folders saved since these files existed hold them already; this is for a copy to hand on, the
@@ -15,9 +15,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ..encoder.checkpoint import is_checkpoint, write_folder_atomically
 from ..encoder.composed.config import is_composed
 from ..encoder.composed.export import export_model
+from ..encoder.llm_folder import is_llm_folder, write_folder_atomically
 from ..encoder.st_files import write_sentence_transformers_files
 from ..errors import CheckpointError
 
@@ -58,9 +58,9 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
     sentence-transformers files and a README. ``options`` (max_length, pooling,
     head_input_weight, sentence encoder) apply to a checkpoint, as in ``export_model``."""
     if source is None:
-        from ..encoder.model import SHIPPED_CHECKPOINT
+        from ..encoder.model import SHIPPED_MODEL_FOLDER
 
-        source = SHIPPED_CHECKPOINT
+        source = SHIPPED_MODEL_FOLDER
     source, target = Path(source), Path(target)
     if is_composed(source):
         if options:
@@ -78,7 +78,7 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
 
         write_folder_atomically(target, fill)
         return target
-    if not is_checkpoint(source):
+    if not is_llm_folder(source):
         raise CheckpointError(
             f"{source} is not a model folder of instemb-rag (no instemb_config.json or instemb_parts.json): "
             "give an LLM folder or a composed folder."

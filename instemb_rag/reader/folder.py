@@ -28,9 +28,9 @@ def with_reader(
 ) -> Path:
     """Write ``out``: ``model_folder`` with the trained reader ``reader_folder`` (a run's final/) as its
     ``reader`` part; the route's fusion weight is the reader's calibrated one unless given."""
-    from ..encoder.checkpoint import write_folder_atomically
     from ..encoder.composed.config import PARTS_FILE, RERANK_ROUTE, ModelSpec, PartEntry, write_spec
     from ..encoder.composed.spec import read_spec
+    from ..encoder.llm_folder import write_folder_atomically
     from .model import ReaderModel
     from .reranker import DEFAULT_TOP, RerankRoute, bare_reader_route
 

@@ -19,9 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..atomic import write_text_atomically
+from .download import check_model_zip, extract_model, fetch_parts
 from .errors import TeacherError
 from .fingerprint import folder_fingerprint
-from .download import check_model_zip, extract_model, fetch_parts
 from .registry import MANIFEST_NAME, TeacherSpec, installed_teacher_dir, teachers_root
 
 

@@ -5,7 +5,7 @@ A checkpoint written by the next run stores only what *that* run trains: without
 everything the earlier run learned in the backbone would silently vanish from the new
 checkpoint. So:
 
-- the checkpoint is loaded with its LoRA adapter unmerged (``encoder.load_checkpoint(merge_lora=False)``)
+- the checkpoint is loaded with its LoRA adapter unmerged (``encoder.load_llm_folder(merge_lora=False)``)
   and the adapter runs live through peft as the starting value of the new run's adapter (same
   rank, alpha, target modules and layers, or a clear error);
 - every tensor the earlier checkpoint adapted is written again by the new one, trained or not.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..encoder.checkpoint import LORA_DIR, check_complete, is_checkpoint, read_config, trained_names
-from ..encoder.composed.spec import llm_checkpoint_of
+from ..encoder.composed.spec import llm_folder_of
+from ..encoder.llm_folder import LORA_DIR, check_complete, is_llm_folder, read_config, trained_names
 from ..encoder.modules.lora import apply_lora, load_adapter_weights, read_adapter_config
 from ..errors import InstEmbError
 
@@ -34,13 +34,13 @@ def starting_point(model_args) -> str | None:
     it names a two-space folder (encoder/composed/). A run trains the LLM, so a two-space default
     (the recipes' instemb_rag/default_checkpoint) trains on from its symmetric LLM, as a symmetric
     default does from itself. Every reader of a run's start goes through here."""
-    return llm_checkpoint_of(model_args.model_name_or_path)
+    return llm_folder_of(model_args.model_name_or_path)
 
 
 def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
     """What the run starts from, when ``reference`` (``starting_point``: a two-space folder is
     already its documents' LLM) is an InstEmb checkpoint folder."""
-    if not reference or not is_checkpoint(reference):
+    if not reference or not is_llm_folder(reference):
         return None
     folder = Path(reference)
     config = read_config(folder)

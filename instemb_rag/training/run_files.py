@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..encoder import checkpoint
+from ..encoder import llm_folder
 from ..errors import InstEmbError
 from .args import TrainConfig
 from .lookahead.frozen_llm import file_digest
@@ -57,7 +57,7 @@ def save_checkpoint(
 
     def save_trained(llm, sub: Path, also=None) -> None:  # the trained LLM: its trained tensors, saved setting
         saved = llm.with_options(max_length=config.model.inference_max_length)
-        checkpoint.save(saved, sub, trained=parts.adapted_names, dtype=dtype, also=also)
+        llm_folder.save(saved, sub, trained=parts.adapted_names, dtype=dtype, also=also)
 
     parts_of = getattr(encoder, "parts", None)
     if parts_of is None:  # a symmetric encoder: its checkpoint is the folder

@@ -136,7 +136,7 @@ def _read_json(path: Path) -> dict:
 def model_config_dict(reference: str | None) -> tuple[str, dict]:
     """(label, config.json fields) of a model folder, an InstEmb checkpoint (its base) or a known name."""
     from ..encoder.backbone import DEFAULT_BACKBONE
-    from ..encoder.checkpoint import CONFIG_FILE
+    from ..encoder.llm_folder import CONFIG_FILE
 
     reference = reference or DEFAULT_BACKBONE
     folder = Path(reference).expanduser()

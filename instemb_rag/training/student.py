@@ -26,7 +26,7 @@ from typing import Protocol, Sequence
 import torch
 
 from ..datasets.records import TrainingRecord
-from ..encoder.checkpoint import is_checkpoint
+from ..encoder.llm_folder import is_llm_folder
 from ..encoder.modules.lora import apply_lora, plain_parameters
 from ..encoder.modules.pooling import anchor_positions, last_valid_positions
 from ..errors import InstEmbError
@@ -128,12 +128,12 @@ def load_student(config: RunConfig, device: torch.device):
     two-space folder (a two-space default included) trains on from its documents' LLM
     (continuation.starting_point).
     """
-    from ..encoder import InstEmbEncoder, load_checkpoint
+    from ..encoder import InstEmbEncoder, load_llm_folder
 
     model_args = config.model
     reference = starting_point(model_args)
-    if reference and is_checkpoint(reference):
-        encoder = load_checkpoint(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
+    if reference and is_llm_folder(reference):
+        encoder = load_llm_folder(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
         start = starting_checkpoint(reference)
         top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
         check_continuation(

@@ -36,13 +36,11 @@ class DocumentSide:
 
 
 def main(items_file: str, model: str = "default", cache_dir: str | None = None) -> None:
-    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from instemb_rag.encoder.composed import llm_checkpoint_of
+    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_folder
+    from instemb_rag.encoder.composed import llm_folder_of
 
     # The LLM half: the shipped LLM (the documents' LLM of a two-space default), or a folder's own.
-    encoder = InstEmbEncoder.from_pretrained(
-        shipped_llm_checkpoint() if model == "default" else llm_checkpoint_of(model)
-    )
+    encoder = InstEmbEncoder.from_pretrained(shipped_llm_folder() if model == "default" else llm_folder_of(model))
     passages = [item.text for item in read_items(items_file) if item.role == "passage"]
     side = DocumentSide(encoder, f"llm-{model.strip('/').split('/')[-1]}")
     folder = cache_dir or str(instemb_home() / "teacher_embeddings")

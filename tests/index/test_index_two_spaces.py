@@ -255,7 +255,7 @@ def test_an_index_of_an_older_default_is_told_to_rebuild(tiny_encoder, two_space
     import instemb_rag.encoder.model as model
 
     tiny_encoder.save(tmp_path / "old_default")
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", tmp_path / "old_default")
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", tmp_path / "old_default")
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     code, output = cli("index", str(docs), "--index-dir", str(index_dir), "--device", "cpu", "--no-progress")
     assert code == 0, output
@@ -265,7 +265,7 @@ def test_an_index_of_an_older_default_is_told_to_rebuild(tiny_encoder, two_space
         raw.pop(field, None)
     (index_dir / MANIFEST_FILE).write_text(json.dumps(raw))
 
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", two_space_dir)
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", two_space_dir)
     code, output = cli("query", QUERY, "--index-dir", str(index_dir), "--device", "cpu")
     flat = "".join(output.split("\n"))
     assert code == EXIT_INDEX_FOLDER, output
@@ -299,7 +299,7 @@ def test_an_index_of_todays_symmetric_default_is_told_to_rebuild_once_the_defaul
     import instemb_rag.encoder.model as model
 
     tiny_encoder.save(tmp_path / "symmetric_default")
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", tmp_path / "symmetric_default")
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", tmp_path / "symmetric_default")
     docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
     default_args = ("--index-dir", str(index_dir), "--device", "cpu", "--no-progress", "--chunk-overlap", "8")
     code, output = cli("index", str(docs), *default_args)
@@ -308,7 +308,7 @@ def test_an_index_of_todays_symmetric_default_is_told_to_rebuild_once_the_defaul
     assert symmetric.encoder_reference == "default" and symmetric.document_fingerprint == tiny_encoder.fingerprint
     before = stored(index_dir)[2]
 
-    monkeypatch.setattr(model, "SHIPPED_CHECKPOINT", two_space_dir)  # the shipped default is now two-space
+    monkeypatch.setattr(model, "SHIPPED_MODEL_FOLDER", two_space_dir)  # the shipped default is now two-space
     two_spaces = loaded(two_space_dir)
     command = f"`instemb-rag index PATH --index-dir {index_dir} --rebuild`"
     for args in (

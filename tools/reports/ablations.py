@@ -101,13 +101,13 @@ class Variant:
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
     share one forward pass (shared_forward.py), as do the two untrained variants."""
-    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from instemb_rag.encoder.composed import llm_checkpoint_of
+    from instemb_rag.encoder import InstEmbEncoder, shipped_llm_folder
+    from instemb_rag.encoder.composed import llm_folder_of
 
     notes: list[str] = []
     device = args.device
     # The pooling and look-ahead ablations are the LLM's: the shipped LLM, whichever layout ships.
-    llm = llm_checkpoint_of(args.checkpoint) if args.checkpoint else shipped_llm_checkpoint()
+    llm = llm_folder_of(args.checkpoint) if args.checkpoint else shipped_llm_folder()
     trained = InstEmbEncoder.from_pretrained(llm, device=device)
     trained_length = trained.lookahead.length
     lengths = []
@@ -165,13 +165,13 @@ def _lazy(build):
 
 
 def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
-    from instemb_rag.encoder.checkpoint import is_checkpoint
+    from instemb_rag.encoder.llm_folder import is_llm_folder
 
     folder = args.checkpoints_dir
     if folder is None or not Path(folder).is_dir():
         notes.append(f"named-checkpoint ablations skipped: no checkpoints folder ({folder or 'not given'})")
         return []
-    found = sorted(path for path in Path(folder).iterdir() if is_checkpoint(path))
+    found = sorted(path for path in Path(folder).iterdir() if is_llm_folder(path))
     variants = []
     for prefix, group in CHECKPOINT_GROUPS:
         members = [path for path in found if path.name.startswith(prefix)]

@@ -22,17 +22,17 @@ classes of the ``instemb_rag`` package), so a new part or route is a class in it
 A query route records the folder's own value of each query-time knob it takes under the knob's
 name (knobs.py; routes.py ``Route.knobs``).
 
-Parts (parts.py): the LLM (``LLM_TYPE``: an InstEmb checkpoint folder, instemb_config.json and
+Parts (parts.py): the LLM (``LLM_TYPE``: an InstEmb LLM folder, instemb_config.json and
 its weights, loaded by encoder/load.py), the sentence encoder (``SENTENCE_ENCODER_TYPE``: an
 installed teacher by name, or its own folder, modules/sentence_encoder.py's ``SENTENCE_ENCODER_DIR``), and any module
 part (a torch module with ``load``, ``save``, ``get_config_dict``, ``state_tensors``: the
 projection, the gate, the effect map), each a subfolder with ``config.json`` and its weights.
-``files`` lists the files of the parts that are not LLM checkpoints (those list their own), so a
+``files`` lists the files of the parts that are not LLM folders (those list their own), so a
 copy that lost one refuses to load. Every part lives inside the folder; an installed sentence
 encoder is the exception, named and checked by fingerprint.
 
-A symmetric model is a checkpoint folder alone (``instemb_config.json``: the spec of one LLM part,
-spec.py). Older folders (a checkpoint with a ``document_tower`` entry, format 1 of this file,
+A symmetric model is an LLM folder alone (``instemb_config.json``: the spec of one LLM part,
+spec.py). Older folders (an LLM folder with a ``document_tower`` entry, format 1 of this file,
 format 2 with its older names or the short type names of before class paths) are read through the one converter
 (legacy.py) into the same ``ModelSpec``.
 """
@@ -79,7 +79,7 @@ PART_CONFIG_FILE = "config.json"  # a projection's, gate's or effect map's own c
 # route of the LLM itself (``type`` LLM_TYPE on both sides) is a symmetric model: the LLM alone.
 LLM_TYPE = "instemb_rag.encoder.model.InstEmbEncoder"
 SENTENCE_ENCODER_TYPE = "instemb_rag.encoder.modules.sentence_encoder.SentenceEncoder"
-# The entry an older two-tower checkpoint's instemb_config.json names its sentence encoder by,
+# The entry an older two-tower LLM folder's instemb_config.json names its sentence encoder by,
 # and the key of that entry in a two-tower model's fingerprint (routes.py LLMQueries), kept.
 TWO_TOWER_IDENTITY_KEY = "document_tower"
 # The optional third route: the reader that re-orders the first stage's top hits (reader/reranker.py).
@@ -152,7 +152,7 @@ class ModelSpec(BaseModel):
 
 
 def symmetric_spec(path: str = ".", training: dict | None = None) -> ModelSpec:
-    """The spec of a symmetric model: one LLM part (a checkpoint folder), both routes the LLM itself."""
+    """The spec of a symmetric model: one LLM part (an LLM folder), both routes the LLM itself."""
     route = {"type": LLM_TYPE, "llm": "llm"}
     return ModelSpec(
         parts={"llm": PartEntry(type=LLM_TYPE, path=path)},

@@ -84,7 +84,7 @@ class ComposedEncoder(nn.Module):
         )
         self.query_route, self.document_route = query, document
         self.training_info = training_info or {}
-        # The checkpoint folder each LLM part was loaded from: a save copies it byte for byte (a
+        # The LLM folder each LLM part was loaded from: a save copies it byte for byte (a
         # loaded LLM has its LoRA merged; saving that would write every merged tensor).
         self.sources = {name: Path(path) for name, path in (sources or {}).items() if path is not None}
         self._fingerprint: str | None = None
@@ -314,7 +314,7 @@ class ComposedEncoder(nn.Module):
         more files beside the parts (the trainer's state) inside the same swap."""
         import shutil
 
-        from ..checkpoint import write_folder_atomically
+        from ..llm_folder import write_folder_atomically
         from ..st_files import write_sentence_transformers_files
 
         def fill(staging: Path) -> None:

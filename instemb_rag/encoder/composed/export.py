@@ -1,8 +1,8 @@
 """``instemb-rag export``: a copy of any model folder with new inference settings, no trainer state.
 
 export_model(source, target, max_length=, pooling=, head_input_weight=)
-    every LLM part exported with those settings (checkpoint.export_checkpoint: a symmetric
-    checkpoint is exactly that), every other part copied; the copy is written in format 2
+    every LLM part exported with those settings (llm_folder.export_llm_folder: a symmetric
+    model's LLM folder is exactly that), every other part copied; the copy is written in format 2
 export_model(source, target, sentence_encoder={"encoder": ..., "fingerprint": ..., "dimension": ...})
     the copy is two-tower over that sentence encoder: the source's LLM (its head trained
     into the encoder's space) embeds queries, the sentence encoder documents. An anchored
@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from ...errors import CheckpointError, FingerprintMismatchError
-from ..checkpoint import export_checkpoint, read_config, write_folder_atomically
+from ..llm_folder import export_llm_folder, read_config, write_folder_atomically
 from ..modules.sentence_encoder import SENTENCE_ENCODER_DIR
 from ..st_files import write_sentence_transformers_files
 from .class_paths import class_path
@@ -44,7 +44,7 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
         raise CheckpointError(f"export can set {sorted(LLM_OPTIONS)} and sentence encoder, not {sorted(unknown)}.")
     spec = read_spec(source)
     if spec.is_symmetric and sentence_encoder is None:
-        return export_checkpoint(source / spec.llm_path(), target, **options)
+        return export_llm_folder(source / spec.llm_path(), target, **options)
     if sentence_encoder is not None:
         spec = with_sentence_encoder(spec, sentence_encoder, source)
     head_checked = sentence_encoder is not None
@@ -57,7 +57,7 @@ def export_model(source: str | os.PathLike, target: str | os.PathLike, **options
                 path = entry.path or "."
                 if path not in exported:
                     exported[path] = LLM_DIRS.get(name, name)
-                    export_checkpoint(source / path, staging / exported[path], **options)
+                    export_llm_folder(source / path, staging / exported[path], **options)
                     if head_checked:
                         check_head(staging / exported[path], spec)
                 entries[name] = PartEntry(type=LLM_TYPE, path=exported[path])
@@ -80,7 +80,7 @@ def with_sentence_encoder(spec: ModelSpec, entry: dict, source: Path) -> ModelSp
     query = spec.routes["query"]
     two_tower = {class_path(LLMQueries), class_path(AnchoredQueries)}
     if not spec.is_symmetric and query.get("type") not in two_tower:
-        raise CheckpointError(f"{source} is not a checkpoint of one LLM: a sentence encoder is attached to one.")
+        raise CheckpointError(f"{source} is not the LLM folder of one LLM: a sentence encoder is attached to one.")
     anchored = entry.get("query_anchor", query.get("type") == class_path(AnchoredQueries))
     llm = spec.parts[query["llm"]]
     config = {key: value for key, value in entry.items() if key != "query_anchor"}
@@ -99,7 +99,7 @@ def check_head(llm_folder: Path, spec: ModelSpec) -> None:
     dimension = sentence_encoder["dimension"]
     if head.get("out_features") != dimension or head.get("input_weight"):
         raise CheckpointError(
-            f"This checkpoint cannot take the sentence encoder '{sentence_encoder['encoder']}': its queries must land in "
+            f"This model cannot take the sentence encoder '{sentence_encoder['encoder']}': its queries must land in "
             f"that {dimension}-dimensional space, so it needs an unblended projection head with {dimension} "
             f"outputs (it has {'none' if not head else head}). Train it with that sentence encoder as teacher."
         )

@@ -2,7 +2,7 @@
 types as class paths) read into the same ``ModelSpec``, so loading knows one layout.
 
     instemb_config.json + ``document_tower`` entry
-                                    a two-tower checkpoint: the checkpoint is the query side's LLM
+                                    a two-tower LLM folder: the folder is the query side's LLM
                                     (its head maps into the sentence encoder's space), the
                                     sentence encoder embeds documents; ``query_anchor: true``
                                     anchors each query on the encoder's vector of it
@@ -22,7 +22,7 @@ types as class paths) read into the same ``ModelSpec``, so loading knows one lay
 Every older layout is read into format 2's shape first, then renamed (``current_names``). The
 folders load unchanged: nothing is rewritten on disk, and a save writes the current format
 (``instemb-rag export OLD NEW`` re-saves a folder without loading its weights). The fingerprint
-of a two-tower model keeps its older recipe (the checkpoint config's identity with the tower's
+of a two-tower model keeps its older recipe (the LLM folder config's identity with the tower's
 entry under ``TWO_TOWER_IDENTITY_KEY``), so every index built with one searches as it did. The short names
 below are read here and nowhere else.
 """
@@ -36,8 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import CheckpointError
 from ...knobs import INSTRUCTION_STRENGTH, LLM_WEIGHT
-from ..checkpoint import CONFIG_FILE, read_config
 from ..combine import REFERENCE_INSTRUCTION
+from ..llm_folder import CONFIG_FILE, read_config
 from .config import (
     DOCUMENTS_LLM_DIR,
     FORMAT_VERSION,
@@ -195,8 +195,8 @@ def _tower_part(entry: dict) -> dict:
 
 
 def _checkpoint(folder: Path) -> dict:
-    """A two-tower checkpoint: instemb_config.json naming its sentence encoder (``TWO_TOWER_IDENTITY_KEY``)."""
-    read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
+    """A two-tower LLM folder: instemb_config.json naming its sentence encoder (``TWO_TOWER_IDENTITY_KEY``)."""
+    read_config(folder)  # the LLM folder's own checks (JSON, format version, fields) and their messages
     entry = read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY)
     if not isinstance(entry, dict) or not isinstance(entry.get(ANCHOR_KEY, False), bool):
         raise CheckpointError(

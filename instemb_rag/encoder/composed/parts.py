@@ -1,6 +1,6 @@
 """The parts of an encoder of parts, each recorded by its class path (config.py ``PartEntry.type``).
 
-    the LLM           InstEmbEncoder (``LLM_TYPE``): an InstEmb checkpoint folder
+    the LLM           InstEmbEncoder (``LLM_TYPE``): an InstEmb LLM folder
                       (encoder/checkpoint.py), loaded by encoder/references.py (the LLM is built there:
                       precision, device, settings), saved by its own ``save``
     the sentence encoder
@@ -96,7 +96,7 @@ def save_part(name: str, part, staging: Path) -> PartEntry:
 
 
 def part_files(staging: Path, entries: dict[str, PartEntry]) -> list[str]:
-    """The files of the saved parts that are not LLM checkpoints (those list their own)."""
+    """The files of the saved parts that are not LLM folders (those list their own)."""
     folders = [
         entry.path for entry in entries.values() if not entry.is_llm and not entry.is_sentence_encoder and entry.path
     ]

@@ -1,5 +1,5 @@
 """The spec (parts and routes) of any model folder: format 2 read as it is (config.py), a
-checkpoint folder alone as the spec of one LLM part, every older layout through the one
+LLM folder alone as the spec of one LLM part, every older layout through the one
 converter (legacy.py); and the LLM a reference means."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from .config import (
     validated,
 )
 
-__all__ = ["llm_checkpoint_of", "read_spec"]
+__all__ = ["llm_checkpoint_of", "llm_folder_of", "read_spec"]
 
 
 def read_spec(folder: str | os.PathLike) -> ModelSpec:
-    """The parts and routes of any model folder: format 2 and a checkpoint alone read here, every
+    """The parts and routes of any model folder: format 2 and an LLM folder alone read here, every
     older layout converted (legacy.py: the one converter)."""
     path = Path(folder) / PARTS_FILE
     if not path.is_file():
@@ -37,23 +37,26 @@ def read_spec(folder: str | os.PathLike) -> ModelSpec:
 
 
 def checkpoint_spec(folder: Path) -> ModelSpec:
-    """A checkpoint folder alone: a symmetric model (its LLM is the model), or an older two-tower
-    checkpoint that names its sentence encoder (converted)."""
-    from ..checkpoint import CONFIG_FILE, read_config
+    """An LLM folder alone: a symmetric model (its LLM is the model), or an older two-tower
+    LLM folder that names its sentence encoder (converted)."""
+    from ..llm_folder import CONFIG_FILE, read_config
 
     if not (folder / CONFIG_FILE).is_file():
         raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
-    read_config(folder)  # the checkpoint's own checks (JSON, format version, fields) and their messages
-    if read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY) is not None:  # older checkpoints wrote null: none
+    read_config(folder)  # the LLM folder's own checks (JSON, format version, fields) and their messages
+    if read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY) is not None:  # older LLM folders wrote null: none
         return legacy.convert(folder)
     return symmetric_spec()
 
 
-def llm_checkpoint_of(reference):
-    """The symmetric LLM checkpoint a reference means where the LLM itself is meant: the LLM part
-    inside a composed folder (its documents' LLM), else the reference unchanged (a checkpoint, a model
+def llm_folder_of(reference):
+    """The LLM folder a reference means where the LLM itself is meant: the LLM part inside a
+    composed folder (its documents' LLM), else the reference unchanged (an LLM folder, a model
     folder, a name or None). A string stays a string, a path a path."""
     if not is_composed(reference):
         return reference
     inside = Path(reference) / read_spec(reference).llm_path()
     return str(inside) if isinstance(reference, str) else inside
+
+
+llm_checkpoint_of = llm_folder_of  # alias kept for compatibility (issue 68 names round 2)

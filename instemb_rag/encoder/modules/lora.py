@@ -1,13 +1,13 @@
-"""The LoRA adapter of a checkpoint (``lora/``, peft's folder layout), and the two ways to run it.
+"""The LoRA adapter of an LLM folder (``lora/``, peft's folder layout), and the two ways to run it.
 
 - merged (inference): W += scale * B @ A straight from the adapter's safetensors, without
   importing peft (seconds on every load of the shipped default); the model stays a plain
   transformers model and inference costs nothing extra;
 - live through peft (training): the adapter is injected into the model's own module tree, so
   code that holds the model runs the adapted layers without knowing about peft, and training
-  on from a checkpoint goes on training the adapter it saved.
+  on from a trainer's checkpoint goes on training the adapter it saved.
 
-Nothing here knows about training: ``checkpoint.py`` (inference) and the trainer both use it.
+Nothing here knows about training: ``llm_folder.py`` (inference) and the trainer both use it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def read_adapter_config(folder: str | os.PathLike) -> dict:
     folder = Path(folder)
     for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
         if not (folder / name).is_file():
-            raise CheckpointError(f"{folder} lacks {name}: the LoRA adapter of this checkpoint is incomplete.")
+            raise CheckpointError(f"{folder} lacks {name}: the LoRA adapter of this LLM folder is incomplete.")
     return json.loads((folder / ADAPTER_CONFIG).read_text())
 
 
@@ -83,7 +83,7 @@ def save_adapter(
     """peft's folder layout (adapter_config.json + adapter_model.safetensors), weights in ``dtype``.
 
     ``base_reference`` replaces peft's record of the base model's local path (a cache folder on
-    the training machine) with the checkpoint's portable base reference.
+    the training machine) with the LLM folder's portable base reference.
     """
     from peft import get_peft_model_state_dict
 
@@ -149,6 +149,6 @@ def plain_parameters(model) -> dict[str, torch.nn.Parameter]:
     """The model's parameters under their plain transformers names, adapter tensors left out.
 
     Inside a module that a live adapter wraps, peft renames the weight to
-    ``...base_layer.weight``; checkpoints keep the plain name, so it is mapped back here.
+    ``...base_layer.weight``; LLM folders keep the plain name, so it is mapped back here.
     """
     return {name.replace(".base_layer.", "."): param for name, param in model.named_parameters() if "lora_" not in name}

@@ -1,6 +1,6 @@
 """Projection: an optional linear head from the pooled embedding into a teacher's space.
 
-Like sentence-transformers' ``Dense`` module, it is a saved module of the checkpoint
+Like sentence-transformers' ``Dense`` module, it is a saved module of the LLM folder
 (``projection.safetensors`` + the ``projection`` entry of ``instemb_config.json``). A sentence
 encoder teacher has its own dimension (384 for MiniLM, 768 for mpnet); the head maps the
 student's pooled embedding there, so the distillation loss compares like with like and the
@@ -135,7 +135,7 @@ class Projection(nn.Module):
         if not path.is_file():
             raise CheckpointError(
                 f"{folder}: instemb_config.json names a projection head but {PROJECTION_FILE} is missing. "
-                "Copy the whole checkpoint folder again."
+                "Copy the whole LLM folder again."
             )
         head = cls(**config)
         tensors = load_file(str(path))
@@ -143,7 +143,7 @@ class Projection(nn.Module):
         found = {name: tuple(t.shape) for name, t in tensors.items()}
         if expected != found:
             raise CheckpointError(
-                f"{path} holds {found}, but its config describes {expected}. The checkpoint is damaged."
+                f"{path} holds {found}, but its config describes {expected}. The LLM folder is damaged."
             )
         with torch.no_grad():
             head.linear.weight.copy_(tensors["weight"])

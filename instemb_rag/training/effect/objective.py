@@ -127,14 +127,14 @@ def documents_llm_and_sentence_encoder(config):
     """The fixed documents' side an effect run trains against: its LLM (the shipped one for
     "default"), its sentence encoder, as the recipe names them, and the LLM's checkpoint folder
     (None for a bare model folder), which the saved encoder records."""
-    from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
-    from ...encoder.checkpoint import is_checkpoint
+    from ...encoder import InstEmbEncoder, shipped_llm_folder
+    from ...encoder.llm_folder import is_llm_folder
     from ...encoder.modules.sentence_encoder import SentenceEncoder
 
     e = config.effect
-    source = shipped_llm_checkpoint() if e.documents_llm in ("", "default") else e.documents_llm
+    source = shipped_llm_folder() if e.documents_llm in ("", "default") else e.documents_llm
     # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
-    lookahead = None if is_checkpoint(source) else config.model.lookahead_length
+    lookahead = None if is_llm_folder(source) else config.model.lookahead_length
     llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
     sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(e.sentence_encoder))
-    return llm, sentence_encoder, (source if is_checkpoint(source) else None)
+    return llm, sentence_encoder, (source if is_llm_folder(source) else None)

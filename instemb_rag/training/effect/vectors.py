@@ -73,11 +73,11 @@ def cache_effect_vectors(items, embedding_dir: str | None = None, llm=None, sent
 
 
 def _frozen_parts(llm, sentence_encoder):
-    from ...encoder import InstEmbEncoder, shipped_llm_checkpoint
+    from ...encoder import InstEmbEncoder, shipped_llm_folder
     from ...encoder.modules.sentence_encoder import SentenceEncoder
 
     if llm is None:
-        llm = InstEmbEncoder.from_pretrained(shipped_llm_checkpoint())
+        llm = InstEmbEncoder.from_pretrained(shipped_llm_folder())
     if sentence_encoder is None:
         sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference("minilm"))
     return llm, sentence_encoder

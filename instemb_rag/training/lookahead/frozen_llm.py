@@ -35,7 +35,7 @@ from safetensors.torch import save as save_tensors
 
 from ...atomic import write_atomically, write_text_atomically
 from ...datasets.records import TrainingRecord
-from ...encoder.checkpoint import is_checkpoint
+from ...encoder.llm_folder import is_llm_folder
 from ...errors import InstEmbError
 from ...hashing import file_sha256
 from ..batch_order import BatchOrder
@@ -251,7 +251,7 @@ def teacher_identity(config: RunConfig, encoder) -> str:
     """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
     reference = starting_point(config.model)
     identity = encoder.backbone.fingerprint
-    if reference and is_checkpoint(reference):
+    if reference and is_llm_folder(reference):
         for path in sorted(Path(reference).rglob("*.safetensors")):
             if path.name != "lookahead.safetensors":
                 identity += ":" + file_digest(path)[:16]

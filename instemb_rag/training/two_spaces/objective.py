@@ -67,16 +67,14 @@ class TwoSpacesObjective(Objective):
 
         config, device, log = self.config, self.device, self.log
         t, s, m = config.training, config.two_spaces, config.model
-        from ...encoder.checkpoint import is_checkpoint
-        from ...encoder.composed.spec import llm_checkpoint_of
-        from ...encoder.model import shipped_llm_checkpoint
+        from ...encoder.composed.spec import llm_folder_of
+        from ...encoder.llm_folder import is_llm_folder
+        from ...encoder.model import shipped_llm_folder
 
         # "default": the shipped LLM (the documents' LLM of a two-space default); a two-space folder: its own.
-        source = (
-            shipped_llm_checkpoint() if s.documents_llm in ("", "default") else llm_checkpoint_of(Path(s.documents_llm))
-        )
+        source = shipped_llm_folder() if s.documents_llm in ("", "default") else llm_folder_of(Path(s.documents_llm))
         # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
-        lookahead = None if is_checkpoint(source) else m.lookahead_length
+        lookahead = None if is_llm_folder(source) else m.lookahead_length
         documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)
         sentence_encoder = SentenceEncoder.load(
             SentenceEncoder.recorded_reference(s.sentence_encoder), device=str(device)
@@ -115,7 +113,7 @@ class TwoSpacesObjective(Objective):
             head,
             gate,
             s.initial_llm_weight,
-            documents_source=source if is_checkpoint(source) else None,
+            documents_source=source if is_llm_folder(source) else None,
         )
         data_info = {
             "texts_file": str(s.texts_file),

@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from instemb_rag import InstEmbEncoder
-from instemb_rag.encoder import shipped_llm_checkpoint
+from instemb_rag.encoder import shipped_llm_folder
 from instemb_rag.encoder.fast.shared_prefix import encode_instructions
 from instemb_rag.encoder.modules.forward import cache_keyword
 
@@ -44,7 +44,7 @@ def test_tiny_model_embeds_without_deprecated_calls(tiny_model_dir):
 def test_default_model_loads_and_embeds_without_deprecated_calls():
     with deprecations_are_errors():
         # The shipped LLM (its LoRA through peft, transformers), whichever layout the default has.
-        encoder = InstEmbEncoder.from_pretrained(shipped_llm_checkpoint(), device="cpu")
+        encoder = InstEmbEncoder.from_pretrained(shipped_llm_folder(), device="cpu")
         embed_everything(encoder)
 
 
