@@ -26,7 +26,7 @@ from .llm_folder import is_llm_folder
 from .settings import EncoderSettings
 
 __all__ = ["check_listed_files", "is_composite_reference", "is_model_folder", "llm_from_folder", "load_folder"]
-__all__ += ["load_reference"]
+__all__ += ["llm_from_checkpoint", "load_reference"]
 
 DEFAULT = "default"
 
@@ -169,3 +169,6 @@ def llm_from_folder(
         identities=identities,
     )
     return encoder.to(parts.backbone.model.device)
+
+
+llm_from_checkpoint = llm_from_folder  # alias kept for compatibility (issue 68 names round 2)
