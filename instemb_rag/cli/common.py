@@ -8,7 +8,7 @@ Exit codes (the same for every command; docs/usage.md "Exit codes"):
        documents, records, a config, a query or a task that cannot be used as given
     3  busy: another process holds the index lock (`index --wait SECONDS` queues)
     4  index folder: missing, damaged, built with another model or by a newer version
-    5  model: the model or checkpoint cannot be loaded (not found, incomplete, other base weights)
+    5  model: the model (its folder) cannot be loaded (not found, incomplete, other base weights)
     6  a Ray worker or node failed during `index --ray` (files committed before it are kept: run again)
   130  `index` interrupted by Ctrl-C (every finished batch is kept: run the same command to go on)
 """
@@ -89,7 +89,7 @@ def load_encoder(
 
     The one way a command loads an encoder (query, eval, ...): any reference ``encoder.load_model``
     resolves (``concat:`` loads each side through here). ``pooling`` and ``lookahead_length``
-    override the checkpoint's (None: its own); ``untrained`` builds fresh look-ahead tokens over
+    override the model's (None: its own); ``untrained`` builds fresh look-ahead tokens over
     the backbone ``model`` (eval --untrained: 8 tokens, DAAP pooling)."""
     import time
 

@@ -49,7 +49,7 @@ def stored_knob_option(knob: Knob):
 def compose_command(
     out: Path = typer.Option(..., "--out", help="The folder to write (replaced atomically if it exists)."),
     documents_llm: str = typer.Option(
-        "default", "--documents-llm", help="A symmetric InstEmb checkpoint whose document space is the LLM space."
+        "default", "--documents-llm", help="An InstEmb LLM folder whose document space is the LLM space."
     ),
     sentence_encoder: str = typer.Option(
         "minilm",

@@ -31,14 +31,14 @@ def eval_command(
         None,
         "--model",
         "-m",
-        help="Checkpoint folder or HF model folder; default (or 'default'): the shipped one; "
+        help="Model folder (an LLM folder or a composed folder) or Hugging Face folder; default (or 'default'): the shipped one; "
         "pasted:NAME: the sentence encoder NAME (minilm, or a folder) on both sides, the instruction pasted "
         "before the query (the two-tower anchor); concat:[W:]A,B: A's and B's embeddings side by side.",
     ),
     untrained: bool = typer.Option(
-        False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a checkpoint."
+        False, "--untrained", help="Evaluate the untrained backbone (fresh look-ahead tokens) instead of a trained one."
     ),
-    pooling: PoolingMode | None = typer.Option(None, help="Override the checkpoint's pooling."),
+    pooling: PoolingMode | None = typer.Option(None, help="Override the model's pooling."),
     lookahead: int | None = typer.Option(
         None, "--lookahead", help="Look-ahead tokens used at inference (0..trained length)."
     ),
@@ -70,7 +70,7 @@ def eval_command(
     ),
     against: list[str] = typer.Option(
         [],
-        help="facet-groups: also score this InstEmb checkpoint ('default': the shipped one). The paired gains of "
+        help="facet-groups: also score this InstEmb model folder ('default': the shipped one). The paired gains of "
         "--model over it and over every baseline are shown. Repeatable.",
     ),
     hybrid: HybridMode | None = typer.Option(

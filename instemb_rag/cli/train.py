@@ -18,7 +18,9 @@ def train_command(
     max_steps: int | None = typer.Option(None, "--max-steps", help="Overrides training.max_steps."),
     train_file: str | None = typer.Option(None, "--train-file", help="JSONL records; overrides data.train_file."),
     model: str | None = typer.Option(
-        None, "--model", help="Backbone or checkpoint; overrides model.model_name_or_path."
+        None,
+        "--model",
+        help="Backbone or model folder (an LLM folder or a run's checkpoint); overrides model.model_name_or_path.",
     ),
     device: str | None = device_option(None, "Overrides training.device: auto | cpu | cuda | cuda:N | mps."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
@@ -204,15 +206,15 @@ def build_facet_groups_command(
 def export_command(
     checkpoint: Path | None = typer.Argument(
         None,
-        help="A checkpoint folder, e.g. runs/default/final or runs/default/checkpoint-100 (with --format "
-        "sentence-transformers also a composed folder); default: the shipped model.",
+        help="A model folder: an LLM folder, e.g. runs/default/final or a run's checkpoint runs/default/checkpoint-100 "
+        "(with --format sentence-transformers also a composed folder); default: the shipped model.",
     ),
     target: Path | None = typer.Argument(None, help="Where the copy goes (replaced atomically); or --out."),
     out: Path | None = typer.Option(None, "--out", help="Where the copy goes (the TARGET argument's other spelling)."),
     export_format: ExportFormat = typer.Option(
         ExportFormat.instemb,
         "--format",
-        help="instemb: the checkpoint's encoder files (no optimizer state); sentence-transformers: any model "
+        help="instemb: the LLM folder's encoder files (no optimizer state); sentence-transformers: any model "
         "folder as a copy with a README, to load with SentenceTransformer(DIR, trust_remote_code=True) "
         "(docs/sentence-transformers.md). Both load with SentenceTransformer and with --model.",
     ),
@@ -223,7 +225,7 @@ def export_command(
     head_input_weight: float | None = typer.Option(
         None,
         "--head-input-weight",
-        help="For a checkpoint with a projection head: the share (0-1) of its own pooled geometry "
+        help="For an LLM folder with a projection head: the share (0-1) of its own pooled geometry "
         "the embedding keeps beside the head's (cosine = w * pooled + (1 - w) * head).",
     ),
     sentence_encoder: str | None = typer.Option(
@@ -231,12 +233,12 @@ def export_command(
         "--sentence-encoder",
         "--tower",  # its name before issue 62, still read
         help="Make the copy two-tower: this sentence encoder (a teacher name such as minilm, or a "
-        "sentence-transformers folder) embeds documents, and the checkpoint's projection head, trained "
+        "sentence-transformers folder) embeds documents, and the LLM folder's projection head, trained "
         "into its space, embeds queries there. Use the teacher the run was trained against. A folder "
-        "is copied into the export (its own folder); a checkpoint with anchored queries keeps its anchor.",
+        "is copied into the export (its own folder); a model with anchored queries keeps its anchor.",
     ),
 ) -> None:
-    """Copy a checkpoint's encoder files (no optimizer state) with new inference settings, or any
+    """Copy an LLM folder's encoder files (no optimizer state) with new inference settings, or any
     model folder as a sentence-transformers copy (--format sentence-transformers)."""
     from ..encoder.composed.export import export_model
     from ..errors import InstEmbError

@@ -1,7 +1,7 @@
 """``instemb-rag export --format sentence-transformers``: a separate copy of a model folder that
 loads as a ``SentenceTransformer`` (docs/sentence-transformers.md).
 
-Any model folder of this project: a symmetric checkpoint (its encoder files, as
+Any model folder of this project: an LLM folder (a symmetric model: its encoder files, as
 ``export_llm_folder`` copies them, with the same inference overrides), a composed folder (two
 spaces, the instruction's effect: every part, no trainer state), or None: the shipped default. The
 copy gets modules.json, config_sentence_transformers.json and a README saying how to load it.
@@ -56,7 +56,7 @@ same model without `trust_remote_code`.
 def export_sentence_transformers(source: str | os.PathLike | None, target: str | os.PathLike, **options) -> Path:
     """Copy ``source`` (None: the shipped default) to ``target`` atomically, with the
     sentence-transformers files and a README. ``options`` (max_length, pooling,
-    head_input_weight, sentence encoder) apply to a checkpoint, as in ``export_model``."""
+    head_input_weight, sentence encoder) apply to an LLM folder, as in ``export_model``."""
     if source is None:
         from ..encoder.model import SHIPPED_MODEL_FOLDER
 
@@ -65,7 +65,7 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
     if is_composed(source):
         if options:
             raise CheckpointError(
-                f"{source} is a composed folder: {', '.join(sorted(options))} apply to a checkpoint (export its "
+                f"{source} is a composed folder: {', '.join(sorted(options))} apply to an LLM folder (export its "
                 "documents_llm/, or set a composed folder's knob with instemb-rag compose --from)."
             )
         kind = "an encoder of parts"
@@ -84,6 +84,6 @@ def export_sentence_transformers(source: str | os.PathLike | None, target: str |
             "give an LLM folder or a composed folder."
         )
     export_model(source, target, **options)  # writes the sentence-transformers files too
-    readme = README.format(name=target.name, kind="a symmetric InstEmb checkpoint")
+    readme = README.format(name=target.name, kind="a symmetric InstEmb model (an LLM folder)")
     (target / "README.md").write_text(readme, encoding="utf-8")
     return target

@@ -134,13 +134,13 @@ def _read_json(path: Path) -> dict:
 
 
 def model_config_dict(reference: str | None) -> tuple[str, dict]:
-    """(label, config.json fields) of a model folder, an InstEmb checkpoint (its base) or a known name."""
+    """(label, config.json fields) of a model folder, an InstEmb LLM folder (its base) or a known name."""
     from ..encoder.backbone import DEFAULT_BACKBONE
     from ..encoder.llm_folder import CONFIG_FILE
 
     reference = reference or DEFAULT_BACKBONE
     folder = Path(reference).expanduser()
-    if (folder / CONFIG_FILE).is_file():  # an InstEmb checkpoint: size its base model
+    if (folder / CONFIG_FILE).is_file():  # an InstEmb LLM folder: size its base model
         return model_config_dict(_read_json(folder / CONFIG_FILE)["base_model"])
     if (folder / "config.json").is_file():
         return str(folder), _read_json(folder / "config.json")

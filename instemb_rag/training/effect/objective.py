@@ -125,7 +125,7 @@ class EffectObjective(Objective):
 
 def documents_llm_and_sentence_encoder(config):
     """The fixed documents' side an effect run trains against: its LLM (the shipped one for
-    "default"), its sentence encoder, as the recipe names them, and the LLM's checkpoint folder
+    "default"), its sentence encoder, as the recipe names them, and the LLM's folder
     (None for a bare model folder), which the saved encoder records."""
     from ...encoder import InstEmbEncoder, shipped_llm_folder
     from ...encoder.llm_folder import is_llm_folder
