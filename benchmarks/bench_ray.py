@@ -66,7 +66,7 @@ GROUP_CHUNKS = 8  # commit every 8 chunks (default 64) so that commit times trac
 def run_once(encoder, docs: Path, index_dir: Path, batch_size: int, ray_options=None) -> dict:
     from instemb_rag.index import Indexer, IndexOptions, indexer, ray_embedding
 
-    # Both embedding paths read the group size they imported from run_parts (index/distributed.py
+    # Both embedding paths read the group size they imported from run_shared (index/distributed.py
     # became ray_embedding.py in issue 31; the smoke test of issue 51 runs this where Ray is installed).
     indexer.EMBED_GROUP_CHUNKS = ray_embedding.EMBED_GROUP_CHUNKS = GROUP_CHUNKS
 

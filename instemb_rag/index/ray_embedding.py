@@ -51,7 +51,7 @@ from .ray_failures import (
     quiet_ray_data_console,
     worker_failure,
 )
-from .run_parts import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
+from .run_shared import EMBED_GROUP_CHUNKS, EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
 
 CHUNK_TASK_CPUS = 0.25  # reading + splitting is light next to embedding
 CONNECT_TIMEOUT_S = 5.0
