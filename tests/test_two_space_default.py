@@ -84,7 +84,7 @@ def test_training_on_from_a_two_space_folder_starts_from_its_documents_llm(two_s
     import torch
 
     from instemb_rag.training.args import load_config
-    from instemb_rag.training.continuation import starting_checkpoint, starting_point
+    from instemb_rag.training.continuation import starting_llm_folder, starting_point
     from instemb_rag.training.sizing import dry_run_report
     from instemb_rag.training.student import load_student
 
@@ -94,7 +94,7 @@ def test_training_on_from_a_two_space_folder_starts_from_its_documents_llm(two_s
         {"model.model_name_or_path": str(two_space_default), "model.lookahead_length": 2},
     )
     assert starting_point(config.model) == str(llm_folder)
-    assert starting_checkpoint(starting_point(config.model)).folder == llm_folder
+    assert starting_llm_folder(starting_point(config.model)).folder == llm_folder
     student = load_student(config, torch.device("cpu"))
     llm = InstEmbEncoder.from_pretrained(llm_folder, device="cpu")
     torch.testing.assert_close(student.lookahead.vectors, llm.lookahead.vectors)

@@ -63,8 +63,8 @@ class GeometryArguments:
     head_ridge: float = 0.01  # the closed-form start of the head (ridge regression)
     head_fit_items: int = 4000
     # Anchor: KL between the batch's similarity rows of the student's pooled embedding and those of
-    # the starting checkpoint (computed once, training/geometry_anchor.py): the pooled geometry
-    # the blend keeps stays the one the starting checkpoint learned from its labels.
+    # the starting LLM (computed once, training/geometry_anchor.py): the pooled geometry
+    # the blend keeps stays the one the starting LLM learned from its labels.
     anchor_weight: float = 0.0
     anchor_temperature: float = 0.05
     # Instruction-contrast records (datasets/records.py format, e.g. an instruction-steering run's

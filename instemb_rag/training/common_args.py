@@ -28,7 +28,7 @@ class ModelArguments:
     # (25 %); 6 of SmolLM2's 30 (20 %) keeps the same spirit at a similar cost.
     trainable_top_layers: int = 6
     train_final_norm: bool = True
-    # False keeps the look-ahead vectors as the starting checkpoint has them; backward then stops
+    # False keeps the look-ahead vectors as the starting LLM folder has them; backward then stops
     # at the lowest trainable layer instead of running through the whole model (~2x faster).
     train_lookahead: bool = True
     # LoRA on the trainable top layers instead of training them fully (0 = full training).

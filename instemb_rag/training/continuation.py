@@ -1,14 +1,15 @@
-"""Training on from an InstEmb checkpoint (``model.model_name_or_path`` = a checkpoint folder, or a
-two-space folder: then its ``documents_llm/``, the symmetric LLM inside it; ``starting_point``).
+"""Training on from an InstEmb LLM folder (``model.model_name_or_path`` = an LLM folder, such as an
+earlier run's ``final/`` or ``checkpoint-<step>/``, or a two-space folder: then its ``documents_llm/``,
+the symmetric LLM inside it; ``starting_point``).
 
 A checkpoint written by the next run stores only what *that* run trains: without care,
 everything the earlier run learned in the backbone would silently vanish from the new
-checkpoint. So:
+checkpoints. So:
 
-- the checkpoint is loaded with its LoRA adapter unmerged (``encoder.load_llm_folder(merge_lora=False)``)
+- the starting LLM folder is loaded with its LoRA adapter unmerged (``encoder.load_llm_folder(merge_lora=False)``)
   and the adapter runs live through peft as the starting value of the new run's adapter (same
   rank, alpha, target modules and layers, or a clear error);
-- every tensor the earlier checkpoint adapted is written again by the new one, trained or not.
+- every tensor the starting LLM folder adapted is written again by the new run, trained or not.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from ..errors import InstEmbError
 
 
 @dataclass(frozen=True)
-class StartingCheckpoint:
+class StartingLlmFolder:
+    """The LLM folder a run trains on from."""
+
     folder: Path
-    adapted_names: list[str]  # backbone tensors the checkpoint replaced
+    adapted_names: list[str]  # backbone tensors the LLM folder replaced
     lora_folder: Path | None  # its LoRA adapter, run live through peft
 
 
@@ -37,22 +40,22 @@ def starting_point(model_args) -> str | None:
     return llm_folder_of(model_args.model_name_or_path)
 
 
-def starting_checkpoint(reference: str | None) -> StartingCheckpoint | None:
+def starting_llm_folder(reference: str | None) -> StartingLlmFolder | None:
     """What the run starts from, when ``reference`` (``starting_point``: a two-space folder is
-    already its documents' LLM) is an InstEmb checkpoint folder."""
+    already its documents' LLM) is an InstEmb LLM folder."""
     if not reference or not is_llm_folder(reference):
         return None
     folder = Path(reference)
     config = read_config(folder)
-    check_complete(folder, config)  # training on from part of a checkpoint would lose the rest
+    check_complete(folder, config)  # training on from part of an LLM folder would lose the rest
     lora_folder = folder / LORA_DIR
-    return StartingCheckpoint(folder, trained_names(folder, config), lora_folder if lora_folder.is_dir() else None)
+    return StartingLlmFolder(folder, trained_names(folder, config), lora_folder if lora_folder.is_dir() else None)
 
 
 def check_continuation(
-    start: StartingCheckpoint | None, lora_rank: int, lora_alpha: float, target_modules: list[str], layers: list[int]
+    start: StartingLlmFolder | None, lora_rank: int, lora_alpha: float, target_modules: list[str], layers: list[int]
 ) -> None:
-    """Checked before any work: the run must be able to carry the checkpoint's adapter on."""
+    """Checked before any work: the run must be able to carry the starting LLM folder's adapter on."""
     if start is None or start.lora_folder is None:
         return
     saved = read_adapter_config(start.lora_folder)
@@ -76,27 +79,31 @@ def check_continuation(
     }
     differing = [key for key in wanted if wanted[key] != found[key]]
     if differing:
-        detail = ", ".join(f"{key}: checkpoint {found[key]}, this run {wanted[key]}" for key in differing)
+        detail = ", ".join(f"{key}: LLM folder {found[key]}, this run {wanted[key]}" for key in differing)
         raise InstEmbError(
             f"{start.folder}: its LoRA adapter does not match this run's ({detail}). Use the "
-            "checkpoint's LoRA settings (model.lora_rank, lora_alpha, lora_target_modules, "
+            "LLM folder's LoRA settings (model.lora_rank, lora_alpha, lora_target_modules, "
             "trainable_top_layers) to continue training it."
         )
 
 
 def attach_starting_adapter(
     encoder,
-    start: StartingCheckpoint | None,
+    start: StartingLlmFolder | None,
     layers: list[int],
     rank: int,
     alpha: float,
     dropout: float,
     target_modules: list[str],
 ) -> None:
-    """Inject this run's LoRA (``check_continuation`` has made sure it has the checkpoint's
-    shape) and start it at the checkpoint's adapter weights, live, not merged."""
+    """Inject this run's LoRA (``check_continuation`` has made sure it has the starting
+    LLM folder's shape) and start it at its adapter weights, live, not merged."""
     if start is None or start.lora_folder is None:
         return
     peft_model = apply_lora(encoder.model, layers, rank, alpha, dropout, target_modules)
     load_adapter_weights(peft_model, start.lora_folder)
     encoder.attach_adapter(peft_model)
+
+
+StartingCheckpoint = StartingLlmFolder  # alias kept for compatibility (issue 68 names round 2)
+starting_checkpoint = starting_llm_folder  # alias kept for compatibility (issue 68 names round 2)

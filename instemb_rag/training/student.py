@@ -1,7 +1,7 @@
 """The student: its set-up for a run (load, what trains, optimizer) and its forward passes
 inside the trainer's losses, behind one small interface.
 
-``load_student`` loads the encoder in float32 (a starting checkpoint's LoRA live through peft),
+``load_student`` loads the encoder in float32 (a starting LLM folder's LoRA live through peft),
 ``make_trainable`` opens the top layers (fully or through LoRA), the final norm and the
 look-ahead vectors and names every trainable tensor (``TrainableParts``), ``build_optimizer``
 makes AdamW and the warm-up schedule over them.
@@ -32,7 +32,7 @@ from ..encoder.modules.pooling import anchor_positions, last_valid_positions
 from ..errors import InstEmbError
 from . import parallel
 from .common_args import RunConfig
-from .continuation import attach_starting_adapter, check_continuation, starting_checkpoint, starting_point
+from .continuation import attach_starting_adapter, check_continuation, starting_llm_folder, starting_point
 
 __all__ = [
     "FullStudent",
@@ -123,7 +123,7 @@ class FullStudent:
 def load_student(config: RunConfig, device: torch.device):
     """Float32 master weights (bf16 only inside autocast), on ``device``.
 
-    A starting checkpoint's LoRA adapter is not merged: it runs live through peft from the
+    A starting LLM folder's LoRA adapter is not merged: it runs live through peft from the
     start (the teacher included) and goes on training as an adapter (continuation.py). A
     two-space folder (a two-space default included) trains on from its documents' LLM
     (continuation.starting_point).
@@ -134,7 +134,7 @@ def load_student(config: RunConfig, device: torch.device):
     reference = starting_point(model_args)
     if reference and is_llm_folder(reference):
         encoder = load_llm_folder(reference, device="cpu", max_length=model_args.max_length, merge_lora=False)
-        start = starting_checkpoint(reference)
+        start = starting_llm_folder(reference)
         top = _trained_layers(len(decoder_layers(encoder.model)), model_args)
         check_continuation(
             start, model_args.lora_rank, model_args.lora_alpha, list(model_args.lora_target_modules), top
@@ -199,8 +199,8 @@ def make_trainable(encoder, config: RunConfig) -> TrainableParts:
         param.requires_grad_(False)
     layer_count = len(decoder_layers(model))
     top = _trained_layers(layer_count, model_args)
-    start = starting_checkpoint(starting_point(model_args))
-    peft_model = encoder.adapter  # the starting checkpoint's adapter, attached live by load_student
+    start = starting_llm_folder(starting_point(model_args))
+    peft_model = encoder.adapter  # the starting LLM folder's adapter, attached live by load_student
     if model_args.lora_rank > 0 and top:
         if peft_model is None:
             peft_model = apply_lora(
@@ -221,29 +221,29 @@ def make_trainable(encoder, config: RunConfig) -> TrainableParts:
                 param.requires_grad_(True)
     if model_args.train_final_norm:
         model.base_model.norm.weight.requires_grad_(True)
-    # Frozen look-ahead vectors (training on from a checkpoint that has them) mean no input of the
+    # Frozen look-ahead vectors (training on from an LLM folder that has them) mean no input of the
     # frozen lower layers needs a gradient, so backward stops at the first trainable layer.
     encoder.lookahead.vectors.requires_grad_(model_args.train_lookahead)
     named = {f"lookahead.{n}": p for n, p in encoder.lookahead.named_parameters() if p.requires_grad}
     backbone_named = {n: p for n, p in model.named_parameters() if p.requires_grad}
     named.update({f"model.{n}": p for n, p in backbone_named.items()})
     adapted = [n for n in backbone_named if "lora_" not in n]
-    # What the starting checkpoint adapted is written again even where this run leaves it alone.
+    # What the starting LLM folder adapted is written again even where this run leaves it alone.
     adapted += [n for n in (start.adapted_names if start else []) if n not in adapted]
     return TrainableParts(named, adapted, peft_model)
 
 
 def refuse_sharded_adapted_tensors(encoder, parts: TrainableParts) -> None:
     """Rank 0 writes checkpoints alone, so every tensor it writes must be whole on it: a tensor a
-    starting checkpoint adapted in a layer this run freezes (and FSDP shards) cannot be."""
+    starting LLM folder adapted in a layer this run freezes (and FSDP shards) cannot be."""
     params = plain_parameters(encoder.model)
     missing = [name for name in parts.adapted_names if name not in params]
     if missing:
-        raise InstEmbError(f"The starting checkpoint adapted {missing[0]}, which this model lacks.")
+        raise InstEmbError(f"The starting LLM folder adapted {missing[0]}, which this model lacks.")
     sharded = [name for name in parts.adapted_names if parallel.is_sharded(params[name])]
     if sharded:
         raise InstEmbError(
-            f"training.parallel=fsdp shards {sharded[0]}, which the starting checkpoint adapted and "
+            f"training.parallel=fsdp shards {sharded[0]}, which the starting LLM folder adapted and "
             "this run freezes; train that layer too (model.trainable_top_layers) or use ddp."
         )
 

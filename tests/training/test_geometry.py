@@ -303,7 +303,7 @@ def test_anchor_is_the_starting_checkpoint_and_contrast_ranks_the_shipped_blend(
         anchors,
         contrast.step(0),
     )
-    # Before any step the student is the starting checkpoint: the anchor has nothing to pull.
+    # Before any step the student is the starting LLM: the anchor has nothing to pull.
     assert float(terms["anchor"].detach()) == pytest.approx(0.0, abs=1e-6)
     assert float(terms["contrast"].detach()) > 0 and terms["contrast"].requires_grad
     # The anchor targets are kept for the run; other inputs in the same folder are refused.

@@ -67,6 +67,15 @@ def checked_config(raw: dict, where: str) -> dict:
     return dict(raw)
 
 
+def _model_folder(model_folder: Path | None, checkpoint_folder: Path | None) -> Path | None:
+    """``model_folder``, or the old keyword ``checkpoint_folder`` (issue 68 names round 2) in its place."""
+    if checkpoint_folder is None:
+        return model_folder
+    if model_folder is not None:
+        raise TypeError("pass model_folder or its old name checkpoint_folder, not both")
+    return checkpoint_folder
+
+
 class SentenceEncoder:
     """A loaded sentence encoder that embeds documents (L2-normalised float32), with its identity."""
 
@@ -223,41 +232,59 @@ class SentenceEncoder:
         return len(self.tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
 
     @classmethod
-    def load(cls, reference: str, device: str = "cpu", checkpoint_folder: Path | None = None) -> SentenceEncoder:
+    def load(
+        cls,
+        reference: str,
+        device: str = "cpu",
+        model_folder: Path | None = None,
+        *,
+        checkpoint_folder: Path | None = None,
+    ) -> SentenceEncoder:
         """Load by teacher name (``minilm``) or sentence-transformers folder.
 
-        A relative folder is read from inside the model folder (a fine-tuned sentence encoder ships there, as
+        A relative folder is read from inside ``model_folder`` (a fine-tuned sentence encoder ships there, as
         ``sentence_encoder/``); a folder given to a command is referenced absolute while loaded
-        (``recorded_reference``) and recorded as ``sentence_encoder/`` once saved.
+        (``recorded_reference``) and recorded as ``sentence_encoder/`` once saved. ``checkpoint_folder``
+        is the old name of ``model_folder`` (issue 68 names round 2), still read.
         """
         from ...teachers import load_teacher
         from ...teachers.registry import TEACHERS
 
+        model_folder = _model_folder(model_folder, checkpoint_folder)
         target: str | Path = reference
-        if reference not in TEACHERS and checkpoint_folder is not None and not Path(reference).is_absolute():
-            target = Path(checkpoint_folder) / reference
+        if reference not in TEACHERS and model_folder is not None and not Path(reference).is_absolute():
+            target = Path(model_folder) / reference
         return cls(load_teacher(target, device=device), reference)
 
     @staticmethod
     def recorded_reference(reference: str) -> str:
         """How a sentence encoder a user named is referenced while loaded: a teacher name as is, a folder
-        absolute (a checkpoint copies the folder in and records it as ``sentence_encoder/``)."""
+        absolute (a saved model folder copies the folder in and records it as ``sentence_encoder/``)."""
         from ...teachers.registry import TEACHERS
 
         return reference if reference in TEACHERS else str(Path(reference).expanduser().resolve())
 
     @classmethod
     def from_config(
-        cls, config: dict, device: str = "cpu", checkpoint_folder: Path | None = None, where: str = "checkpoint"
+        cls,
+        config: dict,
+        device: str = "cpu",
+        model_folder: Path | None = None,
+        where: str = "model folder",
+        *,
+        checkpoint_folder: Path | None = None,
     ) -> SentenceEncoder:
+        """The sentence encoder a model folder's config entry names, checked against it (``checkpoint_folder``:
+        the old name of ``model_folder``, still read)."""
         config = checked_config(config, where)
-        sentence_encoder = cls.load(config["encoder"], device=device, checkpoint_folder=checkpoint_folder)
+        model_folder = _model_folder(model_folder, checkpoint_folder)
+        sentence_encoder = cls.load(config["encoder"], device=device, model_folder=model_folder)
         if sentence_encoder.fingerprint != config["fingerprint"]:
             raise FingerprintMismatchError(
                 f"{where} was trained to embed queries into the space of document sentence encoder "
                 f"'{config['encoder']}' with fingerprint {config['fingerprint'][:16]}, but the one found "
                 f"({sentence_encoder.teacher.folder}) has fingerprint {sentence_encoder.fingerprint[:16]}. Reinstall it "
-                f"(instemb-rag teachers install {config['encoder']}) or use a checkpoint trained on this one."
+                f"(instemb-rag teachers install {config['encoder']}) or use a model trained on this one."
             )
         if sentence_encoder.dimension != config["dimension"]:
             raise CheckpointError(

@@ -133,7 +133,7 @@ def documents_llm_and_sentence_encoder(config):
 
     e = config.effect
     source = shipped_llm_folder() if e.documents_llm in ("", "default") else e.documents_llm
-    # A bare model folder gets the recipe's look-ahead length (a checkpoint has its own).
+    # A Hugging Face folder gets the recipe's look-ahead length (an LLM folder has its own).
     lookahead = None if is_llm_folder(source) else config.model.lookahead_length
     llm = InstEmbEncoder.from_pretrained(source, device="cpu", lookahead_length=lookahead)
     sentence_encoder = SentenceEncoder.load(SentenceEncoder.recorded_reference(e.sentence_encoder))

@@ -2,6 +2,6 @@
 
 objective.py  GeometryObjective: the items, the teacher's embeddings, the head, one step
 terms.py      the weighted terms of one step, the head's ridge start, the student's embeddings
-anchor.py     the starting checkpoint's similarity rows, held by the anchor term
+anchor.py     the starting LLM's similarity rows, held by the anchor term
 contrast.py   instruction-contrast records ranked on the embedding that ships
 """

@@ -1,10 +1,10 @@
-"""The anchor targets of a geometry run: the starting checkpoint's own pooled embeddings.
+"""The anchor targets of a geometry run: the starting LLM's own pooled embeddings.
 
 The embedding a geometry candidate ships may blend the pooled embedding back in
 (``geometry.train_input_weight``, models/projection.py); that part carries what the starting
 checkpoint learned from its labels (SciFact abstracts, stance) only if the trained layers keep
 it. The anchor term (losses/geometry.py ``relational_kl``) holds the student's pooled similarity
-rows to those of the starting checkpoint, computed here once, before any step, from the
+rows to those of the starting LLM, computed here once, before any step, from the
 frozen-prefix cache, and kept in the run folder so a resumed run reads the same targets.
 """
 
@@ -31,7 +31,7 @@ def anchor_targets(
     batches: list[list[int]],
     log=print,
 ) -> torch.Tensor:
-    """[count, hidden] (``shape``) pooled embeddings of the starting checkpoint, read from the run folder when
+    """[count, hidden] (``shape``) pooled embeddings of the starting LLM, read from the run folder when
     it holds those of the same inputs (``inputs_key``), computed batch by batch otherwise."""
     path = output_dir / ANCHOR_FILE
     if path.is_file():
@@ -52,5 +52,5 @@ def anchor_targets(
                 log(f"anchor targets: {number + 1}/{len(batches)} batches")
     payload = save({"pooled": pooled.contiguous()}, metadata={"inputs_key": inputs_key})
     write_atomically(path, lambda stream: stream.write(payload))
-    log(f"anchor targets: {shape[0]} pooled embeddings of the starting checkpoint saved to {path}")
+    log(f"anchor targets: {shape[0]} pooled embeddings of the starting LLM saved to {path}")
     return pooled

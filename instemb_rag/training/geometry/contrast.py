@@ -2,7 +2,7 @@
 
 A sentence encoder reads "find a study that supports" and "... that contradicts" almost alike
 (mpnet with the instruction pasted in has no stance), so distilling its geometry alone wears away
-what the starting checkpoint learned from contrast records: issue 33's candidates lost SciFact
+what the starting LLM learned from contrast records: issue 33's candidates lost SciFact
 stance and the NLI stance effect. This module feeds those records (datasets/records.py format,
 e.g. an instruction-steering run's ``data/train.jsonl``) to the geometry run: each step reads a
 few records, and losses/retrieval.py ranks each query against its own output, the other records'

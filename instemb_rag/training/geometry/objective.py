@@ -5,7 +5,7 @@ A run (``geometry.teacher_encoder`` set in the config; objectives.py selects thi
 1. reads the embedding items (instemb_rag/datasets/embedding_items.py) and embeds each with the
    teacher, cached on disk by teacher fingerprint and text (queries as ``instruction + " " +
    query``, how a sentence encoder reads an instruction);
-2. loads the student (a checkpoint's LoRA goes on training live, training/continuation.py),
+2. loads the student (an LLM folder's LoRA goes on training live, training/continuation.py),
    freezes all but the top K layers and the final norm, and fills the frozen-prefix cache
    (training/prefix_cache.py): the states entering layer N - K, once per distinct input;
 3. starts the projection head (encoder/modules/projection.py) at the closed-form ridge map from
@@ -13,7 +13,7 @@ A run (``geometry.teacher_encoder`` set in the config; objectives.py selects thi
 4. each step runs the top K layers on cached states, pools, projects, and adds the weighted
    terms of terms.py; the loop checkpoints (encoder + head + trainer state) every ``save_steps``.
 
-Two optional terms keep what the starting checkpoint learned from labels while the head learns
+Two optional terms keep what the starting LLM learned from labels while the head learns
 the teacher's space: the anchor (its pooled similarity rows, anchor.py) and the
 instruction-contrast records (contrast.py), both ranked on the blend that ships
 (``geometry.train_input_weight``).
@@ -134,7 +134,7 @@ def _contrast_batches(config: RunConfig) -> ContrastBatches | None:
 
 
 def _anchors(encoder, cache, items, lengths, data_info, output_dir: Path, log) -> torch.Tensor:
-    """The starting checkpoint's pooled embeddings of every item (before any step or head)."""
+    """The starting LLM's pooled embeddings of every item (before any step or head)."""
     by_length = sorted(range(len(items)), key=lengths.__getitem__)
     batches = [by_length[start : start + 64] for start in range(0, len(by_length), 64)]
     inputs_key = f"{data_info['data_sha256']}:{len(items)}"

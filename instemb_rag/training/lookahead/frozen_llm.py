@@ -248,7 +248,7 @@ def _progress(enabled: bool, total: int):
 
 # ---------------------------------------------------------------------------- a run's teacher
 def teacher_identity(config: RunConfig, encoder) -> str:
-    """The teacher is the initial weights: the backbone, plus a checkpoint's files if we start from one."""
+    """The teacher is the initial weights: the backbone, plus an LLM folder's files if we start from one."""
     reference = starting_point(config.model)
     identity = encoder.backbone.fingerprint
     if reference and is_llm_folder(reference):

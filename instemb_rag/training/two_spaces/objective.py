@@ -73,7 +73,7 @@ class TwoSpacesObjective(Objective):
 
         # "default": the shipped LLM (the documents' LLM of a two-space default); a two-space folder: its own.
         source = shipped_llm_folder() if s.documents_llm in ("", "default") else llm_folder_of(Path(s.documents_llm))
-        # A bare model folder gets the student's look-ahead length (a checkpoint has its own).
+        # A Hugging Face folder gets the student's look-ahead length (an LLM folder has its own).
         lookahead = None if is_llm_folder(source) else m.lookahead_length
         documents_llm = InstEmbEncoder.from_pretrained(source, device=str(device), lookahead_length=lookahead)
         sentence_encoder = SentenceEncoder.load(

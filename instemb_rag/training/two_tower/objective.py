@@ -6,7 +6,7 @@ A run (``two_tower.sentence_encoder`` set in the config; objectives.py selects t
 1. embeds every passage of the items file and every query's "instruction + query" once with the
    frozen document sentence encoder, cached on disk (training/cached_vectors.py); documents are never read
    by the LLM;
-2. loads the student (the starting checkpoint's LoRA goes on training live), opens its top K
+2. loads the student (the starting LLM folder's LoRA goes on training live), opens its top K
    layers and fills the frozen-prefix cache with the queries (tens of tokens each);
 3. attaches a projection head into the document space, at zero: the first step's query
    embedding is exactly the document sentence encoder's own vector of "instruction + query" (the anchor);
