@@ -142,7 +142,7 @@ def default_layout(request) -> tuple[Path, object]:
         return SHIPPED_MODEL_FOLDER, request.getfixturevalue("default_model")
     if is_composed(SHIPPED_MODEL_FOLDER):
         pytest.skip(
-            "the shipped default is a parts folder already (documents in two spaces): the 'as shipped' case tests that layout"
+            "the shipped default is a composed folder already (documents in two spaces): the 'as shipped' case tests that layout"
         )
     from instemb_rag import InstEmbEncoder
 

@@ -152,7 +152,7 @@ def convert_default_model(force: bool = False) -> Path:
                 "source": str(gguf),
                 "source_size": gguf.stat().st_size,
                 # The GGUF is the weights' identity; the converted floats could differ in the
-                # last bit between transformers releases, so checkpoints key on the source.
+                # last bit between transformers releases, so LLM folders key on the source.
                 "fingerprint": "gguf-" + _sha256_files([gguf]),
                 "files": files,
             }

@@ -118,7 +118,7 @@ class ForwardEncoder(LocalEncoder, Protocol):
     to build inputs and embeddings is listed here."""
 
     backbone: Any  # the base model (its ``reference`` names it in results)
-    training_info: dict  # provenance of a trained checkpoint ({} untrained)
+    training_info: dict  # provenance of a trained model ({} untrained)
 
     @property
     def lookahead_length(self) -> int:

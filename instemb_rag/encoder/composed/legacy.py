@@ -130,7 +130,7 @@ def convert(folder: str | os.PathLike, raw: dict | None = None) -> ModelSpec:
             return validated(ModelSpec, current_names(with_class_paths(raw, path)), path)
         return ModelSpec(**current_names(with_class_paths(_parts_v1(folder, raw), path)))
     if (folder / CONFIG_FILE).is_file():
-        return ModelSpec(**current_names(with_class_paths(_checkpoint(folder), folder / CONFIG_FILE)))
+        return ModelSpec(**current_names(with_class_paths(_llm_folder(folder), folder / CONFIG_FILE)))
     raise CheckpointError(f"{folder} is not a model folder of instemb-rag (no {CONFIG_FILE} or {PARTS_FILE}).")
 
 
@@ -194,7 +194,7 @@ def _tower_part(entry: dict) -> dict:
     return {"type": "sentence_encoder", "config": {key: value for key, value in entry.items() if key != ANCHOR_KEY}}
 
 
-def _checkpoint(folder: Path) -> dict:
+def _llm_folder(folder: Path) -> dict:
     """A two-tower LLM folder: instemb_config.json naming its sentence encoder (``TWO_TOWER_IDENTITY_KEY``)."""
     read_config(folder)  # the LLM folder's own checks (JSON, format version, fields) and their messages
     entry = read_raw(folder / CONFIG_FILE).get(TWO_TOWER_IDENTITY_KEY)

@@ -1,7 +1,7 @@
 """The parts of an encoder of parts, each recorded by its class path (config.py ``PartEntry.type``).
 
     the LLM           InstEmbEncoder (``LLM_TYPE``): an InstEmb LLM folder
-                      (encoder/checkpoint.py), loaded by encoder/references.py (the LLM is built there:
+                      (encoder/llm_folder.py), loaded by encoder/references.py (the LLM is built there:
                       precision, device, settings), saved by its own ``save``
     the sentence encoder
                       SentenceEncoder (``SENTENCE_ENCODER_TYPE``, modules/sentence_encoder.py): an installed

@@ -29,14 +29,14 @@ def read_spec(folder: str | os.PathLike) -> ModelSpec:
     older layout converted (legacy.py: the one converter)."""
     path = Path(folder) / PARTS_FILE
     if not path.is_file():
-        return checkpoint_spec(Path(folder))
+        return llm_folder_spec(Path(folder))
     raw = read_raw(path)
     if raw.get("format_version") != FORMAT_VERSION or not uses_class_paths(raw):
         return legacy.convert(folder, raw)
     return validated(ModelSpec, raw, path)
 
 
-def checkpoint_spec(folder: Path) -> ModelSpec:
+def llm_folder_spec(folder: Path) -> ModelSpec:
     """An LLM folder alone: a symmetric model (its LLM is the model), or an older two-tower
     LLM folder that names its sentence encoder (converted)."""
     from ..llm_folder import CONFIG_FILE, read_config
@@ -60,3 +60,4 @@ def llm_folder_of(reference):
 
 
 llm_checkpoint_of = llm_folder_of  # alias kept for compatibility (issue 68 names round 2)
+checkpoint_spec = llm_folder_spec  # alias kept for compatibility (issue 68 names round 2)
