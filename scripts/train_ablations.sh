@@ -6,7 +6,7 @@
 # the default recipe's data, teacher cache and seed, differs in one option, and trains ABLATION_STEPS steps (default 30: on a 2-core CPU one
 # step of 8 examples takes ~9 s, so the nine runs take ~45 min; raise it on a GPU. At 15 steps
 # the models were still indistinguishable from the untrained backbone on the dev sets).
-# Finished runs are skipped, interrupted ones resume; ABLATION_ONLY="name ..." trains only those. The named checkpoints land in
+# Finished runs are skipped, interrupted ones resume; ABLATION_ONLY="name ..." trains only those. The named LLM folders (each run's final/) land in
 # ABLATION_NAMED (default runs/ablation-checkpoints)/<name>, the folder that
 # `python -m tools.reports.ablations --checkpoints-dir` reads.
 set -euo pipefail

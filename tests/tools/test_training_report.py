@@ -210,12 +210,12 @@ def test_reproduce_command_names_the_start_commit_when_the_run_did_not_start_fro
 
     recipe = "instemb_rag/training/recipes/stance-long.yaml"
     lines, start = Candidate(recipe, baseline_commit="abc1234", start_commit="def5678").worktree_lines()
-    assert lines[1] == "git worktree add /tmp/start-checkpoint def5678   # the checkpoint the run trains on from"
+    assert lines[1] == "git worktree add /tmp/start-checkpoint def5678   # the default the run trains on from"
     assert _start_override(recipe, start) == (
         " --set model_name_or_path=/tmp/start-checkpoint/instemb_rag/default_checkpoint"
     )
     assert Candidate(recipe, start_commit="def5678").worktree_lines() == (
-        ["git worktree add /tmp/start-checkpoint def5678   # the checkpoint the run trains on from"],
+        ["git worktree add /tmp/start-checkpoint def5678   # the default the run trains on from"],
         "/tmp/start-checkpoint",
     )
     assert Candidate(recipe, "abc1234", "abc1234").worktree_lines()[1] == "/tmp/previous-default"

@@ -1,15 +1,20 @@
 """Ablation report: run the evaluation tasks over encoder variants, write docs/ablations.md + plots.
 
 Variants (each group is skipped with a note where it cannot be built):
-- pooling: the five poolings on one checkpoint;
+- pooling: the five poolings on one LLM (``--checkpoint``: an LLM folder or a model folder);
 - look-ahead length at inference: L in 0, 1, 4, 8 (lengths above the trained one are skipped);
-- named checkpoints in ``--checkpoints-dir``: sub-folders ``loss-mse`` / ``loss-kl`` (distillation
+- named LLM folders in ``--checkpoints-dir`` (trained runs' folders, named by
+  scripts/train_ablations.sh): sub-folders ``loss-mse`` / ``loss-kl`` (distillation
   loss), ``views-*`` (contrastive-view ablation), ``targets-*`` (teacher targets with the
   answer's stopwords removed, compared against ``loss-mse``, which keeps them) and ``negatives-*``
   (the pooled retrieval loss with in-batch negatives vs a memory of recent documents); any other
-  checkpoint is listed as "other";
+  LLM folder is listed as "other";
 - trained vs untrained: the untrained backbone (InputLast, and DAAP with fresh look-ahead tokens)
-  against the checkpoint.
+  against the trained LLM.
+
+The option and field names ``checkpoint``, ``checkpoints_dir`` and ``checkpoint_tasks`` are kept as
+they were (recorded in docs/ablations.md's command and scripts/train_ablations.sh): they name LLM
+folders, not a trainer's ``checkpoint-<step>/`` (issue 68 names round 2).
 
 The report opens with the paper's findings checked against these results (findings.py).
 
@@ -66,7 +71,7 @@ class AblationArgs:
     cache: bool = True
     exclude_seen: Path | None = None  # training records: leave out queries the model read
     sts_pairs: int | None = 500  # STS tasks use this limit instead of max_queries
-    checkpoint_tasks: list[str] | None = None  # tasks for the named checkpoints (None: all tasks)
+    checkpoint_tasks: list[str] | None = None  # tasks for the named LLM folders (None: all tasks)
     task_limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # task -> (queries, docs)
 
     def limits_for(self, task: str) -> tuple[int | None, int | None]:
@@ -99,7 +104,7 @@ class Variant:
 
 
 def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
-    """Every variant to evaluate. The pooling and look-ahead-length variants of the checkpoint
+    """Every variant to evaluate. The pooling and look-ahead-length variants of the LLM
     share one forward pass (shared_forward.py), as do the two untrained variants."""
     from instemb_rag.encoder import InstEmbEncoder, shipped_llm_folder
     from instemb_rag.encoder.composed import llm_folder_of
@@ -113,7 +118,7 @@ def build_variants(args: AblationArgs) -> tuple[list[Variant], list[str]]:
     lengths = []
     for length in args.lookahead_lengths:
         if length > trained_length:
-            notes.append(f"look-ahead L={length} skipped: the checkpoint has {trained_length} look-ahead vectors")
+            notes.append(f"look-ahead L={length} skipped: the LLM has {trained_length} look-ahead vectors")
         else:
             lengths.append(length)
     shared = SharedForward(
@@ -169,20 +174,20 @@ def _checkpoint_variants(args: AblationArgs, notes: list[str]) -> list[Variant]:
 
     folder = args.checkpoints_dir
     if folder is None or not Path(folder).is_dir():
-        notes.append(f"named-checkpoint ablations skipped: no checkpoints folder ({folder or 'not given'})")
+        notes.append(f"named LLM folder ablations skipped: no folder of them ({folder or 'not given'})")
         return []
     found = sorted(path for path in Path(folder).iterdir() if is_llm_folder(path))
     variants = []
     for prefix, group in CHECKPOINT_GROUPS:
         members = [path for path in found if path.name.startswith(prefix)]
         if not members:
-            notes.append(f"'{group}' skipped: no checkpoint named {prefix}* in {folder}")
+            notes.append(f"'{group}' skipped: no LLM folder named {prefix}* in {folder}")
         variants += [
             Variant(group, path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks) for path in members
         ]
     others = [path for path in found if not path.name.startswith(tuple(p for p, _ in CHECKPOINT_GROUPS))]
     variants += [
-        Variant("other checkpoints", path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
+        Variant("other LLM folders", path.name, _checkpoint_loader(path, args.device), args.checkpoint_tasks)
         for path in others
     ]
     return variants
@@ -325,9 +330,9 @@ def write_report(results: list[dict], notes: list[str], args: AblationArgs, comm
 
 def main(
     checkpoint: str | None = typer.Option(
-        None, help="Checkpoint for the pooling / L ablations (default: the shipped default's LLM)."
+        None, help="LLM folder or model folder for the pooling / L ablations (default: the shipped default's LLM)."
     ),
-    checkpoints_dir: Path | None = typer.Option(None, help="Folder of named checkpoints: loss-mse, loss-kl, views-*."),
+    checkpoints_dir: Path | None = typer.Option(None, help="Folder of named LLM folders: loss-mse, loss-kl, views-*."),
     tasks: list[str] = typer.Option(
         ["scifact", "scifact-stance", "vaswani", "stsb"], "--tasks", help="Repeat for several."
     ),
@@ -346,7 +351,7 @@ def main(
     ),
     sts_pairs: int = typer.Option(500, help="STS pairs per STS task (max_queries is for retrieval/stance); 0 = all."),
     checkpoint_tasks: list[str] = typer.Option(
-        [], "--checkpoint-tasks", help="Tasks for the named checkpoints (repeat; default: --tasks)."
+        [], "--checkpoint-tasks", help="Tasks for the named LLM folders (repeat; default: --tasks)."
     ),
     task_limit: list[str] = typer.Option(
         [], "--task-limit", help="Per-task limits TASK=QUERIES[:DOCS] (repeat), e.g. vaswani=25:400."

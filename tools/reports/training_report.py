@@ -1,5 +1,5 @@
 """The training report of a run: what was trained, how the loss went, and dev figures of the
-untrained backbone against the trained checkpoint.
+untrained backbone against the trained model.
 
 The figures come from the ablation results JSON (its "trained vs untrained" group), so one
 evaluation pass serves both reports::
@@ -300,7 +300,7 @@ START_WORKTREE = "/tmp/start-checkpoint"
 
 @dataclass(frozen=True)
 class Candidate:
-    """Where a candidate checkpoint comes from and what became of it: what its report's reproduce
+    """Where a candidate model comes from and what became of it: what its report's reproduce
     commands and its own regenerating command name."""
 
     recipe: str
@@ -319,16 +319,18 @@ class Candidate:
             )
         if self.start_commit and self.start_commit != self.baseline_commit:
             lines.append(
-                f"git worktree add {START_WORKTREE} {self.start_commit}   # the checkpoint the run trains on from"
+                f"git worktree add {START_WORKTREE} {self.start_commit}   # the default the run trains on from"
             )
             return lines, START_WORKTREE
         return lines, PREVIOUS_WORKTREE if self.baseline_commit else None
 
     @property
-    def baseline_checkpoint(self) -> str:
-        """The checkpoint the baseline's dev figures are computed from."""
+    def baseline_model_folder(self) -> str:
+        """The model folder the baseline's dev figures are computed from."""
         folder = "instemb_rag/default_checkpoint"
         return f"{PREVIOUS_WORKTREE}/{folder}" if self.baseline_commit else folder
+
+    baseline_checkpoint = baseline_model_folder  # alias kept for compatibility (issue 68 names round 2)
 
 
 def write_candidate_report(
@@ -369,7 +371,7 @@ def write_candidate_report(
         *worktrees,
         f"instemb-rag train --config {recipe}{_start_override(recipe, start_worktree)}        "
         "# add --resume after an interruption",
-        f"bash scripts/dev_figures.sh {about.baseline_checkpoint} {baseline_json}",
+        f"bash scripts/dev_figures.sh {about.baseline_model_folder} {baseline_json}",
         f"bash scripts/dev_figures.sh {run_dir}/final {candidate_json}",
         f"{command}",
         *([f"instemb-rag export {run_dir}/final instemb_rag/default_checkpoint --max-length 512"] if shipped else []),
@@ -437,7 +439,7 @@ def main(
         None,
         help="`instemb-rag eval` JSON of the current default; with --candidate, writes the candidate report instead.",
     ),
-    candidate: Path | None = typer.Option(None, help="`instemb-rag eval` JSON of the run's final checkpoint."),
+    candidate: Path | None = typer.Option(None, help="`instemb-rag eval` JSON of the run's final model folder."),
     recipe: str = typer.Option(DEFAULT_RECIPE, help="Recipe of the run."),
     baseline_commit: str | None = typer.Option(
         None,
