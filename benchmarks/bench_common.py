@@ -49,14 +49,18 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def llm_checkpoint(model: str | None) -> str:
-    """The symmetric LLM a benchmark of the LLM itself loads (FLOPs, look-ahead, shared prefix, int8,
-    generation): ``--model`` as given, the documents' LLM of a two-space folder, or (None) the
-    shipped LLM, whichever layout the default has (``shipped_llm_folder``)."""
+def benchmarked_llm_folder(model: str | None) -> str:
+    """The LLM folder (or Hugging Face folder) of the symmetric LLM a benchmark of the LLM itself
+    loads (FLOPs, look-ahead, shared prefix, int8, generation): ``--model`` as given, the documents'
+    LLM of a two-space folder, or (None) the shipped LLM, whichever layout the default has
+    (``shipped_llm_folder``)."""
     from instemb_rag.encoder import shipped_llm_folder
     from instemb_rag.encoder.composed import llm_folder_of
 
     return str(llm_folder_of(model) if model else shipped_llm_folder())
+
+
+llm_checkpoint = benchmarked_llm_folder  # alias kept for compatibility (issue 68 names round 2)
 
 
 # --smoke: torch threads unless --threads says otherwise. A tiny model gains nothing from more,

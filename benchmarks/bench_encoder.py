@@ -33,10 +33,10 @@ from bench_common import (
     SHARED_DATA,
     apply_threads,
     base_parser,
+    benchmarked_llm_folder,
     emit,
     gemm_probe,
     interleaved_times,
-    llm_checkpoint,
     machine_info,
     matmul_peak_gflops,
     median,
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--model",
         default=None,
-        help="checkpoint or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM)",
+        help="LLM folder or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM)",
     )
     parser.add_argument("--only-int8", action="store_true", help="only (d): int8 against fp32")
     parser.add_argument(
@@ -267,7 +267,7 @@ def measure(args) -> dict:
     threads = apply_threads(args.threads)
     from instemb_rag import InstEmbEncoder
 
-    args.model = llm_checkpoint(args.model)  # the LLM's figures, whichever layout the default has
+    args.model = benchmarked_llm_folder(args.model)  # the LLM's figures, whichever layout the default has
     encoder = InstEmbEncoder.from_pretrained(args.model, device=args.device)
     device = str(encoder.device)
     smoke = args.smoke

@@ -12,9 +12,9 @@ from __future__ import annotations
 from bench_common import (
     apply_threads,
     base_parser,
+    benchmarked_llm_folder,
     emit,
     interleaved_times,
-    llm_checkpoint,
     machine_info,
     median,
     smoke_run,
@@ -46,7 +46,7 @@ def measure(args) -> dict:
     from instemb_rag import InstEmbEncoder
     from tools.baselines import GenerateThenEmbed, GenerateThenEmbedArgs
 
-    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(benchmarked_llm_folder(args.model), device=args.device)
     device = str(encoder.device)
     baseline = GenerateThenEmbed(encoder, GenerateThenEmbedArgs(max_new_tokens=args.new_tokens, batch_size=args.batch))
     texts, instructions = [TEXT] * args.batch, [INSTRUCTION] * args.batch

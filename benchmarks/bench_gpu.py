@@ -28,9 +28,9 @@ import os
 from bench_common import (
     apply_threads,
     base_parser,
+    benchmarked_llm_folder,
     emit,
     interleaved_times,
-    llm_checkpoint,
     machine_info,
     matmul_peak_gflops,
     median,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--model",
         default=os.environ.get("INSTEMB_BENCH_MODEL") or None,
-        help="checkpoint or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM; env "
+        help="LLM folder or HF folder (default: the shipped LLM; a two-space folder: its documents' LLM; env "
         "INSTEMB_BENCH_MODEL)",
     )
     parser.add_argument(
@@ -178,7 +178,7 @@ def measure(args, dry_run: bool) -> dict:
 
     from instemb_rag import InstEmbEncoder
 
-    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(benchmarked_llm_folder(args.model), device=args.device)
     device = str(encoder.device)
     small = args.quick or dry_run
     documents, source = load_documents(8 if dry_run else (64 if args.quick else 256))

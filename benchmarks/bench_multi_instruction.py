@@ -12,9 +12,9 @@ from __future__ import annotations
 from bench_common import (
     apply_threads,
     base_parser,
+    benchmarked_llm_folder,
     emit,
     interleaved_times,
-    llm_checkpoint,
     machine_info,
     median,
     smoke_run,
@@ -64,7 +64,7 @@ def measure(args) -> dict:
     from instemb_rag import InstEmbEncoder
     from instemb_rag.encoder.fast.shared_prefix import shared_prefix_length
 
-    encoder = InstEmbEncoder.from_pretrained(llm_checkpoint(args.model), device=args.device)
+    encoder = InstEmbEncoder.from_pretrained(benchmarked_llm_folder(args.model), device=args.device)
     device = str(encoder.device)
     tokenizer = encoder.tokenizer
     text = exact_tokens(tokenizer, TEXT_SOURCE * 2, args.text_tokens)

@@ -154,7 +154,7 @@ def parse_args(argv):
         default=RECIPES / "default.yaml",
         help="training recipe (default: default.yaml; instruction-steering.yaml is one the cache applies to as it is)",
     )
-    parser.add_argument("--model", default=None, help="backbone or checkpoint; default: the recipe's")
+    parser.add_argument("--model", default=None, help="backbone (HF folder) or LLM folder; default: the recipe's")
     parser.add_argument("--full-layers", action="store_true", help="train the top layers fully instead of LoRA")
     parser.add_argument(
         "--per-set", type=int, default=None, help="records built per data set (default 50, quick 30, smoke 4)"
@@ -191,7 +191,7 @@ def prefix_setups(args, train_file: Path, records, used: list[int], folder: Path
             setup = Setup(args, train_file, {**PREFIX, "model.trainable_top_layers": k})
             costs[f"k{k}"] = setup.build_prefix(folder, records, used)
             setups[k] = setup
-        except InstEmbError as exc:  # K >= the layer count, a checkpoint's LoRA on other layers, ...
+        except InstEmbError as exc:  # K >= the layer count, an LLM folder's LoRA on other layers, ...
             skipped[f"prefix_k{k}"] = str(exc)
     if recipe_k not in setups:
         raise InstEmbError(
