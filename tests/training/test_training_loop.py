@@ -330,7 +330,7 @@ def test_continuing_a_lora_checkpoint_with_other_lora_settings_is_refused_before
     first = train(
         _config(tiny_model_dir, train_file, tmp_path / "first", **{"model.lora_rank": 4, "training.max_steps": 1})
     )
-    for rank, message in [(0, "model.lora_rank=4"), (8, "r: checkpoint 4, this run 8")]:
+    for rank, message in [(0, "model.lora_rank=4"), (8, "r: LLM folder 4, this run 8")]:
         config = _config(
             tiny_model_dir,
             train_file,
