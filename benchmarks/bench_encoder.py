@@ -79,6 +79,13 @@ def forward_flops(encoder, length: int) -> float:
     config = encoder.model.config
     embedding = encoder.model.get_input_embeddings().weight.numel()
     non_embedding = sum(p.numel() for p in encoder.model.base_model.parameters()) - embedding
+    # An int8 encoder's linear layers hold packed weights, not parameters (encoder/quantize.py's
+    # Int8Linear): their products count as the fp32 layers' would, the same useful work.
+    non_embedding += sum(
+        module.in_features * module.out_features
+        for module in encoder.model.base_model.modules()
+        if hasattr(module, "_packed")
+    )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     attention_width = config.num_attention_heads * head_dim
     attention = 2 * 2 * config.num_hidden_layers * attention_width * length * (length + 1) / 2

@@ -41,7 +41,7 @@ from .manifest import Manifest, check_encoder, describe_side, read_manifest, wri
 from .options import IndexOptions, resolve_options
 from .plan import KindCount, RunPlan, kind_of
 from .resume import PENDING_FILE, PendingVectors, remove_pending
-from .run_parts import EmbeddedFile, FileTask, IndexReport
+from .run_shared import EmbeddedFile, FileTask, IndexReport
 from .stores import open_store, wipe_index
 from .stores.base import VectorStore
 

@@ -29,7 +29,7 @@ from .documents import ChunkSplitter, chunking_tokenizer
 from .options import IndexOptions
 from .plan import PLAN_BEFORE_S, Estimate
 from .resume import PendingVectors, text_key
-from .run_parts import EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
+from .run_shared import EmbeddedFile, FileTask, IndexReport, chunk_file, file_outcome
 
 WINDOW_BATCHES = 8  # batches of chunks sorted by length together
 # A long fp32 run on a CPU is told that int8 exists (never chosen for the user: an index is

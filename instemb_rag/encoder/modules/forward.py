@@ -75,6 +75,15 @@ def run_embedded(
     if cache is not None and cache.get_seq_length() > 0:
         prefix = torch.ones(mask.shape[0], cache.get_seq_length(), dtype=mask.dtype, device=mask.device)
         full_mask = torch.cat([prefix, mask], dim=1)
+    elif cache is None and attention is None and causal_suffices(mask):
+        # Issue 69: with right padding the causal pattern alone gives every valid position its
+        # states (``causal_mask``), so the rows are handed over unpadded as far as the mask goes:
+        # transformers then builds no [B, 1, T, T] mask and calls SDPA with is_causal=True, whose
+        # CPU kernel skips the key blocks above the diagonal instead of computing them and masking
+        # them (about half the attention work). Only the padded positions' states change, and no
+        # reader takes those: pooling, the trainer's targets and losses index valid positions by
+        # ``mask``, which States keeps.
+        full_mask = torch.ones_like(mask)
     cache_argument = {cache_keyword(type(model.base_model)): cache} if cache is not None else {}
     outputs = model.base_model(
         inputs_embeds=embeds,
@@ -98,6 +107,17 @@ def embed_inputs_static(model, lookahead_vectors: torch.Tensor, input_ids: torch
     index = (slots.long().cumsum(dim=1) - 1).clamp(min=0, max=count - 1)
     vectors = lookahead_vectors.to(embeds.dtype)[index]  # [B, T, d]
     return torch.where(slots[..., None], vectors, embeds)
+
+
+def causal_suffices(mask: torch.Tensor) -> bool:
+    """Whether the causal pattern alone gives ``mask``'s valid positions their states: right-padded
+    rows (each row's valid positions one run from position 0) with some padding, on the CPU (the
+    test reads the mask on the host, which a GPU would wait for; the CUDA path takes
+    ``causal_mask`` anyway). Rows without padding need nothing: transformers skips their mask itself."""
+    if mask.device.type != "cpu" or mask.dim() != 2 or mask.shape[1] < 2 or bool(mask.all()):
+        return False
+    valid = mask.bool()
+    return bool(valid[:, 0].all()) and not bool((valid[:, 1:] & ~valid[:, :-1]).any())
 
 
 def causal_mask(width: int, device: torch.device) -> torch.Tensor:
