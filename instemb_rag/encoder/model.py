@@ -21,7 +21,7 @@ from .composed.spec import llm_folder_of
 from .device import default_dtype, resolve_device
 from .fast.cuda_graphs import encode_on_cuda
 from .llm_folder import NOT_IN_FINGERPRINT, EncoderConfig
-from .modules.forward import States, embed_inputs, run_backbone
+from .modules.forward import States, embed_inputs, forward_runs, run_backbone
 from .modules.lookahead import DEFAULT_INIT_TEXT, LookAheadTokens
 from .modules.pooling import Pooling
 from .modules.projection import Projection
@@ -39,8 +39,6 @@ DEFAULT_LOOKAHEAD = 8
 # (Its folder name, default_checkpoint, is historical: package data, the GPU kit and users' paths.)
 SHIPPED_MODEL_FOLDER = Path(__file__).parent.parent / "default_checkpoint"
 SHIPPED_CHECKPOINT = SHIPPED_MODEL_FOLDER  # alias kept for compatibility (issue 68 names round 2)
-# Issue 69: padded positions per forward pass on a CPU (InstEmbEncoder._forward_rows says why).
-CPU_TOKENS_PER_FORWARD = 1024
 
 
 def shipped_llm_folder() -> Path:
@@ -488,36 +486,12 @@ class InstEmbEncoder(nn.Module):
         from ..progress import batches_with_progress  # rich, imported only when a bar may show
 
         for start in batches_with_progress(starts, show_progress, total_items=len(order), batch_size=batch_size):
-            for chunk in self._forward_rows(order[start : start + batch_size], id_lists):
+            for chunk in forward_runs(order[start : start + batch_size], id_lists, self.device):
                 states = self.states(self.collate([id_lists[i] for i in chunk]))
                 pooled = self.pooling(states.hidden, states.attention_mask, self.lookahead_length)
                 pooled_out[chunk] = pooled.float().cpu()
                 output[chunk] = self.project(pooled).float().cpu()
         return pooled_out, output
-
-    def _forward_rows(self, rows: list[int], id_lists: Sequence[list[int]]):
-        """The rows of one batch (longest first) as the forward passes that run them: one on a GPU;
-        on a CPU, runs of at most CPU_TOKENS_PER_FORWARD padded positions (at least one row each).
-
-        Issue 69: on a CPU the decoder's time goes into products over the batch's positions, and
-        a forward of a few hundred rows' worth of tokens keeps each layer's activations (the
-        MLP's [positions, intermediate] products: 6 MiB at 1,024 positions of the default model,
-        24 MiB at 16 chunks of 256) in the cache between the product that writes them and the
-        one that reads them. Measured on a 2-core EPYC (benchmarks/README.md, issue 69): 16
-        length-sorted prose chunks ran at 0.69 of the fp32 matmul peak in one forward and at
-        0.80 in forwards of 4; the padding is less too (each run pads to its own longest row).
-        Every row's vector is its own either way (right padding, one causal pass per row)."""
-        if self.device.type != "cpu":
-            yield rows
-            return
-        run: list[int] = []
-        for row in rows:
-            if run and (len(run) + 1) * len(id_lists[run[0]]) > CPU_TOKENS_PER_FORWARD:
-                yield run
-                run = []
-            run.append(row)
-        if run:
-            yield run
 
 
 def _identity_key(extra: dict) -> str:
