@@ -300,7 +300,9 @@ def test_the_ray_workers_sink_comes_from_the_store_registry(tiny_encoder, tmp_pa
     assert sink == {"store": "qdrant", "url": "http://qdrant:6333", "api_key": "k", "collection": "docs"}
     writer = open_worker_writer({**sink, "client": client}, tiny_encoder.dimension)
     assert isinstance(writer, ServerCollection) and writer.collection == "docs"
-    shard = QdrantStore(EdgeShard(tmp_path / "shard", tiny_encoder.dimension), {"qdrant": "embedded"}, tiny_encoder.dimension)
+    shard = QdrantStore(
+        EdgeShard(tmp_path / "shard", tiny_encoder.dimension), {"qdrant": "embedded"}, tiny_encoder.dimension
+    )
     assert worker_sink(shard, options) is None and worker_sink(None, options) is None
     shard.close()
     step = RayEmbedding.__new__(RayEmbedding)  # the driver's binding, without a cluster
