@@ -23,7 +23,7 @@ import typer
 
 from ..choices import Precision
 from ..exit_codes import ExitCode, exit_code_for  # noqa: F401  (the table, one owner: exit_codes.py)
-from .notes import say  # noqa: F401  (its home is typer-free: the lean client prints notes with it)
+from .notes import error_line, say  # noqa: F401  (say: its home is typer-free; the lean client prints notes and errors with them)
 
 if TYPE_CHECKING:
     from ..encoder import InstEmbEncoder
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def fail(error: Exception | str, code: int | None = None) -> NoReturn:
     """Print ``error: ...`` on stderr and exit with the code of that error."""
-    typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+    typer.echo(error_line(str(error), color=True), err=True)  # click drops the colour off a terminal
     raise typer.Exit(int(code if code is not None else exit_code_for(error)))
 
 

@@ -28,6 +28,8 @@ import re
 import sys
 from typing import Any
 
+from .notes import error_line
+
 __all__ = ["FULL_CLI_ENV", "lean_query", "main", "parse_query"]
 
 FULL_CLI_ENV = "INSTEMB_FULL_CLI"  # 1: every command line goes to the typer app
@@ -84,12 +86,6 @@ def ask_and_print(values: dict[str, Any]) -> int | None:
         return None  # else: the typer app's to answer and to say, as it does without this module
     show_answer(answer_from_document(request, reply), values["hybrid"], values["explain"], as_json)
     return 0
-
-
-def error_line(message: str, color: bool) -> str:
-    """``error: MESSAGE`` as the typer app's ``fail`` prints it (red on a terminal)."""
-    line = f"error: {message}"
-    return f"\x1b[31m{line}\x1b[0m" if color else line
 
 
 def parse_query(args: list[str], argument: str, options: dict[str, dict]) -> dict[str, Any] | None:
